@@ -1,0 +1,86 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Decision reports one rate-limit step. A denial is a Decision with Allowed
+// false, never an error.
+type Decision struct {
+	Allowed bool
+	Limit   Limit
+	// Remaining is what could still be admitted now.
+	Remaining int
+	// RetryAfter is 0 when Allowed; otherwise the exact wait after which
+	// the same request would be admitted, absent other traffic.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is back to a full, untouched state.
+	ResetAfter time.Duration
+}
+
+// Store applies one algorithm step for key atomically.
+// A denial is a Decision, never an error; err means no decision was made.
+type Store interface {
+	AllowN(ctx context.Context, key string, lim Limit, n int) (Decision, error)
+}
+
+// Request is one key, limit and cost of an AllowMulti call.
+type Request struct {
+	Key   string
+	Limit Limit
+	N     int
+}
+
+// MultiStore is a Store that decides several requests all-or-nothing: either
+// every request is admitted and counted, or none is counted.
+//
+// The returned decisions are in request order. When any request is denied,
+// every decision has Allowed false; the ones that blocked carry their
+// RetryAfter, the others RetryAfter 0 and the Remaining of a peek.
+type MultiStore interface {
+	Store
+	AllowMulti(ctx context.Context, reqs []Request) ([]Decision, error)
+}
+
+// ValidateRequest checks a key, limit and cost as every store must before
+// deciding: an error wrapping ErrInvalidKey, ErrInvalidLimit, ErrInvalidCost
+// or ErrExceedsCapacity, naming the offending value.
+func ValidateRequest(key string, lim Limit, n int) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if n < 0 {
+		return fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
+	}
+	if c := lim.Capacity(); n > c {
+		return fmt.Errorf("%w: n = %d, but %v admits at most %d at once", ErrExceedsCapacity, n, lim, c)
+	}
+	return nil
+}
+
+// ValidateKey reports an empty key or one longer than MaxKeyLen bytes. Keys
+// are otherwise opaque bytes: any byte, UTF-8 or not, is allowed.
+func ValidateKey(key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: key is %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// CombineRetry returns the longest RetryAfter of ds: the wait after which a
+// denied AllowMulti could be admitted, absent other traffic.
+func CombineRetry(ds []Decision) time.Duration {
+	var r time.Duration
+	for _, d := range ds {
+		r = max(r, d.RetryAfter)
+	}
+	return r
+}

@@ -1,0 +1,132 @@
+// Package algo is the single source of sluice's rate-limiting math: one pure
+// step function per algorithm over integer microseconds and a small state
+// value. Every store (memory, the Redis Lua scripts) implements exactly
+// these semantics, and the conformance suite and the differential fuzzers
+// hold them to it.
+//
+// Conventions shared by every step function:
+//   - now and every duration are integer microseconds since the Unix epoch;
+//   - a denied request changes no state: the caller keeps the old state
+//     (the step functions return it unchanged);
+//   - n = 0 is a peek: it is always allowed and changes nothing;
+//   - n > Params.Cap is the caller's error to report (ErrExceedsCapacity)
+//     before calling;
+//   - time never goes backwards for a key: now is clamped to the newest time
+//     the state has seen.
+//
+// All intermediate products stay below 2^53 for limits that pass
+// CheckBounds, so that the same integer math is exact in Lua's doubles.
+package algo
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind numbers the algorithms as sluice.Algorithm does.
+type Kind uint8
+
+// The algorithms, numbered as sluice.Algorithm.
+const (
+	FixedWindow Kind = iota + 1
+	SlidingLog
+	SlidingWindow
+	TokenBucket
+	GCRA
+)
+
+// MaxExact is the largest integer every intermediate value must stay below
+// so that the math is exact in IEEE doubles (Lua numbers in Redis).
+const MaxExact = 1 << 53
+
+// Params is a validated limit in integer form.
+type Params struct {
+	Kind   Kind
+	Rate   int64 // events per Period
+	Period int64 // µs
+	Cap    int64 // largest n at once: Burst (or Rate) for buckets, Rate otherwise
+	// R and P are Rate and Period divided by their greatest common divisor:
+	// the bucket algorithms refill R scaled units per µs, and one token is P
+	// scaled units, so the emission interval P/R is exact without fractions
+	// of a microsecond being lost.
+	R, P int64
+}
+
+// NewParams converts a limit that passed CheckBounds.
+func NewParams(k Kind, rate, burst, period int64) Params {
+	p := Params{Kind: k, Rate: rate, Period: period, Cap: rate}
+	if (k == TokenBucket || k == GCRA) && burst > 0 {
+		p.Cap = burst
+	}
+	g := gcd(rate, period)
+	p.R, p.P = rate/g, period/g
+	return p
+}
+
+// CheckBounds reports a limit whose arithmetic could not stay exact below
+// MaxExact. Rate, burst and period (µs) are assumed positive (burst >= 0).
+func CheckBounds(k Kind, rate, burst, period int64) error {
+	if period >= MaxExact/2 {
+		return fmt.Errorf("Period of %dµs is too long", period)
+	}
+	switch k {
+	case SlidingWindow:
+		// prev*(P-e) and (a+1)*P are at most (Rate+1)*Period.
+		if rate >= MaxExact/2 || (rate+1) > (MaxExact-1)/period {
+			return fmt.Errorf("Rate × Period (%d × %dµs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window", rate, period)
+		}
+	case TokenBucket, GCRA:
+		c := rate
+		if burst > 0 {
+			c = burst
+		}
+		g := gcd(rate, period)
+		pp := period / g
+		// The scaled deficit plus one request's worth is at most 2·Cap·P.
+		if c >= MaxExact/4 || 2*c > (MaxExact-1)/pp {
+			return fmt.Errorf("Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
+		}
+	case FixedWindow, SlidingLog:
+		if rate >= MaxExact/2 {
+			return fmt.Errorf("Rate %d is too large", rate)
+		}
+	default:
+		return errors.New("unknown algorithm")
+	}
+	return nil
+}
+
+func kindName(k Kind) string {
+	switch k {
+	case TokenBucket:
+		return "token_bucket"
+	case GCRA:
+		return "gcra"
+	}
+	return "algorithm"
+}
+
+// Result is the outcome of one step, in microseconds.
+type Result struct {
+	Allowed    bool
+	Remaining  int64 // what could still be admitted now
+	RetryAfter int64 // 0 when allowed; else the wait after which n is admitted, absent other traffic
+	ResetAfter int64 // time until the state is back to full and untouched
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// floorWindow returns the start of the epoch-aligned window holding now.
+func floorWindow(now, period int64) int64 {
+	return now - now%period
+}
+
+// ceilDiv returns ceil(a/b) for a >= 0, b > 0.
+func ceilDiv(a, b int64) int64 {
+	return (a + b - 1) / b
+}

@@ -1,0 +1,34 @@
+package algo
+
+// TAT is the state of GCRA: the theoretical arrival time, TAT + Frac/R µs,
+// with 0 <= Frac < Params.R so that an emission interval of Period/Rate is
+// exact. The zero value is an untouched key.
+type TAT struct {
+	At   int64
+	Frac int64
+}
+
+// GCRAStep admits n when TAT + n*T - now <= Cap*T, with T = Period/Rate,
+// computed in scaled units (multiplied by R) so that T is an integer P.
+// A denied request waits until that difference has fallen to Cap*T. It
+// returns the state to keep: s itself unless n > 0 was admitted.
+//
+// GCRA keeps no time of last use: when now is earlier than TAT - Cap*T
+// (a clock that ran backwards), the key is treated as exactly full, which
+// never admits more than a clamp to the last admission would.
+func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
+	full := p.Cap * p.P
+	var d int64 // the scaled deficit: R*(TAT-now), at least 0
+	if s.At > now || (s.At == now && s.Frac > 0) {
+		if s.At-now > full/p.R+1 {
+			d = full
+		} else {
+			d = min((s.At-now)*p.R+s.Frac, full)
+		}
+	}
+	d2, r := bucketDecide(d, p, n)
+	if !r.Allowed || n == 0 {
+		return s, r
+	}
+	return TAT{At: now + d2/p.R, Frac: d2 % p.R}, r
+}

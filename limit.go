@@ -1,0 +1,159 @@
+package sluice
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Algorithm selects how a Limit counts. The zero value is not a valid
+// algorithm: an unset algorithm is an error, never a silent default.
+type Algorithm uint8
+
+const (
+	// FixedWindow counts admissions in epoch-aligned windows
+	// [floor(now/P)*P, +P), like envoyproxy/ratelimit. Cheap; admits up to
+	// 2×Rate across a window boundary.
+	FixedWindow Algorithm = iota + 1
+	// SlidingLog keeps one entry per admitted event: no interval of length
+	// Period ever holds more than Rate admissions. Memory grows with Rate.
+	SlidingLog
+	// SlidingWindow is the sliding-window counter: the previous window's
+	// count weighted by the part of it still inside the sliding window, plus
+	// the current window's count. Two counters per key, any Rate.
+	SlidingWindow
+	// TokenBucket holds up to Burst tokens and refills Rate per Period.
+	TokenBucket
+	// GCRA is the generic cell rate algorithm: the same admissions as
+	// TokenBucket, kept as one theoretical arrival time per key.
+	GCRA
+)
+
+var algorithmNames = [...]string{
+	FixedWindow:   "fixed_window",
+	SlidingLog:    "sliding_log",
+	SlidingWindow: "sliding_window",
+	TokenBucket:   "token_bucket",
+	GCRA:          "gcra",
+}
+
+// String returns the algorithm's configuration name, such as "gcra".
+func (a Algorithm) String() string {
+	if a.valid() {
+		return algorithmNames[a]
+	}
+	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
+}
+
+func (a Algorithm) valid() bool { return a >= FixedWindow && a <= GCRA }
+
+// ParseAlgorithm parses a configuration name: fixed_window, sliding_log,
+// sliding_window, token_bucket or gcra.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for a := FixedWindow; a <= GCRA; a++ {
+		if algorithmNames[a] == s {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", ErrInvalidLimit, s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if !a.valid() {
+		return nil, fmt.Errorf("%w: algorithm %d", ErrInvalidLimit, a)
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// Limit is a quota: Rate events per Period, counted by Algorithm.
+type Limit struct {
+	Algorithm Algorithm
+	Rate      int           // events allowed per Period, > 0
+	Period    time.Duration // >= 1ms, a whole number of microseconds
+	Burst     int           // TokenBucket/GCRA capacity; 0 means Rate
+}
+
+// MinPeriod is the shortest Period a Limit may have.
+const MinPeriod = time.Millisecond
+
+// MaxKeyLen is the longest key, in bytes, that a store accepts.
+const MaxKeyLen = 1024
+
+// PerSecond returns a GCRA limit of n events per second.
+func PerSecond(n int) Limit { return Limit{Algorithm: GCRA, Rate: n, Period: time.Second} }
+
+// PerMinute returns a GCRA limit of n events per minute.
+func PerMinute(n int) Limit { return Limit{Algorithm: GCRA, Rate: n, Period: time.Minute} }
+
+// PerHour returns a GCRA limit of n events per hour.
+func PerHour(n int) Limit { return Limit{Algorithm: GCRA, Rate: n, Period: time.Hour} }
+
+// Every returns a GCRA limit of one event per interval, with room for burst
+// events at once (0 means 1).
+func Every(interval time.Duration, burst int) Limit {
+	return Limit{Algorithm: GCRA, Rate: 1, Period: interval, Burst: burst}
+}
+
+// With returns a copy of l counted by algorithm a.
+func (l Limit) With(a Algorithm) Limit { l.Algorithm = a; return l }
+
+// WithBurst returns a copy of l with the given Burst.
+func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
+
+// Capacity is the largest n a single request may ask for: Burst (or Rate
+// when Burst is 0) for TokenBucket and GCRA, Rate otherwise.
+func (l Limit) Capacity() int {
+	if (l.Algorithm == TokenBucket || l.Algorithm == GCRA) && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// Validate reports the first invalid field of l, wrapped in ErrInvalidLimit.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.valid():
+		if l.Algorithm == 0 {
+			return fmt.Errorf("%w: Algorithm is unset", ErrInvalidLimit)
+		}
+		return fmt.Errorf("%w: Algorithm %d is unknown", ErrInvalidLimit, l.Algorithm)
+	case l.Rate <= 0:
+		return fmt.Errorf("%w: Rate %d must be > 0", ErrInvalidLimit, l.Rate)
+	case l.Period < MinPeriod:
+		return fmt.Errorf("%w: Period %v must be >= %v", ErrInvalidLimit, l.Period, MinPeriod)
+	case l.Period%time.Microsecond != 0:
+		return fmt.Errorf("%w: Period %v must be a whole number of microseconds", ErrInvalidLimit, l.Period)
+	case l.Burst < 0:
+		return fmt.Errorf("%w: Burst %d must be >= 0", ErrInvalidLimit, l.Burst)
+	case l.Burst != 0 && l.Algorithm != TokenBucket && l.Algorithm != GCRA:
+		return fmt.Errorf("%w: Burst %d applies only to token_bucket and gcra, not %v", ErrInvalidLimit, l.Burst, l.Algorithm)
+	}
+	if err := algo.CheckBounds(l.kind(), int64(l.Rate), int64(l.Burst), l.Period.Microseconds()); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidLimit, err)
+	}
+	return nil
+}
+
+// String describes l, as in "10 per 1s (gcra, burst 10)".
+func (l Limit) String() string {
+	s := strconv.Itoa(l.Rate) + " per " + l.Period.String() + " (" + l.Algorithm.String()
+	if l.Algorithm == TokenBucket || l.Algorithm == GCRA {
+		s += ", burst " + strconv.Itoa(l.Capacity())
+	}
+	return s + ")"
+}
+
+func (l Limit) kind() algo.Kind { return algo.Kind(l.Algorithm) }
