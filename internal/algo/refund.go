@@ -1,0 +1,80 @@
+package algo
+
+// The Return functions give back n units admitted at time at (a lease taken
+// and not spent): afterwards the state is as if those units had never been
+// admitted, as far as they still count at all. They never give back more
+// than the state holds, so a wrong or repeated return cannot raise a limit
+// beyond an untouched key.
+
+// FixedWindowReturn uncounts n units admitted at at, if at lies in the
+// window the state holds.
+func FixedWindowReturn(s Window, at int64, p Params, n int64) Window {
+	if s.Count > 0 && floorWindow(at, p.Period) == s.Start {
+		s.Count = max(s.Count-n, 0)
+	}
+	return s
+}
+
+// SlidingWindowReturn uncounts n units admitted at at from the window,
+// current or previous, that counted them.
+func SlidingWindowReturn(s Counter, at int64, p Params, n int64) Counter {
+	switch floorWindow(at, p.Period) {
+	case s.Start:
+		s.Cur = max(s.Cur-n, 0)
+	case s.Start - p.Period:
+		s.Prev = max(s.Prev-n, 0)
+	}
+	return s
+}
+
+// TokenBucketReturn puts n tokens back (never above a full bucket).
+func TokenBucketReturn(s Bucket, at int64, p Params, n int64) Bucket {
+	s.Deficit = max(s.Deficit-n*p.P, 0)
+	return s
+}
+
+// GCRAReturn moves the theoretical arrival time back by n emission
+// intervals; now bounds it below, since a TAT in the past means "full".
+func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
+	if s.At < now || (s.At == now && s.Frac == 0) {
+		return TAT{}
+	}
+	d := min((s.At-now)*p.R+s.Frac, p.Cap*p.P) - n*p.P
+	if d <= 0 {
+		return TAT{}
+	}
+	return TAT{At: now + d/p.R, Frac: d % p.R}
+}
+
+// SlidingLogReturn removes up to n entries stamped exactly at. Entries are
+// kept in time order, so those stamped at are contiguous.
+func SlidingLogReturn(l *Log, at int64, n int64) {
+	// Find the newest entry stamped at, then remove a run ending there.
+	end := -1
+	for i := l.n - 1; i >= 0; i-- {
+		v := l.At(i)
+		if v == at {
+			end = i
+			break
+		}
+		if v < at {
+			return
+		}
+	}
+	if end < 0 {
+		return
+	}
+	start := end
+	for start > 0 && int64(end-start+1) < n && l.At(start-1) == at {
+		start--
+	}
+	k := end - start + 1
+	// Shift the entries after the run back by k.
+	for i := end + 1; i < l.n; i++ {
+		l.buf[(l.head+i-k)%len(l.buf)] = l.At(i)
+	}
+	l.n -= k
+	if l.n == 0 {
+		l.head = 0
+	}
+}

@@ -1,0 +1,21 @@
+package sluice
+
+import (
+	"context"
+	"time"
+)
+
+// Leaser is a Store that can hand out units in advance and take back the
+// ones not spent; tiered uses it for leases. A leased unit counts exactly
+// like an admitted request until it is returned.
+type Leaser interface {
+	Store
+	// Lease admits n like AllowN and also reports the store's time of the
+	// admission (Redis time for redisstore), which Return needs.
+	Lease(ctx context.Context, key string, lim Limit, n int) (Decision, time.Time, error)
+	// Return gives back n units of a lease admitted at at: afterwards the
+	// key is as if they had never been admitted, as far as they still
+	// count at all. Returning more than was leased cannot raise the limit
+	// beyond an untouched key.
+	Return(ctx context.Context, key string, lim Limit, n int, at time.Time) error
+}
