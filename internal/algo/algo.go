@@ -121,9 +121,15 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// floorWindow returns the start of the epoch-aligned window holding now.
+// floorWindow returns the start of the epoch-aligned window holding now,
+// floor(now/period)*period, also for a now before the epoch (where Go's %
+// truncates toward zero; Lua's % already floors).
 func floorWindow(now, period int64) int64 {
-	return now - now%period
+	m := now % period
+	if m < 0 {
+		m += period
+	}
+	return now - m
 }
 
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.

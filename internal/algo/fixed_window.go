@@ -20,11 +20,11 @@ func FixedWindowStep(s Window, now int64, p Params, n int64) (Window, Result) {
 		count = s.Count
 	}
 	end := ws + p.Period - now
-	if count+n > p.Rate {
-		return s, Result{Remaining: p.Rate - count, RetryAfter: end, ResetAfter: end}
+	if n > 0 && count+n > p.Rate {
+		return s, Result{Remaining: max(p.Rate-count, 0), RetryAfter: end, ResetAfter: end}
 	}
 	if n == 0 {
-		r := Result{Allowed: true, Remaining: p.Rate - count}
+		r := Result{Allowed: true, Remaining: max(p.Rate-count, 0)}
 		if count > 0 {
 			r.ResetAfter = end
 		}

@@ -71,10 +71,10 @@ func SlidingLogStep(l *Log, now int64, p Params, n int64, commit bool) Result {
 	}
 	l.expire(now - p.Period)
 	count := int64(l.n)
-	if count+n > p.Rate {
+	if n > 0 && count+n > p.Rate {
 		k := count + n - p.Rate
 		return Result{
-			Remaining:  p.Rate - count,
+			Remaining:  max(p.Rate-count, 0),
 			RetryAfter: l.At(int(k-1)) + p.Period - now,
 			ResetAfter: l.Newest() + p.Period - now,
 		}
@@ -82,7 +82,7 @@ func SlidingLogStep(l *Log, now int64, p Params, n int64, commit bool) Result {
 	if commit && n > 0 {
 		l.add(now, int(n), int(p.Rate))
 	}
-	r := Result{Allowed: true, Remaining: p.Rate - count - n}
+	r := Result{Allowed: true, Remaining: max(p.Rate-count-n, 0)}
 	if count+n > 0 {
 		newest := now
 		if n == 0 {

@@ -28,13 +28,13 @@ func SlidingWindowStep(s Counter, now int64, p Params, n int64) (Counter, Result
 	}
 	e := now - ws
 	count := prev*(P-e)/P + cur
-	if count+n > p.Rate {
+	if n > 0 && count+n > p.Rate {
 		r := Result{Remaining: max(p.Rate-count, 0), RetryAfter: slidingRetry(ws, now, prev, cur, p, n)}
 		r.ResetAfter = slidingReset(ws, now, prev, cur, P)
 		return s, r
 	}
 	if n == 0 {
-		return s, Result{Allowed: true, Remaining: p.Rate - count, ResetAfter: slidingReset(ws, now, prev, cur, P)}
+		return s, Result{Allowed: true, Remaining: max(p.Rate-count, 0), ResetAfter: slidingReset(ws, now, prev, cur, P)}
 	}
 	cur += n
 	return Counter{Start: ws, Prev: prev, Cur: cur}, Result{Allowed: true, Remaining: p.Rate - count - n, ResetAfter: slidingReset(ws, now, prev, cur, P)}

@@ -34,12 +34,13 @@ func TokenBucketStep(s Bucket, now int64, p Params, n int64) (Bucket, Result) {
 }
 
 // bucketDecide is the decision shared by TokenBucket and GCRA, from the
-// scaled deficit d at now (0 <= d <= Cap*P).
+// scaled deficit d at now (d >= 0; above Cap*P only when the limit was
+// lowered since the state was written). A peek (n = 0) is always allowed.
 func bucketDecide(d int64, p Params, n int64) (int64, Result) {
 	full := p.Cap * p.P
 	d2 := d + n*p.P
-	if d2 > full {
-		return d, Result{Remaining: (full - d) / p.P, RetryAfter: ceilDiv(d2-full, p.R), ResetAfter: ceilDiv(d, p.R)}
+	if n > 0 && d2 > full {
+		return d, Result{Remaining: max(full-d, 0) / p.P, RetryAfter: ceilDiv(d2-full, p.R), ResetAfter: ceilDiv(d, p.R)}
 	}
-	return d2, Result{Allowed: true, Remaining: (full - d2) / p.P, ResetAfter: ceilDiv(d2, p.R)}
+	return d2, Result{Allowed: true, Remaining: max(full-d2, 0) / p.P, ResetAfter: ceilDiv(d2, p.R)}
 }
