@@ -19,7 +19,8 @@ type TAT struct {
 func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
 	full := p.Cap * p.P
 	var d int64 // the scaled deficit: R*(TAT-now), at least 0
-	if s.At > now || (s.At == now && s.Frac > 0) {
+	// The zero TAT is an untouched key at any now, also before the epoch.
+	if s != (TAT{}) && (s.At > now || (s.At == now && s.Frac > 0)) {
 		if s.At-now > full/p.R+1 {
 			d = full
 		} else {

@@ -1,0 +1,68 @@
+package algo
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestGCRAStep(t *testing.T) {
+	for _, tt := range bucketTests() {
+		t.Run(tt.name, func(t *testing.T) {
+			runSteps(t, NewParams(GCRA, tt.rate, tt.burst, tt.per), tt.steps)
+		})
+	}
+}
+
+func TestGCRAState(t *testing.T) {
+	const B = 3600 * sec
+	p := NewParams(GCRA, 3, 0, sec) // T = 333333 + 1/3 µs
+	tests := []struct {
+		name string
+		give TAT
+		at   int64
+		n    int64
+		want TAT
+	}{
+		{"fresh", TAT{}, B, 1, TAT{At: B + 333_333, Frac: 1}},
+		{"two at once", TAT{}, B, 2, TAT{At: B + 666_666, Frac: 2}},
+		{"fractions add up", TAT{At: B + 333_333, Frac: 1}, B, 2, TAT{At: B + sec, Frac: 0}},
+		{"TAT in the past is a full bucket", TAT{At: B - 5, Frac: 2}, B, 1, TAT{At: B + 333_333, Frac: 1}},
+		{"TAT now, with a fraction left", TAT{At: B, Frac: 2}, B, 1, TAT{At: B + 333_334, Frac: 0}},
+		{"denied keeps the state", TAT{At: B + sec, Frac: 0}, B, 1, TAT{At: B + sec, Frac: 0}},
+		{"peek keeps the state", TAT{At: B + 5, Frac: 1}, B, 0, TAT{At: B + 5, Frac: 1}},
+		{"fresh key before the epoch", TAT{}, -B, 1, TAT{At: -B + 333_333, Frac: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, _ := GCRAStep(tt.give, tt.at, p, tt.n)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("GCRAStep(%+v, %d, 3/s, %d) state (-want +got):\n%s", tt.give, tt.at, tt.n, diff)
+			}
+		})
+	}
+}
+
+// TestGCRABackwards: GCRA keeps no last time; a now far before TAT - Cap*T
+// is treated as exactly full, which admits no more than TokenBucket's clamp.
+func TestGCRABackwards(t *testing.T) {
+	const B = 3600 * sec
+	runSteps(t, NewParams(GCRA, 7, 2, sec), []step{
+		{at: B, n: 2, want: allowed(0, 285_715)},
+		{at: B - 1, n: 1, want: denied(0, 142_858, 285_715)},
+		{at: B - 10*sec, n: 1, want: denied(0, 142_858, 285_715)},
+		{at: B - 10*sec, n: 0, want: allowed(0, 285_715)},
+		{at: B + 142_858, n: 1, want: allowed(0, 285_714)},
+	})
+}
+
+// TestGCRAFreshBeforeEpoch: the zero TAT is an untouched key at any time,
+// also before 1970 (a fake clock starting at time.Time{}).
+func TestGCRAFreshBeforeEpoch(t *testing.T) {
+	const year1 = -62135596800 * sec // time.Time{}.UnixMicro()
+	runSteps(t, NewParams(GCRA, 10, 0, sec), []step{
+		{at: year1, n: 0, want: allowed(10, 0)},
+		{at: year1, n: 1, want: allowed(9, 100_000)},
+		{at: year1 + 50_000, n: 9, want: allowed(0, 950_000)},
+	})
+}
