@@ -1,0 +1,197 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Rule is one configured limit, resolved and validated.
+type Rule struct {
+	// Name is the rate_limit's `name` when set, else a stable name built from
+	// the domain and the descriptor path, as the reference's stats keys:
+	// "domain.key_value.key2" (with "#i" appended for the i-th entry of a
+	// rate_limits list). Use it as the metrics label.
+	Name string
+	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
+	// Rate (requests_per_unit), Period (unit or window) and Burst. It is the
+	// zero Limit when Unlimited.
+	Limit sluice.Limit
+	// Unit is the reference's unit in upper case ("SECOND", "MINUTE", "HOUR",
+	// "DAY", "WEEK", "MONTH", "YEAR"), or "" when the period came from the
+	// `window` extension or the rule is unlimited. RLS answers report it in
+	// current_limit.
+	Unit string
+
+	Unlimited      bool // unlimited: true: always admitted, never counted
+	ShadowMode     bool // shadow_mode: counted and reported, never denied
+	QuotaMode      bool // quota_mode: over-limit does not make the overall code OVER_LIMIT
+	DetailedMetric bool // detailed_metric: metrics carry the request's values
+	ValueToMetric  bool // value_to_metric: metrics carry the value matched by a wildcard/default
+	ShareThreshold bool // share_threshold: values matching a wildcard share one counter
+
+	// FailureMode is the failure_mode extension: "" (the process default),
+	// "open" or "closed".
+	FailureMode string
+	// Replaces lists the names of the rules this rule replaces when both
+	// apply to one request.
+	Replaces []string
+}
+
+// Descriptor is one entry of a request descriptor.
+type Descriptor struct{ Key, Value string }
+
+// Match is the result of matching one request descriptor.
+type Match struct {
+	// Rules are all limits on the matched node: one, or several with the
+	// rate_limits extension. Empty when nothing matched or the matched node
+	// has no limit.
+	Rules []*Rule
+	// Key is the stable counting key of this match: the domain and every
+	// entry of the request descriptor with the request's values (wildcard and
+	// default matches count per actual value, as the reference does), except
+	// that a share_threshold wildcard match uses the wildcard pattern so that
+	// all matching values share one counter. Distinct (domain, path, values)
+	// give distinct keys. Empty when Rules is empty.
+	Key string
+	// Metric is the stats name of the match, as the reference builds it: the
+	// rule's path name, extended with the request's values for
+	// detailed_metric and value_to_metric nodes. Label metrics with the
+	// Rule.Name unless the operator asked for these detailed names.
+	Metric string
+}
+
+// Config is a loaded, validated configuration: a set of domains. It is
+// immutable and safe for concurrent use.
+type Config struct {
+	domains map[string]*node
+	files   map[string]string // domain -> file it came from
+}
+
+// Domains returns the configured domains, sorted.
+func (c *Config) Domains() []string {
+	ds := make([]string, 0, len(c.domains))
+	for d := range c.domains {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// Parse parses one YAML document, holding one domain, read from the file
+// called name (used in error messages only).
+func Parse(name string, data []byte) (*Config, error) {
+	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
+	if err := c.add(name, data); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Load reads every path: a file, or a directory whose *.yaml and *.yml files
+// (not its subdirectories or hidden files) are read in name order. All the
+// domains are merged into one Config; a domain defined twice is an error.
+func Load(paths ...string) (*Config, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("config: no files to load")
+	}
+	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
+	for _, p := range paths {
+		files, err := expand(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("config: %w", err)
+			}
+			if err := c.add(f, data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// expand lists the config files of path.
+func expand(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") {
+			continue // editor swap files, Kubernetes ..data
+		}
+		if ext := filepath.Ext(n); ext != ".yaml" && ext != ".yml" {
+			continue
+		}
+		f := filepath.Join(path, n)
+		st, err := os.Stat(f) // follow symlinks (Kubernetes ConfigMap mounts)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		if st.Mode().IsRegular() {
+			files = append(files, f)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
+	}
+	return files, nil // ReadDir sorts by name
+}
+
+// add parses one file and adds its domain.
+func (c *Config) add(name string, data []byte) error {
+	p := &parser{file: name}
+	domain, root, line, err := p.parseFile(data)
+	if err != nil {
+		return err
+	}
+	if prev, ok := c.files[domain]; ok {
+		return &Error{File: name, Line: line, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)}
+	}
+	c.domains[domain] = root
+	c.files[domain] = name
+	return nil
+}
+
+// Error is a configuration error: the file, the line and the key path of the
+// offending value, as in
+//
+//	config/foo.yaml:12: descriptors[0].rate_limit.unit: unknown unit "fortnight"
+type Error struct {
+	File string
+	Line int    // 1-based; 0 when the error concerns the whole file
+	Path string // key path such as descriptors[0].rate_limit.unit; "" for the whole file
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}

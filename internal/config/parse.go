@@ -1,0 +1,640 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"go.yaml.in/yaml/v3"
+)
+
+// units maps the reference's unit names (its protobuf enum names; the
+// reference upper-cases the configured unit before the lookup) to periods.
+var units = map[string]time.Duration{
+	"SECOND": time.Second,
+	"MINUTE": time.Minute,
+	"HOUR":   time.Hour,
+	"DAY":    24 * time.Hour,
+	"WEEK":   7 * 24 * time.Hour,
+	"MONTH":  30 * 24 * time.Hour,
+	"YEAR":   365 * 24 * time.Hour,
+}
+
+var (
+	rootKeys       = []string{"domain", "descriptors"}
+	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "quota_mode", "value_to_metric", "share_threshold", "metadata"}
+	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "failure_mode"}
+	replacesKeys   = []string{"name"}
+)
+
+// maxNodes bounds the YAML nodes one file may expand to through aliases, so
+// that a small file cannot make the loader walk an exponential tree.
+const maxNodes = 1 << 20
+
+type parser struct {
+	file  string
+	nodes int // nodes visited so far
+}
+
+func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	return &Error{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns a syntax error of the YAML decoder into an *Error.
+func (p *parser) yamlError(err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + m[2]}
+	}
+	return &Error{File: p.file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// parseFile parses one file into its domain's tree. line is the line of the
+// domain key, for duplicate-domain errors.
+func (p *parser) parseFile(data []byte) (domain string, root *node, line int, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return "", nil, 0, p.yamlError(err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return "", nil, 0, p.yamlError(err)
+	case len(extra.Content) > 0 && !isNull(extra.Content[0]):
+		return "", nil, extra.Line, p.errorf(&extra, "", "a second YAML document: put one domain per file")
+	}
+	var top *yaml.Node
+	if len(doc.Content) > 0 {
+		top = doc.Content[0]
+	}
+	fields, err := p.mapping(top, "")
+	if err != nil {
+		return "", nil, 0, err
+	}
+	var descs *field
+	for i := range fields {
+		f := &fields[i]
+		switch f.key {
+		case "domain":
+			if domain, err = p.str(f.v, f.key); err != nil {
+				return "", nil, 0, err
+			}
+			line = f.k.Line
+		case "descriptors":
+			descs = f
+		default:
+			return "", nil, 0, p.unknown(f, "", rootKeys)
+		}
+	}
+	if domain == "" {
+		return "", nil, 0, p.errorf(top, "domain", "missing or empty: a config file needs a domain")
+	}
+	root = &node{path: domain}
+	if descs != nil {
+		if err := p.descriptors(root, descs.v, "descriptors"); err != nil {
+			return "", nil, 0, err
+		}
+	}
+	return domain, root, line, nil
+}
+
+type field struct {
+	key  string
+	k, v *yaml.Node
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// resolve follows aliases and counts the node against the budget.
+func (p *parser) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	p.nodes++
+	if p.nodes > maxNodes {
+		return nil, p.errorf(n, path, "the file expands to more than %d YAML nodes (alias bomb?)", maxNodes)
+	}
+	return n, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+func kind(n *yaml.Node) string {
+	switch {
+	case n == nil:
+		return "nothing"
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.ScalarNode:
+		return strconv.Quote(n.Value)
+	}
+	return "an unexpected node"
+}
+
+// mapping returns the fields of a mapping node in order, with YAML merge keys
+// (<<) expanded; a null node is an empty mapping. Keys given twice are an
+// error; keys given explicitly override merged ones.
+func (p *parser) mapping(n *yaml.Node, path string) ([]field, error) {
+	n, err := p.resolve(n, path)
+	if err != nil {
+		return nil, err
+	}
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, p.errorf(n, path, "want a mapping, got %s", kind(n))
+	}
+	var fields, merged []field
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, err := p.resolve(n.Content[i], path)
+		if err != nil {
+			return nil, err
+		}
+		v := n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, p.errorf(k, path, "a key must be a string, got %s", kind(k))
+		}
+		if k.Tag == "!!merge" {
+			ms, err := p.merge(v, path)
+			if err != nil {
+				return nil, err
+			}
+			merged = append(merged, ms...)
+			continue
+		}
+		if seen[k.Value] {
+			return nil, p.errorf(k, join(path, k.Value), "key given twice")
+		}
+		seen[k.Value] = true
+		fields = append(fields, field{key: k.Value, k: k, v: v})
+	}
+	for _, f := range merged {
+		if !seen[f.key] {
+			seen[f.key] = true
+			fields = append(fields, f)
+		}
+	}
+	return fields, nil
+}
+
+// merge expands the value of a merge key: a mapping or a list of mappings,
+// the earlier taking precedence.
+func (p *parser) merge(v *yaml.Node, path string) ([]field, error) {
+	v, err := p.resolve(v, path)
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != yaml.SequenceNode {
+		return p.mapping(v, path)
+	}
+	var out []field
+	for _, m := range v.Content {
+		fs, err := p.mapping(m, path)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+func (p *parser) unknown(f *field, path string, allowed []string) error {
+	return p.errorf(f.k, join(path, f.key), "unknown key (want one of %s)", strings.Join(allowed, ", "))
+}
+
+// sequence returns the items of a list; a null node is an empty list.
+func (p *parser) sequence(n *yaml.Node, path string) ([]*yaml.Node, error) {
+	n, err := p.resolve(n, path)
+	if err != nil {
+		return nil, err
+	}
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, p.errorf(n, path, "want a list, got %s", kind(n))
+	}
+	return n.Content, nil
+}
+
+// str reads a scalar as a string, as the reference's YAML decoder does for
+// string fields: 123 is "123", null is "".
+func (p *parser) str(n *yaml.Node, path string) (string, error) {
+	n, err := p.resolve(n, path)
+	if err != nil {
+		return "", err
+	}
+	if isNull(n) {
+		return "", nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return "", p.errorf(n, path, "want a string, got %s", kind(n))
+	}
+	return n.Value, nil
+}
+
+// boolean reads a YAML 1.1 boolean, as the reference's decoder (yaml.v2)
+// accepts: true/false, yes/no, on/off, y/n in their usual cases.
+func (p *parser) boolean(n *yaml.Node, path string) (bool, error) {
+	n, err := p.resolve(n, path)
+	if err != nil {
+		return false, err
+	}
+	if isNull(n) {
+		return false, nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		switch n.Value {
+		case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y":
+			return true, nil
+		case "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N":
+			return false, nil
+		}
+	}
+	return false, p.errorf(n, path, "want true or false, got %s", kind(n))
+}
+
+// integer reads a whole number in [lo, hi].
+func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, error) {
+	n, err := p.resolve(n, path)
+	if err != nil {
+		return 0, err
+	}
+	if isNull(n) {
+		return 0, nil
+	}
+	if n.Kind != yaml.ScalarNode {
+		return 0, p.errorf(n, path, "want a whole number, got %s", kind(n))
+	}
+	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil {
+		return 0, p.errorf(n, path, "want a whole number, got %s", kind(n))
+	}
+	if v < lo || v > hi {
+		return 0, p.errorf(n, path, "%d is out of range [%d, %d]", v, lo, hi)
+	}
+	return v, nil
+}
+
+// descFlags are the descriptor-level settings that apply to its rules.
+type descFlags struct {
+	shadow, detailed, quota, valueToMetric, shareThreshold bool
+}
+
+// descriptors parses a descriptors list into the children of parent.
+func (p *parser) descriptors(parent *node, n *yaml.Node, path string) error {
+	items, err := p.sequence(n, path)
+	if err != nil {
+		return err
+	}
+	for i, item := range items {
+		if err := p.descriptor(parent, item, index(path, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *parser) descriptor(parent *node, n *yaml.Node, path string) error {
+	fields, err := p.mapping(n, path)
+	if err != nil {
+		return err
+	}
+	if fields == nil {
+		n, _ = p.resolve(n, path)
+		return p.errorf(n, path, "want a descriptor mapping with a key, got %s", kind(n))
+	}
+	var (
+		key, value        string
+		keyNode           *yaml.Node
+		flags             descFlags
+		rl, rls, children *field
+	)
+	for i := range fields {
+		f := &fields[i]
+		fp := join(path, f.key)
+		switch f.key {
+		case "key":
+			key, err = p.str(f.v, fp)
+			keyNode = f.k
+		case "value":
+			value, err = p.str(f.v, fp)
+		case "rate_limit":
+			rl = f
+		case "rate_limits":
+			rls = f
+		case "descriptors":
+			children = f
+		case "shadow_mode":
+			flags.shadow, err = p.boolean(f.v, fp)
+		case "detailed_metric":
+			flags.detailed, err = p.boolean(f.v, fp)
+		case "quota_mode":
+			flags.quota, err = p.boolean(f.v, fp)
+		case "value_to_metric":
+			flags.valueToMetric, err = p.boolean(f.v, fp)
+		case "share_threshold":
+			flags.shareThreshold, err = p.boolean(f.v, fp)
+		case "metadata":
+			// Free-form data for operators; the reference ignores it too.
+		default:
+			return p.unknown(f, path, descriptorKeys)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if key == "" {
+		at := keyNode
+		if at == nil {
+			at = fields[0].k
+		}
+		return p.errorf(at, join(path, "key"), "missing or empty: a descriptor needs a key")
+	}
+	child := &node{key: key, value: value, path: parent.path + "." + key}
+	if value != "" {
+		child.path += "_" + value
+	}
+	child.shareThreshold = flags.shareThreshold
+	child.valueToMetric = flags.valueToMetric
+	child.detailed = flags.detailed
+	if err := parent.addChild(child); err != nil {
+		return p.errorf(keyNode, join(path, "key"), "%v", err)
+	}
+	switch {
+	case rl != nil && rls != nil:
+		return p.errorf(rls.k, join(path, "rate_limits"), "give rate_limit or rate_limits, not both")
+	case rl != nil:
+		r, err := p.rateLimit(rl.v, join(path, "rate_limit"), child.path, flags)
+		if err != nil {
+			return err
+		}
+		if r != nil {
+			child.rules = []*Rule{r}
+		}
+	case rls != nil:
+		if err := p.rateLimits(child, rls, join(path, "rate_limits"), flags); err != nil {
+			return err
+		}
+	}
+	if children != nil {
+		return p.descriptors(child, children.v, join(path, "descriptors"))
+	}
+	return nil
+}
+
+func (p *parser) rateLimits(child *node, f *field, path string, flags descFlags) error {
+	items, err := p.sequence(f.v, path)
+	if err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return p.errorf(f.k, path, "empty list: give at least one limit or drop the key")
+	}
+	type id struct {
+		a sluice.Algorithm
+		p time.Duration
+	}
+	seen := map[id]int{}
+	for i, item := range items {
+		ip := index(path, i)
+		r, err := p.rateLimit(item, ip, child.path+"#"+strconv.Itoa(i), flags)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			n, _ := p.resolve(item, ip)
+			return p.errorf(n, ip, "empty limit")
+		}
+		if !r.Unlimited {
+			k := id{r.Limit.Algorithm, r.Limit.Period}
+			if j, ok := seen[k]; ok {
+				n, _ := p.resolve(item, ip)
+				return p.errorf(n, ip, "same algorithm and period (%v, %v) as %s: one key holds one state per algorithm and period; keep the stricter limit", k.a, k.p, index(path, j))
+			}
+			seen[k] = i
+		}
+		child.rules = append(child.rules, r)
+	}
+	return nil
+}
+
+// rateLimit parses one rate_limit object. name is the generated rule name.
+// A null rate_limit gives nil: no limit, as the reference.
+func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*Rule, error) {
+	fields, err := p.mapping(n, path)
+	if err != nil {
+		return nil, err
+	}
+	if fields == nil {
+		rn, _ := p.resolve(n, path)
+		if rn.Kind == yaml.MappingNode { // {}: the reference rejects its empty unit
+			return nil, p.errorf(rn, join(path, "unit"), "missing: want one of second, minute, hour, day, week, month, year (or a window)")
+		}
+		return nil, nil
+	}
+	r := &Rule{
+		Name:           name,
+		ShadowMode:     flags.shadow,
+		QuotaMode:      flags.quota,
+		DetailedMetric: flags.detailed,
+		ValueToMetric:  flags.valueToMetric,
+		ShareThreshold: flags.shareThreshold,
+	}
+	var (
+		rate                       int64
+		unit, window, alg          *field
+		burst, failure, rateNode   *field
+		extension                  []*field
+		unitName, windowS, algName string
+		burstV                     int64
+		configured                 string
+	)
+	for i := range fields {
+		f := &fields[i]
+		fp := join(path, f.key)
+		switch f.key {
+		case "unit":
+			unit = f
+			unitName, err = p.str(f.v, fp)
+		case "requests_per_unit":
+			rateNode = f
+			rate, err = p.integer(f.v, fp, 0, math.MaxUint32)
+		case "unlimited":
+			r.Unlimited, err = p.boolean(f.v, fp)
+		case "name":
+			if configured, err = p.str(f.v, fp); err == nil && configured != "" {
+				r.Name = configured
+			}
+		case "replaces":
+			r.Replaces, err = p.replaces(f.v, fp)
+		case "algorithm":
+			alg = f
+			extension = append(extension, f)
+			algName, err = p.str(f.v, fp)
+		case "window":
+			window = f
+			extension = append(extension, f)
+			windowS, err = p.str(f.v, fp)
+		case "burst":
+			burst = f
+			extension = append(extension, f)
+			burstV, err = p.integer(f.v, fp, 0, math.MaxInt32)
+		case "failure_mode":
+			failure = f
+			extension = append(extension, f)
+			r.FailureMode, err = p.str(f.v, fp)
+		default:
+			return nil, p.unknown(f, path, rateLimitKeys)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, rp := range r.Replaces {
+		if configured != "" && rp == configured {
+			return nil, p.errorf(fieldNode(fields, "replaces"), join(path, "replaces"), "a rule must not replace itself (%q)", rp)
+		}
+	}
+	if unit != nil && unitName != "" {
+		if _, ok := units[strings.ToUpper(unitName)]; !ok {
+			return nil, p.errorf(unit.v, join(path, "unit"), "unknown unit %q (want second, minute, hour, day, week, month or year)", unitName)
+		}
+	}
+	if r.Unlimited {
+		if unit != nil && unitName != "" {
+			return nil, p.errorf(unit.k, join(path, "unit"), "must not be set when unlimited")
+		}
+		if len(extension) > 0 {
+			f := extension[0]
+			return nil, p.errorf(f.k, join(path, f.key), "must not be set when unlimited")
+		}
+		return r, nil
+	}
+	switch {
+	case window != nil && unit != nil:
+		return nil, p.errorf(window.k, join(path, "window"), "give unit or window, not both")
+	case window != nil:
+		d, err := time.ParseDuration(windowS)
+		if err != nil || d <= 0 {
+			return nil, p.errorf(window.v, join(path, "window"), "want a positive duration such as 30s or 5m, got %q", windowS)
+		}
+		r.Limit.Period = d
+	case unit == nil || unitName == "":
+		at := n
+		if unit != nil {
+			at = unit.v
+		}
+		return nil, p.errorf(at, join(path, "unit"), "missing: want one of second, minute, hour, day, week, month, year (or a window)")
+	default:
+		r.Unit = strings.ToUpper(unitName)
+		r.Limit.Period = units[r.Unit]
+	}
+	r.Limit.Algorithm = sluice.FixedWindow
+	if alg != nil {
+		a, err := sluice.ParseAlgorithm(algName)
+		if err != nil {
+			return nil, p.errorf(alg.v, join(path, "algorithm"), "unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", algName)
+		}
+		r.Limit.Algorithm = a
+	}
+	if rate == 0 {
+		at, fp := n, join(path, "requests_per_unit")
+		if rateNode != nil {
+			at = rateNode.v
+		}
+		return nil, p.errorf(at, fp, "must be > 0 (sluice has no always-deny limit)")
+	}
+	r.Limit.Rate = int(rate)
+	r.Limit.Burst = int(burstV)
+	if failure != nil {
+		switch r.FailureMode {
+		case "", "open", "closed":
+		default:
+			return nil, p.errorf(failure.v, join(path, "failure_mode"), "want open or closed, got %q", r.FailureMode)
+		}
+	}
+	if err := r.Limit.Validate(); err != nil {
+		at, fp := n, path
+		if burst != nil && r.Limit.Burst != 0 && strings.Contains(err.Error(), "Burst") {
+			at, fp = burst.v, join(path, "burst")
+		} else if window != nil && strings.Contains(err.Error(), "Period") {
+			at, fp = window.v, join(path, "window")
+		}
+		if at.Kind == yaml.AliasNode {
+			at, _ = p.resolve(at, fp)
+		}
+		return nil, p.errorf(at, fp, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+	}
+	return r, nil
+}
+
+func fieldNode(fields []field, key string) *yaml.Node {
+	for _, f := range fields {
+		if f.key == key {
+			return f.k
+		}
+	}
+	return nil
+}
+
+// replaces parses a replaces list: mappings with a non-empty name.
+func (p *parser) replaces(n *yaml.Node, path string) ([]string, error) {
+	items, err := p.sequence(n, path)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i, item := range items {
+		ip := index(path, i)
+		fields, err := p.mapping(item, ip)
+		if err != nil {
+			return nil, err
+		}
+		name := ""
+		for j := range fields {
+			f := &fields[j]
+			if f.key != "name" {
+				return nil, p.unknown(f, ip, replacesKeys)
+			}
+			if name, err = p.str(f.v, join(ip, "name")); err != nil {
+				return nil, err
+			}
+		}
+		if name == "" {
+			in, _ := p.resolve(item, ip)
+			return nil, p.errorf(in, join(ip, "name"), "missing or empty: a replaces entry names the rule it replaces")
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
