@@ -17,19 +17,23 @@ type TAT struct {
 // (a clock that ran backwards), the key is treated as exactly full, which
 // never admits more than a clamp to the last admission would.
 func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
-	full := p.Cap * p.P
-	var d int64 // the scaled deficit: R*(TAT-now), at least 0
-	// The zero TAT is an untouched key at any now, also before the epoch.
-	if s != (TAT{}) && (s.At > now || (s.At == now && s.Frac > 0)) {
-		if s.At-now > full/p.R+1 {
-			d = full
-		} else {
-			d = min((s.At-now)*p.R+s.Frac, full)
-		}
-	}
-	d2, r := bucketDecide(d, p, n)
+	d2, r := bucketDecide(gcraDeficit(s, now, p), p, n)
 	if !r.Allowed || n == 0 {
 		return s, r
 	}
 	return TAT{At: now + d2/p.R, Frac: d2 % p.R}, r
+}
+
+// gcraDeficit is the scaled deficit R*(TAT-now) at now, between 0 and a
+// full bucket's Cap*P, without forming (TAT-now)*R when TAT is far ahead.
+func gcraDeficit(s TAT, now int64, p Params) int64 {
+	// The zero TAT is an untouched key at any now, also before the epoch.
+	if s == (TAT{}) || s.At < now || (s.At == now && s.Frac == 0) {
+		return 0
+	}
+	full := p.Cap * p.P
+	if s.At-now > full/p.R+1 {
+		return full
+	}
+	return min((s.At-now)*p.R+s.Frac, full)
 }

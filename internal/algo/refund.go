@@ -4,12 +4,12 @@ package algo
 // and not spent): afterwards the state is as if those units had never been
 // admitted, as far as they still count at all. They never give back more
 // than the state holds, so a wrong or repeated return cannot raise a limit
-// beyond an untouched key.
+// beyond an untouched key. An n <= 0 gives nothing back (and never takes).
 
 // FixedWindowReturn uncounts n units admitted at at, if at lies in the
 // window the state holds.
 func FixedWindowReturn(s Window, at int64, p Params, n int64) Window {
-	if s.Count > 0 && floorWindow(at, p.Period) == s.Start {
+	if n > 0 && s.Count > 0 && floorWindow(at, p.Period) == s.Start {
 		s.Count = max(s.Count-n, 0)
 	}
 	return s
@@ -18,6 +18,9 @@ func FixedWindowReturn(s Window, at int64, p Params, n int64) Window {
 // SlidingWindowReturn uncounts n units admitted at at from the window,
 // current or previous, that counted them.
 func SlidingWindowReturn(s Counter, at int64, p Params, n int64) Counter {
+	if n <= 0 {
+		return s
+	}
 	switch floorWindow(at, p.Period) {
 	case s.Start:
 		s.Cur = max(s.Cur-n, 0)
@@ -29,6 +32,9 @@ func SlidingWindowReturn(s Counter, at int64, p Params, n int64) Counter {
 
 // TokenBucketReturn puts n tokens back (never above a full bucket).
 func TokenBucketReturn(s Bucket, at int64, p Params, n int64) Bucket {
+	if n <= 0 {
+		return s
+	}
 	s.Deficit = max(s.Deficit-n*p.P, 0)
 	return s
 }
@@ -36,10 +42,10 @@ func TokenBucketReturn(s Bucket, at int64, p Params, n int64) Bucket {
 // GCRAReturn moves the theoretical arrival time back by n emission
 // intervals; now bounds it below, since a TAT in the past means "full".
 func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
-	if s.At < now || (s.At == now && s.Frac == 0) {
-		return TAT{}
+	if n <= 0 {
+		return s
 	}
-	d := min((s.At-now)*p.R+s.Frac, p.Cap*p.P) - n*p.P
+	d := gcraDeficit(s, now, p) - n*p.P
 	if d <= 0 {
 		return TAT{}
 	}
@@ -49,6 +55,9 @@ func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
 // SlidingLogReturn removes up to n entries stamped exactly at. Entries are
 // kept in time order, so those stamped at are contiguous.
 func SlidingLogReturn(l *Log, at int64, n int64) {
+	if n <= 0 {
+		return
+	}
 	// Find the newest entry stamped at, then remove a run ending there.
 	end := -1
 	for i := l.n - 1; i >= 0; i-- {

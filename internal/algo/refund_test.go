@@ -1,0 +1,170 @@
+package algo
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFixedWindowReturn(t *testing.T) {
+	p := NewParams(FixedWindow, 10, 0, sec)
+	tests := []struct {
+		name string
+		give Window
+		at   int64
+		n    int64
+		want Window
+	}{
+		{"in the window", Window{Start: 5 * sec, Count: 7}, 5_500_000, 3, Window{Start: 5 * sec, Count: 4}},
+		{"more than counted", Window{Start: 5 * sec, Count: 2}, 5 * sec, 3, Window{Start: 5 * sec, Count: 0}},
+		{"from an earlier window", Window{Start: 5 * sec, Count: 7}, 4_999_999, 3, Window{Start: 5 * sec, Count: 7}},
+		{"from a later window", Window{Start: 5 * sec, Count: 7}, 6 * sec, 3, Window{Start: 5 * sec, Count: 7}},
+		{"untouched", Window{}, 0, 3, Window{}},
+		{"zero", Window{Start: 5 * sec, Count: 7}, 5 * sec, 0, Window{Start: 5 * sec, Count: 7}},
+		{"negative takes nothing", Window{Start: 5 * sec, Count: 7}, 5 * sec, -3, Window{Start: 5 * sec, Count: 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := FixedWindowReturn(tt.give, tt.at, p, tt.n)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("FixedWindowReturn(%+v, %d, %d) (-want +got):\n%s", tt.give, tt.at, tt.n, diff)
+			}
+		})
+	}
+}
+
+func TestSlidingWindowReturn(t *testing.T) {
+	p := NewParams(SlidingWindow, 10, 0, sec)
+	tests := []struct {
+		name string
+		give Counter
+		at   int64
+		n    int64
+		want Counter
+	}{
+		{"current window", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 5_500_000, 2, Counter{Start: 5 * sec, Prev: 4, Cur: 1}},
+		{"previous window", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 4_500_000, 2, Counter{Start: 5 * sec, Prev: 2, Cur: 3}},
+		{"more than counted", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 4 * sec, 9, Counter{Start: 5 * sec, Prev: 0, Cur: 3}},
+		{"too old to count", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 3_999_999, 2, Counter{Start: 5 * sec, Prev: 4, Cur: 3}},
+		{"from a later window", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 6 * sec, 2, Counter{Start: 5 * sec, Prev: 4, Cur: 3}},
+		{"negative takes nothing", Counter{Start: 5 * sec, Prev: 4, Cur: 3}, 5 * sec, -2, Counter{Start: 5 * sec, Prev: 4, Cur: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := SlidingWindowReturn(tt.give, tt.at, p, tt.n)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("SlidingWindowReturn(%+v, %d, %d) (-want +got):\n%s", tt.give, tt.at, tt.n, diff)
+			}
+		})
+	}
+}
+
+func TestTokenBucketReturn(t *testing.T) {
+	p := NewParams(TokenBucket, 3, 0, sec)
+	tests := []struct {
+		name string
+		give Bucket
+		n    int64
+		want Bucket
+	}{
+		{"part", Bucket{Deficit: 3 * sec, Last: 100}, 2, Bucket{Deficit: sec, Last: 100}},
+		{"all", Bucket{Deficit: 2*sec + 5, Last: 100}, 3, Bucket{Deficit: 0, Last: 100}},
+		{"zero", Bucket{Deficit: 2 * sec, Last: 100}, 0, Bucket{Deficit: 2 * sec, Last: 100}},
+		{"negative takes nothing", Bucket{Deficit: 2 * sec, Last: 100}, -1, Bucket{Deficit: 2 * sec, Last: 100}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := TokenBucketReturn(tt.give, 100, p, tt.n)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("TokenBucketReturn(%+v, %d) (-want +got):\n%s", tt.give, tt.n, diff)
+			}
+		})
+	}
+}
+
+func TestGCRAReturn(t *testing.T) {
+	const B = 3600 * sec
+	p := NewParams(GCRA, 3, 0, sec)
+	tests := []struct {
+		name string
+		give TAT
+		now  int64
+		n    int64
+		want TAT
+	}{
+		{"the only unit", TAT{At: B + 333_333, Frac: 1}, B, 1, TAT{}},
+		{"one of two, later", TAT{At: B + 666_666, Frac: 2}, B + 100_000, 1, TAT{At: B + 333_333, Frac: 1}},
+		{"more than held", TAT{At: B + 666_666, Frac: 2}, B, 5, TAT{}},
+		{"TAT already past", TAT{At: B - 1, Frac: 2}, B, 1, TAT{}},
+		{"TAT exactly now", TAT{At: B, Frac: 0}, B, 1, TAT{}},
+		{"zero", TAT{At: B + 666_666, Frac: 2}, B, 0, TAT{At: B + 666_666, Frac: 2}},
+		{"negative takes nothing", TAT{At: B + 666_666, Frac: 2}, B, -1, TAT{At: B + 666_666, Frac: 2}},
+		// A TAT beyond a full bucket (clock backwards) gives back from full.
+		{"beyond full", TAT{At: B + 5*sec, Frac: 0}, B, 1, TAT{At: B + 666_666, Frac: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := GCRAReturn(tt.give, tt.now, p, tt.n)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("GCRAReturn(%+v, %d, %d) (-want +got):\n%s", tt.give, tt.now, tt.n, diff)
+			}
+		})
+	}
+}
+
+// logOf returns a log holding entries, its ring rotated by shift so that
+// the entries wrap around the end of the buffer.
+func logOf(entries []int64, size, shift int) *Log {
+	l := &Log{buf: make([]int64, size), head: shift % size}
+	for _, v := range entries {
+		l.buf[(l.head+l.n)%size] = v
+		l.n++
+	}
+	return l
+}
+
+func TestSlidingLogReturn(t *testing.T) {
+	tests := []struct {
+		name  string
+		give  []int64
+		shift int
+		at    int64
+		n     int64
+		want  []int64
+	}{
+		{"some of a run", []int64{1, 2, 2, 2, 5}, 0, 2, 2, []int64{1, 2, 5}},
+		{"a whole run", []int64{1, 2, 2, 2, 5}, 0, 2, 10, []int64{1, 5}},
+		{"the newest", []int64{1, 2, 5}, 0, 5, 1, []int64{1, 2}},
+		{"the oldest", []int64{1, 2, 5}, 0, 1, 1, []int64{2, 5}},
+		{"no such stamp", []int64{1, 2, 5}, 0, 3, 1, []int64{1, 2, 5}},
+		{"older than all", []int64{1, 2, 5}, 0, 0, 1, []int64{1, 2, 5}},
+		{"everything", []int64{4, 4}, 0, 4, 2, []int64{}},
+		{"zero", []int64{1, 2, 2, 5}, 0, 2, 0, []int64{1, 2, 2, 5}},
+		{"negative", []int64{1, 2, 2, 5}, 0, 2, -1, []int64{1, 2, 2, 5}},
+		{"wrapped ring", []int64{1, 2, 3, 3, 3, 6, 7}, 6, 3, 2, []int64{1, 2, 3, 6, 7}},
+		{"wrapped ring, run across the end", []int64{1, 2, 3, 3, 3, 6, 7}, 5, 3, 3, []int64{1, 2, 6, 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := logOf(tt.give, 8, tt.shift)
+			SlidingLogReturn(l, tt.at, tt.n)
+			if diff := cmp.Diff(tt.want, l.entries()); diff != "" {
+				t.Errorf("SlidingLogReturn(%v, %d, %d) (-want +got):\n%s", tt.give, tt.at, tt.n, diff)
+			}
+		})
+	}
+}
+
+// TestGCRAReturnFarBehind: a now far before TAT (a clock that ran back by
+// months) gives back from a full bucket instead of overflowing (TAT-now)*R.
+func TestGCRAReturnFarBehind(t *testing.T) {
+	const B = 3600 * sec
+	p := NewParams(GCRA, 999_983, 0, sec) // prime: R = 999983
+	now := int64(B - 10_000_000*sec)
+	got := GCRAReturn(TAT{At: B}, now, p, 1)
+	d := p.Cap*p.P - p.P
+	want := TAT{At: now + d/p.R, Frac: d % p.R}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GCRAReturn far behind (-want +got):\n%s", diff)
+	}
+}
