@@ -1,0 +1,50 @@
+// Package failover wraps a shared sluice.Store (Redis, through redisstore)
+// with a deliberate answer for when it fails: a deadline on every shared
+// call, a circuit breaker that stops waiting on a store that does not
+// answer, and a per-call policy for the decisions made without it.
+//
+// # Deadline and breaker
+//
+// Every shared call runs under a deadline (DefaultTimeout, WithTimeout). A
+// failed call (an error other than invalid input, or the deadline) counts
+// towards the breaker, which opens after WithFailureThreshold consecutive
+// failures or when the failures exceed a ratio of the calls in a window
+// (WithErrorRate). While it is open no decision touches the shared store:
+// each is made at once by the policy, in microseconds. One background
+// goroutine probes the shared store every WithProbeInterval (a Ping when the
+// store has one, otherwise a peek, AllowN with n = 0, on a probe key) and
+// closes the breaker at the first answer; callers' requests never probe.
+//
+// # Policies
+//
+//   - FailClosed (the default) denies: the Decision has Allowed false,
+//     Remaining 0 and RetryAfter the probe interval (a hint of when to ask
+//     again, not an exact wait, so that Limiter.Wait neither spins nor sleeps
+//     long). A denial rather than an error, because a caller of a rate limiter
+//     already handles denials (429, back-off) and an outage must not turn into
+//     500s; the cause is reported to the Observer, to the logger, and to the
+//     caller through WithReport.
+//   - FailOpen admits through a strict local limiter: the same algorithm at
+//     Rate/Replicas per Period, Replicas being set by WithReplicas, so that
+//     the fleet as a whole stays within the quota during an outage. Without
+//     WithReplicas, FailOpen denies (with cause ErrNoReplicas): the full
+//     quota per process is exactly what it must never admit.
+//   - FailOpenUnbounded admits everything. It is only ever used when named.
+//
+// The store's default policy is set by WithDefaultPolicy; a call's own
+// policy, for a route or a rule, travels in its context (WithPolicy).
+//
+// # Observing
+//
+// Every degraded decision (one made without the shared store's answer) is
+// counted in Stats and reported to the Observer (NopObserver by default) and
+// to the *slog.Logger of WithLogger (discarding by default). Ready reports
+// whether the breaker is closed, for readiness probes.
+//
+// # Composition
+//
+// With package tiered, put the breaker outside:
+// failover.New(tiered.New(shared)). Lease spends and cached denials then
+// stay local, and a shared store that fails makes tiered's calls fail,
+// which opens the breaker.
+package failover
