@@ -86,6 +86,7 @@ type Instance struct {
 
 	t    testing.TB
 	bin  string
+	conf string   // config file given first (sentinel), or ""
 	args []string // without --port
 
 	mu   sync.Mutex
@@ -219,7 +220,12 @@ var errExited = errors.New("redis-server exited")
 
 // start runs the server on i.Port and waits until it answers.
 func (i *Instance) start(extra []string) error {
-	args := append([]string{"--port", strconv.Itoa(i.Port)}, i.args...)
+	var args []string
+	if i.conf != "" {
+		args = append(args, i.conf)
+	}
+	args = append(args, "--port", strconv.Itoa(i.Port))
+	args = append(args, i.args...)
 	args = append(args, extra...)
 	logStart := i.logSize()
 	cmd := exec.Command(i.bin, args...)

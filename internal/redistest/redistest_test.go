@@ -293,3 +293,35 @@ func TestClusterSingleMaster(t *testing.T) {
 		t.Fatalf("%d masters, want 1", got)
 	}
 }
+
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	var pids []int
+	inSubtest(t, func(t *testing.T) {
+		si := Sentinel(t, 1)
+		for _, n := range append(si.Nodes, si.Sentinel) {
+			pids = append(pids, n.Pid())
+		}
+		m := si.Master()
+		if m != si.Nodes[0] {
+			t.Fatalf("Master() = %s, want node 0 %s", m.Addr, si.Nodes[0].Addr)
+		}
+		m.MustDo("SET", "k", "v")
+		m.MustDo("WAIT", "1", "2000")
+		start := time.Now()
+		killed := si.KillMaster()
+		nm := si.WaitFailover()
+		t.Logf("failover after %v", time.Since(start))
+		if nm == killed || nm != si.Nodes[1] {
+			t.Fatalf("new master %s, want the replica %s", nm.Addr, si.Nodes[1].Addr)
+		}
+		if got := nm.MustDo("GET", "k"); got != "v" {
+			t.Fatalf("GET k on the new master = %q, want v", got)
+		}
+	})
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("pid %d still alive after the test", pid)
+		}
+	}
+}
