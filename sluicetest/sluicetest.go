@@ -1,0 +1,247 @@
+// Package sluicetest is the conformance suite that every sluice.Store in
+// this project passes, with the same numbers: memstore, redisstore (single
+// node and Cluster, with either client), failover and tiered.
+//
+// A store's test calls Run with a constructor that returns a fresh store;
+// each subtest gets its own store and a random key:
+//
+//	func TestConformance(t *testing.T) {
+//		sluicetest.Run(t, func(t *testing.T) sluice.Store {
+//			s := memstore.New()
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
+//			s := memstore.New(memstore.WithClock(c.Now))
+//			t.Cleanup(func() { s.Close() })
+//			return s
+//		}))
+//	}
+//
+// With WithClock, every case runs on an injected fake Clock and every
+// Decision is checked to the microsecond (Remaining, RetryAfter,
+// ResetAfter). Without it, the store runs on real time (Redis takes time
+// from TIME): the same step tables run with their periods scaled down to
+// 20 × the tolerance (WithTolerance, default 10ms, so periods of 200ms),
+// the suite sleeps until each step's time, and durations are checked to
+// within the tolerance; Allowed and Remaining are still exact.
+//
+// Documented differences of wrappers are declared, never skipped:
+// MayDenyEarly for a store that may deny where an exact store admits (a
+// tiered store holding leases). AllowMulti cases run when the store
+// implements sluice.MultiStore, Lease cases when it implements
+// sluice.Leaser.
+package sluicetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Option configures Run.
+type Option func(*config)
+
+type config struct {
+	clocked   func(t *testing.T, c *Clock) sluice.Store
+	tol       time.Duration
+	denyEarly bool
+}
+
+// WithClock gives Run a constructor for a store that reads the fake Clock
+// c. Every case then runs on that store and checks decisions exactly; the
+// constructor given to Run itself is used once more, for a short smoke test
+// on real time.
+func WithClock(newStore func(t *testing.T, c *Clock) sluice.Store) Option {
+	return func(cfg *config) { cfg.clocked = newStore }
+}
+
+// DefaultTolerance is the tolerance of stores on real time.
+const DefaultTolerance = 10 * time.Millisecond
+
+// WithTolerance sets how far a duration of a store on real time may be
+// from the exact one (default DefaultTolerance). The step tables then use
+// periods of 20 × d: a larger tolerance makes the suite slower, not laxer.
+// It has no effect on cases that run on a fake Clock.
+func WithTolerance(d time.Duration) Option {
+	return func(cfg *config) {
+		if d > 0 {
+			cfg.tol = d.Round(time.Microsecond)
+		}
+	}
+}
+
+// MayDenyEarly declares a store that may deny a request that an exact store
+// would admit, and report a smaller Remaining, as a tiered store holding
+// leases does. The suite then holds it to never admit what an exact store,
+// given the same admitted history, would deny; concurrency invariants are
+// checked unchanged.
+func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
+
+// Epoch is the fake Clock's start in every case: midnight UTC, aligned to
+// every period that divides a day, so fixed windows start with the case.
+var Epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+
+// Run runs the conformance suite against the stores newStore returns, one
+// fresh store per subtest (see the package documentation for options).
+func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option) {
+	t.Helper()
+	cfg := &config{tol: DefaultTolerance}
+	for _, o := range opts {
+		o(cfg)
+	}
+	s := &suite{cfg: cfg, newStore: newStore}
+	t.Run("Steps", s.testSteps)
+	t.Run("RetryAfterExact", s.testRetryAfterExact)
+	t.Run("Peek", s.testPeek)
+	t.Run("ExceedsCapacity", s.testExceedsCapacity)
+	t.Run("InvalidLimit", s.testInvalidLimit)
+	t.Run("InvalidKey", s.testInvalidKey)
+	t.Run("KeyBytes", s.testKeyBytes)
+	t.Run("DeniedNotCounted", s.testDeniedNotCounted)
+	t.Run("StateIdentity", s.testStateIdentity)
+	t.Run("CancelledContext", s.testCancelledContext)
+	t.Run("Concurrent", s.testConcurrent)
+	t.Run("Multi", s.testMulti)
+	t.Run("Lease", s.testLease)
+	if cfg.clocked != nil && newStore != nil {
+		t.Run("RealClock", s.testRealClock)
+	}
+}
+
+type suite struct {
+	cfg      *config
+	newStore func(t *testing.T) sluice.Store
+}
+
+// env is one subtest's store, key and time.
+type env struct {
+	t     *testing.T
+	cfg   *config
+	s     sluice.Store
+	c     *Clock    // nil on real time
+	start time.Time // the time of offset 0
+	unit  time.Duration
+}
+
+// env returns a fresh store for t; on real time, time offset 0 is the next
+// multiple of align (scaled), so that fixed windows start with the case.
+func (s *suite) env(t *testing.T, align time.Duration) *env {
+	t.Helper()
+	e := &env{t: t, cfg: s.cfg, unit: time.Second}
+	if s.cfg.clocked != nil {
+		e.c = NewClock(Epoch)
+		e.start = Epoch
+		e.s = s.cfg.clocked(t, e.c)
+		return e
+	}
+	e.s = s.newStore(t)
+	e.unit = 20 * s.cfg.tol
+	if align > 0 {
+		a := e.scale(align)
+		now := time.Now()
+		e.start = now.Truncate(a).Add(a)
+		if e.start.Sub(now) < 2*s.cfg.tol {
+			e.start = e.start.Add(a)
+		}
+		time.Sleep(time.Until(e.start))
+	} else {
+		e.start = time.Now()
+	}
+	return e
+}
+
+func (e *env) exact() bool { return e.c != nil }
+
+// scale converts a duration of the tables (written for periods of seconds)
+// to the store's: unchanged on a fake clock, else scaled so that 1s is 20 ×
+// the tolerance, rounded to the microsecond.
+func (e *env) scale(d time.Duration) time.Duration {
+	if e.c != nil {
+		return d
+	}
+	return time.Duration(int64(d) / int64(time.Microsecond) * int64(e.unit) / int64(time.Second) * int64(time.Microsecond))
+}
+
+func (e *env) lim(l sluice.Limit) sluice.Limit {
+	l.Period = e.scale(l.Period)
+	return l
+}
+
+// at moves to offset d (of the tables) since the start.
+func (e *env) at(d time.Duration) {
+	if e.c != nil {
+		e.c.Set(e.start.Add(d))
+		return
+	}
+	time.Sleep(time.Until(e.start.Add(e.scale(d))))
+}
+
+// now is the current offset since the start, in the store's durations.
+func (e *env) now() time.Duration {
+	if e.c != nil {
+		return e.c.Now().Sub(e.start)
+	}
+	return time.Since(e.start)
+}
+
+// sleep lets d of the store's time pass.
+func (e *env) sleep(d time.Duration) {
+	if e.c != nil {
+		e.c.Advance(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// newKey returns a random key naming the test, so that stores sharing a
+// backend (one redis-server) never see each other's keys.
+func newKey(t *testing.T) string {
+	return fmt.Sprintf("sluicetest/%s/%016x", t.Name(), rand.Uint64())
+}
+
+// allow calls AllowN and checks the invariants of every Decision.
+func (e *env) allow(key string, lim sluice.Limit, n int) sluice.Decision {
+	e.t.Helper()
+	d, err := e.s.AllowN(context.Background(), key, lim, n)
+	if err != nil {
+		e.t.Fatalf("AllowN(%q, %v, %d) at %v: %v", key, lim, n, e.now(), err)
+	}
+	checkDecision(e.t, d, lim, n)
+	return d
+}
+
+// checkDecision reports a Decision that breaks the contract whatever the
+// state: Limit echoed, Remaining within [0, Capacity], RetryAfter 0 when
+// allowed and > 0 when denied, no negative durations.
+func checkDecision(t *testing.T, d sluice.Decision, lim sluice.Limit, n int) {
+	t.Helper()
+	switch {
+	case d.Limit != lim:
+		t.Errorf("AllowN(%v, %d).Limit = %v, want the request's limit", lim, n, d.Limit)
+	case d.Remaining < 0 || d.Remaining > lim.Capacity():
+		t.Errorf("AllowN(%v, %d).Remaining = %d, want in [0, %d]", lim, n, d.Remaining, lim.Capacity())
+	case d.Allowed && d.RetryAfter != 0:
+		t.Errorf("AllowN(%v, %d) allowed with RetryAfter %v, want 0", lim, n, d.RetryAfter)
+	case !d.Allowed && d.RetryAfter <= 0:
+		t.Errorf("AllowN(%v, %d) denied with RetryAfter %v, want > 0", lim, n, d.RetryAfter)
+	case d.ResetAfter < 0:
+		t.Errorf("AllowN(%v, %d).ResetAfter = %v, want >= 0", lim, n, d.ResetAfter)
+	case n == 0 && !d.Allowed:
+		t.Errorf("AllowN(%v, 0) (a peek) denied, want allowed", lim)
+	}
+}
+
+// near reports whether got is within tol of want.
+func near(got, want, tol time.Duration) bool {
+	return got >= want-tol && got <= want+tol
+}
+
+var algorithms = []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow, sluice.TokenBucket, sluice.GCRA}
+
+func perSecond(a sluice.Algorithm, rate, burst int) sluice.Limit {
+	return sluice.Limit{Algorithm: a, Rate: rate, Period: time.Second, Burst: burst}
+}
