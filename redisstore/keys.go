@@ -1,0 +1,92 @@
+package redisstore
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// escape makes a user key safe inside a hash tag: '%', '{' and '}' become
+// %25, %7B and %7D. It is injective, so two different keys never share a
+// name, and the result holds no brace, so it can neither end the hash tag
+// early nor move the key to another Cluster slot.
+func escape(s string) string {
+	if !strings.ContainsAny(s, "%{}") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+var algLetter = [...]byte{
+	sluice.FixedWindow:   'f',
+	sluice.SlidingLog:    'l',
+	sluice.SlidingWindow: 's',
+	sluice.TokenBucket:   't',
+	sluice.GCRA:          'g',
+}
+
+// redisKey is the name of the state of (key, algorithm, period):
+// <prefix>{<escaped key>}<letter><period in µs, base 36>, with WithSlotKey
+// <prefix>{<escaped slot key>}<escaped key>}<letter><period>, or rl:<key>
+// for a sliding log in the seed's layout.
+func (s *Store) redisKey(key string, lim sluice.Limit) string {
+	if s.seed && lim.Algorithm == sluice.SlidingLog {
+		return "rl:" + key
+	}
+	e := escape(key)
+	b := make([]byte, 0, len(s.prefix)+len(e)+16)
+	b = append(b, s.prefix...)
+	b = append(b, '{')
+	if s.slotKey != nil {
+		// <prefix>{<escaped slot key>}<escaped key>}<suffix>: the second
+		// brace ends the key as the first does in the default layout.
+		b = append(b, escape(s.slotKey(key))...)
+		b = append(b, '}')
+	}
+	b = append(b, e...)
+	b = append(b, '}', algLetter[lim.Algorithm])
+	b = strconv.AppendInt(b, lim.Period.Microseconds(), 36)
+	return string(b)
+}
+
+// slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash
+// tag (the text between the first '{' and the next '}', when not empty) or
+// of the whole key, modulo 16384.
+func slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	return crc16(key) & 16383
+}
+
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}

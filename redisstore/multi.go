@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/sluicehq/sluice"
+)
+
+// AllowMulti implements sluice.MultiStore in one script: either every
+// request is admitted and counted, or none is. Requests naming the same
+// state are decided as if made one after the other. On Redis Cluster the
+// keys must share a hash slot: requests on one key always do (its limits of
+// every algorithm and period share the key's hash tag); keys of different
+// subjects usually do not, and then AllowMulti returns an error wrapping
+// ErrCrossSlot that names them, before anything is sent.
+func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	for i, rq := range reqs {
+		if err := s.check(ctx, rq.Key, rq.Limit, rq.N); err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(reqs))
+	for i, rq := range reqs {
+		keys[i] = s.redisKey(rq.Key, rq.Limit)
+	}
+	// Costs on one state whose sum exceeds its capacity can never be
+	// admitted together: ErrExceedsCapacity, as for one request.
+	for i, rq := range reqs {
+		sum := rq.N
+		for j := range i {
+			if keys[j] == keys[i] {
+				sum += reqs[j].N
+			}
+		}
+		if c := rq.Limit.Capacity(); sum > c {
+			return nil, fmt.Errorf("request %d: %w: n = %d on key %q after %d earlier in the call, but %v admits at most %d at once",
+				i, sluice.ErrExceedsCapacity, rq.N, rq.Key, sum-rq.N, rq.Limit, c)
+		}
+	}
+	args := make([]string, 2, 2+8*len(reqs))
+	args[0], args[1] = s.testNow(), "0"
+	if s.clock != nil {
+		args[1] = strconv.Itoa(testSlackMs)
+	}
+	for _, rq := range reqs {
+		args = append(args, strconv.Itoa(s.kind(rq.Limit)))
+		args = s.appendParams(args, rq.Limit, rq.N)
+	}
+	if s.c.isCluster() {
+		s0 := slot(keys[0])
+		for i := 1; i < len(keys); i++ {
+			if si := slot(keys[i]); si != s0 {
+				return nil, fmt.Errorf("%w: key %q (Redis key %q, slot %d) and key %q (Redis key %q, slot %d)",
+					ErrCrossSlot, reqs[0].Key, keys[0], s0, reqs[i].Key, keys[i], si)
+			}
+		}
+	}
+	res, err := s.run(ctx, multiScript, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 2+4*len(reqs) {
+		return nil, fmt.Errorf("redisstore: eval multi: reply has %d values, want %d", len(res), 2+4*len(reqs))
+	}
+	out := make([]sluice.Decision, len(reqs))
+	for i := range reqs {
+		out[i] = decision(reqs[i].Limit, res[2+4*i:])
+	}
+	return out, nil
+}

@@ -1,0 +1,64 @@
+package redisstore
+
+import (
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// script is one Lua script and its SHA-1, called with EVALSHA.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name string, parts ...string) *script {
+	var b strings.Builder
+	for _, p := range parts {
+		src, err := luaFS.ReadFile("lua/" + p + ".lua")
+		if err != nil {
+			panic("redisstore: missing embedded script " + p) // a build error, not input
+		}
+		b.Write(src)
+		b.WriteByte('\n')
+	}
+	sum := sha1.Sum([]byte(b.String()))
+	return &script{name: name, src: b.String(), sha: hex.EncodeToString(sum[:])}
+}
+
+// kindSeedLog numbers the sliding log in the first seed's layout in the
+// scripts; the other kinds are numbered as sluice.Algorithm.
+const kindSeedLog = 6
+
+var algFiles = [...]string{
+	sluice.FixedWindow:   "fixed_window",
+	sluice.SlidingLog:    "sliding_log",
+	sluice.SlidingWindow: "sliding_window",
+	sluice.TokenBucket:   "token_bucket",
+	sluice.GCRA:          "gcra",
+	kindSeedLog:          "seed_log",
+}
+
+// The scripts: one per algorithm, one for AllowMulti, one for Return.
+var (
+	singleScripts [kindSeedLog + 1]*script
+	multiScript   *script
+	returnScript  *script
+)
+
+func init() {
+	all := []string{"lib"}
+	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
+		singleScripts[k] = newScript(algFiles[k], "lib", algFiles[k], "single")
+		all = append(all, algFiles[k])
+	}
+	multiScript = newScript("multi", append(all, "multi")...)
+	returnScript = newScript("return", append(all, "return")...)
+}

@@ -1,0 +1,225 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+var (
+	_ sluice.Store      = (*Store)(nil)
+	_ sluice.MultiStore = (*Store)(nil)
+	_ sluice.Leaser     = (*Store)(nil)
+)
+
+// ErrCrossSlot is returned by AllowMulti on Redis Cluster when the requests'
+// keys lie in different hash slots, so that no single script can decide
+// them atomically. The error names two such keys.
+var ErrCrossSlot = errors.New("redisstore: AllowMulti keys are in different Redis Cluster slots")
+
+// DefaultPrefix starts every key name the store writes.
+const DefaultPrefix = "sluice:"
+
+// testSlackMs lengthens every TTL when a test clock is set: state then
+// carries its own times, and a key must not expire in real time while the
+// test's clock stands still.
+const testSlackMs = 3_600_000
+
+// Store is a sluice.Store on Redis: every decision is one Lua script run
+// with EVALSHA, on Redis's clock. It is safe for concurrent use; concurrent
+// decisions share round trips through rueidis's auto-pipelining.
+type Store struct {
+	c      scripter
+	prefix string
+	seed   bool
+	// slotKey picks the part of a key that chooses its Cluster slot.
+	slotKey func(string) string
+	clock   func() time.Time // test only; nil means Redis TIME
+	closed  atomic.Bool
+	once    sync.Once
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key name (default DefaultPrefix).
+// Braces in it are escaped like keys, so that it never forms a hash tag.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = escape(p) } }
+
+// WithSlotKey sets the part of each key that chooses its Redis Cluster hash
+// slot (by default the whole key), so that AllowMulti can decide keys of
+// different subjects in one script on Cluster: with f returning the tenant
+// of keys like "tenant42/route/x", a tenant's limits and its routes' limits
+// share a slot. Key names grow by the slot key. On a single node it only
+// changes the names.
+func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.slotKey = f } }
+
+// WithSeedLayout stores sliding-log limits in the first seed guide's layout:
+// key rl:<key> (no prefix, no escaping, one state per key whatever the
+// Period), a ZSET scored in milliseconds with members "<ms>-<8 hex>",
+// trimmed and given a PEXPIRE of the window on each admission, counting
+// the entries scored above now-window, exactly as that guide's script
+// does. A fleet still running the guide's Python script then shares one
+// quota with sluice. Periods must be whole milliseconds. Other algorithms
+// keep sluice's layout.
+func WithSeedLayout() Option { return func(s *Store) { s.seed = true } }
+
+// WithTestClock makes every script use now() instead of Redis's TIME, and
+// lengthens TTLs by an hour so that keys outlive a stopped clock. It exists
+// for exact tests (sluicetest's fake clock, differential fuzzing); never
+// use it in production, where the clocks of the callers must not matter.
+func WithTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
+func newStore(c scripter, opts []Option) *Store {
+	s := &Store{c: c, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// NewRueidis returns a Store deciding through c, the fast path: rueidis
+// pipelines concurrent decisions automatically. Close does not close c.
+func NewRueidis(c rueidis.Client, opts ...Option) *Store {
+	return newStore(rueidisClient{c: c}, opts)
+}
+
+// NewGoRedis returns a Store deciding through an existing go-redis client
+// (*redis.Client, *redis.ClusterClient, or a failover client for Sentinel).
+// go-redis retries commands after network errors unless MaxRetries is -1;
+// a retried decision may be counted twice, so prefer a client with
+// MaxRetries: -1. Close does not close c.
+func NewGoRedis(c redis.UniversalClient, opts ...Option) *Store {
+	return newStore(goRedisClient{c: c}, opts)
+}
+
+// Close makes later calls return sluice.ErrClosed and closes the client if
+// the store opened it (Open).
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.c.close()
+	})
+	return nil
+}
+
+func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) error {
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+		return err
+	}
+	if s.seed && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
+		return fmt.Errorf("%w: Period %v must be whole milliseconds in the seed layout", sluice.ErrInvalidLimit, lim.Period)
+	}
+	return nil
+}
+
+func (s *Store) kind(lim sluice.Limit) int {
+	if s.seed && lim.Algorithm == sluice.SlidingLog {
+		return kindSeedLog
+	}
+	return int(lim.Algorithm)
+}
+
+// appendParams appends n and the limit in the scripts' integer form.
+func (s *Store) appendParams(args []string, lim sluice.Limit, n int) []string {
+	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	x := ""
+	if s.kind(lim) == kindSeedLog {
+		x = strconv.FormatUint(uint64(rand.Uint32()), 10)
+	}
+	return append(args, strconv.Itoa(n), strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10),
+		strconv.FormatInt(p.Cap, 10), strconv.FormatInt(p.R, 10), strconv.FormatInt(p.P, 10), x)
+}
+
+func (s *Store) testNow() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock().UnixMicro(), 10)
+}
+
+// AllowN implements sluice.Store.
+func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	d, _, err := s.allow(ctx, key, lim, n)
+	return d, err
+}
+
+func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, int64, error) {
+	if err := s.check(ctx, key, lim, n); err != nil {
+		return sluice.Decision{}, 0, err
+	}
+	args := make([]string, 0, 9)
+	args = s.appendParams(args, lim, n)
+	if s.clock != nil {
+		args = append(args, s.testNow(), strconv.Itoa(testSlackMs))
+	}
+	res, err := s.run(ctx, singleScripts[s.kind(lim)], []string{s.redisKey(key, lim)}, args)
+	if err != nil {
+		return sluice.Decision{}, 0, err
+	}
+	if len(res) != 5 {
+		return sluice.Decision{}, 0, fmt.Errorf("redisstore: eval %s: reply has %d values, want 5", algFiles[s.kind(lim)], len(res))
+	}
+	return decision(lim, res), res[4], nil
+}
+
+func decision(lim sluice.Limit, r []int64) sluice.Decision {
+	return sluice.Decision{
+		Allowed:    r[0] == 1,
+		Limit:      lim,
+		Remaining:  int(r[1]),
+		RetryAfter: time.Duration(r[2]) * time.Microsecond,
+		ResetAfter: time.Duration(r[3]) * time.Microsecond,
+	}
+}
+
+// Lease implements sluice.Leaser: AllowN, and the Redis time (µs) the script
+// decided at, which Return needs.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	d, at, err := s.allow(ctx, key, lim, n)
+	if err != nil {
+		return d, time.Time{}, err
+	}
+	return d, time.UnixMicro(at), nil
+}
+
+// Return implements sluice.Leaser with internal/algo's return math, in one
+// script on Redis time.
+func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	if err := s.check(ctx, key, lim, n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	args := []string{strconv.Itoa(s.kind(lim)), strconv.Itoa(n), strconv.FormatInt(at.UnixMicro(), 10),
+		strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10), strconv.FormatInt(p.Cap, 10),
+		strconv.FormatInt(p.R, 10), strconv.FormatInt(p.P, 10)}
+	if s.clock != nil {
+		args = append(args, s.testNow())
+	}
+	_, err := s.run(ctx, returnScript, []string{s.redisKey(key, lim)}, args)
+	return err
+}
+
+// String describes the store for logs.
+func (s *Store) String() string {
+	return fmt.Sprintf("redisstore(prefix %q, cluster %v)", s.prefix, s.c.isCluster())
+}
