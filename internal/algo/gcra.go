@@ -1,8 +1,10 @@
 package algo
 
-// TAT is the state of GCRA: the theoretical arrival time, TAT + Frac/R µs,
+// TAT is the state of GCRA: the theoretical arrival time, At + Frac/R µs,
 // with 0 <= Frac < Params.R so that an emission interval of Period/Rate is
-// exact. The zero value is an untouched key.
+// exact. The zero value is an untouched key, at any time; a TAT of exactly
+// the epoch (reached only by a clock before 1970) is kept apart from it as
+// {At: -1, Frac: R}.
 type TAT struct {
 	At   int64
 	Frac int64
@@ -21,7 +23,16 @@ func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
 	if !r.Allowed || n == 0 {
 		return s, r
 	}
-	return TAT{At: now + d2/p.R, Frac: d2 % p.R}, r
+	return tatAt(now, d2, p), r
+}
+
+// tatAt is the TAT a scaled deficit d > 0 at now stands for.
+func tatAt(now, d int64, p Params) TAT {
+	t := TAT{At: now + d/p.R, Frac: d % p.R}
+	if t == (TAT{}) {
+		t = TAT{At: -1, Frac: p.R} // the epoch itself, not the zero value
+	}
+	return t
 }
 
 // gcraDeficit is the scaled deficit R*(TAT-now) at now, between 0 and a

@@ -32,6 +32,7 @@ func TestGCRAState(t *testing.T) {
 		{"denied keeps the state", TAT{At: B + sec, Frac: 0}, B, 1, TAT{At: B + sec, Frac: 0}},
 		{"peek keeps the state", TAT{At: B + 5, Frac: 1}, B, 0, TAT{At: B + 5, Frac: 1}},
 		{"fresh key before the epoch", TAT{}, -B, 1, TAT{At: -B + 333_333, Frac: 1}},
+		{"reaching the epoch exactly is not the zero value", TAT{}, -sec, 3, TAT{At: -1, Frac: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,4 +66,21 @@ func TestGCRAFreshBeforeEpoch(t *testing.T) {
 		{at: year1, n: 1, want: allowed(9, 100_000)},
 		{at: year1 + 50_000, n: 9, want: allowed(0, 950_000)},
 	})
+}
+
+// TestBucketsAcrossTheEpoch: a bucket emptied before 1970 whose TAT is
+// exactly the epoch is not mistaken for an untouched key.
+func TestBucketsAcrossTheEpoch(t *testing.T) {
+	for _, k := range []Kind{TokenBucket, GCRA} {
+		t.Run(kindString(k), func(t *testing.T) {
+			runSteps(t, NewParams(k, 3, 0, sec), []step{
+				{at: -sec, n: 3, want: allowed(0, sec)},
+				{at: -1, n: 3, want: denied(2, 1, 1)},
+				{at: -1, n: 2, want: allowed(0, 666_668)},
+				{at: 0, n: 1, want: allowed(0, sec)},
+				{at: 0, n: 1, want: denied(0, 333_334, sec)},
+				{at: 333_334, n: 1, want: allowed(0, sec)},
+			})
+		})
+	}
 }

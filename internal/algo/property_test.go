@@ -13,7 +13,7 @@ type op struct{ dt, n int64 }
 
 // retryBound is a wait after which any n <= Cap is admitted on an idle key.
 func retryBound(p Params) int64 {
-	return 2*p.Period + ceilDiv(p.Cap*p.Period, p.Rate) + 1
+	return 2*p.Period + ceilDiv(p.Cap*p.P, p.R) + 1
 }
 
 // checkSteps runs ops (time moving forward) from start through the step
@@ -43,7 +43,7 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 	var adm []admission
 	now := start
 	at := func(i int) string {
-		return fmt.Sprintf("%v step %d (%d ops from %d): Allow(%d) at %d", p, i, len(ops), start, ops[i].n, now)
+		return fmt.Sprintf("%s step %d (%d ops from %d): Allow(%d) at %d", describe(p), i, len(ops), start, ops[i].n, now)
 	}
 	for i, o := range ops {
 		now += o.dt
@@ -75,7 +75,7 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 		}
 		if twin != nil {
 			if tw := twin.step(now, n); tw != got {
-				t.Fatalf("%s = %+v, but %v decides %+v", at(i), got, twin.p.Kind, tw)
+				t.Fatalf("%s = %+v, but %s decides %+v", at(i), got, kindString(twin.p.Kind), tw)
 			}
 		}
 		if got.Allowed && n > 0 {
@@ -87,16 +87,16 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 	case FixedWindow:
 		for w, c := range r.(*fixedRef).counts {
 			if c > p.Rate {
-				t.Fatalf("%v: %d admitted in window %d", p, c, w)
+				t.Fatalf("%s: %d admitted in window %d", describe(p), c, w)
 			}
 		}
 	case SlidingLog:
 		if got := maxInWindow(adm, p.Period); got > p.Rate {
-			t.Fatalf("%v: %d admitted within one Period, more than Rate %d: %v", p, got, p.Rate, adm)
+			t.Fatalf("%s: %d admitted within one Period, more than Rate %d: %v", describe(p), got, p.Rate, adm)
 		}
 	case TokenBucket, GCRA:
 		if i, j, bad := bucketExcess(adm, p.Rate, p.Period, p.Cap); bad {
-			t.Fatalf("%v: admissions %d..%d (%v) exceed Cap + Rate·t/P", p, i, j, adm[i:j+1])
+			t.Fatalf("%s: admissions %d..%d (%v) exceed Cap + Rate·t/P", describe(p), i, j, adm[i:j+1])
 		}
 	}
 }
@@ -120,22 +120,22 @@ func checkSane(t *testing.T, p Params, start int64, ops []op) {
 			(o.n > 0 || got.Allowed) &&
 			(!got.Allowed || o.n == 0 || got.ResetAfter > 0)
 		if !ok {
-			t.Fatalf("%v step %d: Allow(%d) at %d = %+v: out of bounds (bound %d)", p, i, o.n, now, got, bound)
+			t.Fatalf("%s step %d: Allow(%d) at %d = %+v: out of bounds (bound %d)", describe(p), i, o.n, now, got, bound)
 		}
 		if after := m.state(now); (!got.Allowed || o.n == 0) && after != before {
-			t.Fatalf("%v step %d: Allow(%d) at %d = %+v changed the state from %s to %s", p, i, o.n, now, got, before, after)
+			t.Fatalf("%s step %d: Allow(%d) at %d = %+v changed the state from %s to %s", describe(p), i, o.n, now, got, before, after)
 		}
 	}
 }
 
 var kinds = []Kind{FixedWindow, SlidingLog, SlidingWindow, TokenBucket, GCRA}
 
-func (k Kind) String() string {
+func kindString(k Kind) string {
 	return [...]string{"?", "fixed_window", "sliding_log", "sliding_window", "token_bucket", "gcra"}[min(int(k), 5)]
 }
 
-func (p Params) String() string {
-	return fmt.Sprintf("%d per %dµs (%v, cap %d)", p.Rate, p.Period, p.Kind, p.Cap)
+func describe(p Params) string {
+	return fmt.Sprintf("%d per %dµs (%s, cap %d)", p.Rate, p.Period, kindString(p.Kind), p.Cap)
 }
 
 // randomRun draws a limit with a short period and a sequence of requests
@@ -180,7 +180,7 @@ func TestStepProperties(t *testing.T) {
 		runs = 50
 	}
 	for _, k := range kinds {
-		t.Run(k.String(), func(t *testing.T) {
+		t.Run(kindString(k), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(k), 1))
 			for range runs {
@@ -199,7 +199,7 @@ func TestStepPropertiesLongPeriods(t *testing.T) {
 		runs = 15
 	}
 	for _, k := range kinds {
-		t.Run(k.String(), func(t *testing.T) {
+		t.Run(kindString(k), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(k), 2))
 			for range runs {
@@ -213,7 +213,7 @@ func TestStepPropertiesLongPeriods(t *testing.T) {
 // TestStepBackwards checks runs whose clock sometimes runs backwards.
 func TestStepBackwards(t *testing.T) {
 	for _, k := range kinds {
-		t.Run(k.String(), func(t *testing.T) {
+		t.Run(kindString(k), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(k), 3))
 			for range 300 {

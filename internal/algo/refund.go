@@ -49,7 +49,7 @@ func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
 	if d <= 0 {
 		return TAT{}
 	}
-	return TAT{At: now + d/p.R, Frac: d % p.R}
+	return tatAt(now, d, p)
 }
 
 // SlidingLogReturn removes up to n entries stamped exactly at. Entries are
