@@ -81,10 +81,15 @@ func CheckBounds(k Kind, rate, burst, period int64) error {
 			c = burst
 		}
 		g := gcd(rate, period)
-		pp := period / g
+		pp, rr := period/g, rate/g
 		// The scaled deficit plus one request's worth is at most 2·Cap·P.
 		if c >= MaxExact/4 || 2*c > (MaxExact-1)/pp {
 			return fmt.Errorf("Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
+		}
+		// Rounding up a division by R, and GCRA's (TAT-now)·R + Frac, reach
+		// Cap·P + 2·R: a Rate far above Burst must not push that past 2^53.
+		if rr >= MaxExact/4 || c*pp+2*rr > MaxExact-1 {
+			return fmt.Errorf("Rate %d per %dµs is too large for exact %s arithmetic with Burst %d (limit 2^53)", rate, period, kindName(k), c)
 		}
 	case FixedWindow, SlidingLog:
 		if rate >= MaxExact/2 {

@@ -1,0 +1,153 @@
+package algo
+
+import (
+	"math/big"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+func TestCheckBounds(t *testing.T) {
+	const day = 86_400 * sec
+	swMax := int64((MaxExact-1)/day - 1) // largest sliding_window Rate for a 1-day Period
+	tests := []struct {
+		name                string
+		kind                Kind
+		rate, burst, period int64
+		wantErr             string // "" for none
+	}{
+		{"fixed window, largest rate", FixedWindow, MaxExact/2 - 1, 0, sec, ""},
+		{"fixed window, rate too large", FixedWindow, MaxExact / 2, 0, sec, "Rate 4503599627370496 is too large"},
+		{"sliding log, rate too large", SlidingLog, MaxExact / 2, 0, sec, "Rate 4503599627370496 is too large"},
+		{"period too long", FixedWindow, 1, 0, MaxExact / 2, "Period of 4503599627370496µs is too long"},
+		{"sliding window, 1 day, largest rate", SlidingWindow, swMax, 0, day, ""},
+		{"sliding window, 1 day, rate too large", SlidingWindow, swMax + 1, 0, day, "Rate × Period (104249 × 86400000000µs) is too large"},
+		{"token bucket, burst at the edge", TokenBucket, 1, (MaxExact-1)/(2*day) - 1, day, ""},
+		{"token bucket, burst too large", TokenBucket, 1, (MaxExact-1)/(2*day) + 1, day, "Burst × Period/gcd(Rate, Period) (52125 × 86400000000µs) is too large for exact token_bucket"},
+		{"gcra, burst 0 means rate", GCRA, 643_371_284, 0, 7_000_001, "Burst × Period/gcd(Rate, Period) (643371284 × 7000001µs) is too large for exact gcra"},
+		{"gcra, burst 0, largest rate", GCRA, 643_371_282, 0, 7_000_001, ""},
+		{"gcra, a common divisor helps", GCRA, 1_000_000, 1 << 40, sec, ""},
+		{"gcra, rate far above burst", GCRA, 1 << 62, 1, sec, "Rate 4611686018427387904 per 1000000µs is too large for exact gcra arithmetic with Burst 1"},
+		{"token bucket, rate far above burst", TokenBucket, MaxExact/2 + 1, 1, sec + 1, "Rate 4503599627370497 per 1000001µs is too large for exact token_bucket"},
+		{"token bucket, rate above burst, still exact", TokenBucket, MaxExact/8 - 1, 1, sec, ""},
+		{"unknown algorithm", Kind(9), 1, 0, sec, "unknown algorithm"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckBounds(tt.kind, tt.rate, tt.burst, tt.period)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("CheckBounds(%d, %d, %d, %d) = %v, want nil", tt.kind, tt.rate, tt.burst, tt.period, err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("CheckBounds(%d, %d, %d, %d) = %v, want an error containing %q", tt.kind, tt.rate, tt.burst, tt.period, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// exactLimit reports whether the largest intermediate value the step
+// functions form for p stays below 2^53, computed in math/big:
+//   - fixed window and log: counts up to 2·Rate;
+//   - sliding window: prev·(P-e), (a+1)·P and (Rate-n+1)·P, all at most
+//     (Rate+1)·Period;
+//   - buckets: d + n·P up to 2·Cap·P, ceil divisions up to Cap·P + R, and
+//     GCRA's (TAT-now)·R + Frac up to Cap·P + 2R.
+func exactLimit(p Params) bool {
+	b := big.NewInt
+	var worst *big.Int
+	switch p.Kind {
+	case FixedWindow, SlidingLog:
+		worst = new(big.Int).Mul(b(2), b(p.Rate))
+	case SlidingWindow:
+		worst = new(big.Int).Mul(b(p.Rate+1), b(p.Period))
+	case TokenBucket, GCRA:
+		full := new(big.Int).Mul(b(p.Cap), b(p.P))
+		twice := new(big.Int).Mul(b(2), full)
+		plusR := new(big.Int).Add(full, new(big.Int).Mul(b(2), b(p.R)))
+		worst = twice
+		if plusR.Cmp(worst) > 0 {
+			worst = plusR
+		}
+	}
+	return worst.Cmp(b(MaxExact)) < 0 && p.Period < MaxExact/2
+}
+
+// TestCheckBoundsExact: every limit CheckBounds accepts keeps the math
+// exact in doubles, over limits drawn log-uniformly up to 2^62.
+func TestCheckBoundsExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	logUniform := func() int64 { return 1 + rng.Int64N(int64(1)<<rng.IntN(62)) }
+	accepted := 0
+	for range 200_000 {
+		k := kinds[rng.IntN(len(kinds))]
+		rate, period := logUniform(), logUniform()
+		burst := int64(0)
+		if rng.IntN(2) == 0 {
+			burst = logUniform()
+		}
+		if CheckBounds(k, rate, burst, period) != nil {
+			continue
+		}
+		accepted++
+		if p := NewParams(k, rate, burst, period); !exactLimit(p) {
+			t.Fatalf("CheckBounds accepts %s (burst %d), whose math exceeds 2^53", describe(p), burst)
+		}
+	}
+	if accepted < 10_000 {
+		t.Fatalf("only %d limits accepted: the test draws too few valid limits", accepted)
+	}
+}
+
+// TestExactAtTheEdge runs limits at the edge of CheckBounds, with large n,
+// against the math/big reference models.
+func TestExactAtTheEdge(t *testing.T) {
+	const day = 86_400 * sec
+	tests := []struct {
+		name                string
+		kind                Kind
+		rate, burst, period int64
+	}{
+		{"fixed window, huge rate", FixedWindow, MaxExact/2 - 1, 0, sec},
+		{"sliding window, 1 day", SlidingWindow, (MaxExact-1)/day - 1, 0, day},
+		{"sliding window, 1ms", SlidingWindow, (MaxExact-1)/1000 - 1, 0, 1000},
+		{"sliding window, prime period", SlidingWindow, (MaxExact-1)/999_983 - 1, 0, 999_983},
+		{"token bucket, 1 day, rate 1", TokenBucket, 1, (MaxExact-1)/(2*day) - 1, day},
+		{"gcra, 1 day, rate 1", GCRA, 1, (MaxExact-1)/(2*day) - 1, day},
+		{"token bucket, coprime", TokenBucket, 999_983, (MaxExact - 1) / (2 * sec) / 2, sec},
+		{"gcra, coprime", GCRA, 999_983, (MaxExact - 1) / (2 * sec) / 2, sec},
+		{"gcra, burst 0, rate at the edge", GCRA, (MaxExact-1)/(2*7_000_001) - 1, 0, 7_000_001},
+		{"token bucket, huge rate, burst 1", TokenBucket, MaxExact/8 - 1, 1, sec},
+		{"gcra, huge rate, burst 3", GCRA, MaxExact/8 - 1, 3, sec},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := CheckBounds(tt.kind, tt.rate, tt.burst, tt.period); err != nil {
+				t.Fatalf("CheckBounds = %v: not a valid edge", err)
+			}
+			p := NewParams(tt.kind, tt.rate, tt.burst, tt.period)
+			rng := rand.New(rand.NewPCG(uint64(tt.rate), uint64(tt.period)))
+			for range 8 {
+				ops := make([]op, 40)
+				for i := range ops {
+					switch rng.IntN(3) {
+					case 0:
+						ops[i].dt = rng.Int64N(p.Period/4 + 1)
+					case 1:
+						ops[i].dt = rng.Int64N(3*p.Period + 1)
+					default:
+						ops[i].dt = rng.Int64N(1000)
+					}
+					switch rng.IntN(4) {
+					case 0:
+						ops[i].n = p.Cap
+					case 1:
+						ops[i].n = 1
+					default:
+						ops[i].n = rng.Int64N(p.Cap + 1)
+					}
+				}
+				checkSteps(t, p, 1_800_000_000*sec+rng.Int64N(day), ops)
+			}
+		})
+	}
+}
