@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/server"
+)
+
+// reloader reloads the configuration when its files change (checked every
+// interval, by content) and on SIGHUP. A configuration that fails to load
+// leaves the running one in force.
+type reloader struct {
+	paths    []string
+	interval time.Duration
+	log      *slog.Logger
+	metrics  *server.Metrics
+	apply    func(*config.Config)
+	sum      [32]byte
+}
+
+func (r *reloader) run(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var tick <-chan time.Time
+	if r.interval > 0 {
+		t := time.NewTicker(r.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.log.Info("SIGHUP: reloading configuration")
+			r.reload(true)
+		case <-tick:
+			r.reload(false)
+		}
+	}
+}
+
+// reload loads the configuration when forced or when the files changed.
+func (r *reloader) reload(force bool) {
+	sum, err := fingerprint(r.paths)
+	if err == nil && sum == r.sum && !force {
+		return
+	}
+	r.sum = sum // a broken file is reported once, not every interval
+	c, lerr := config.Load(r.paths...)
+	if lerr != nil {
+		r.metrics.Reloaded(lerr)
+		r.log.Error("configuration reload failed; keeping the running configuration", "err", lerr)
+		return
+	}
+	r.apply(c)
+	r.metrics.Reloaded(nil)
+	r.log.Info("configuration reloaded", "domains", strings.Join(c.Domains(), ","))
+}
+
+// fingerprint hashes the names and contents of the configuration files.
+func fingerprint(paths []string) ([32]byte, error) {
+	h := sha256.New()
+	var firstErr error
+	add := func(name string) {
+		b, err := os.ReadFile(name)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			h.Write([]byte("missing:" + p))
+			continue
+		}
+		if !fi.IsDir() {
+			add(p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasPrefix(n, ".") || (filepath.Ext(n) != ".yaml" && filepath.Ext(n) != ".yml") {
+				continue
+			}
+			if e.Type()&fs.ModeDir != 0 {
+				continue
+			}
+			add(filepath.Join(p, n))
+		}
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum, firstErr
+}

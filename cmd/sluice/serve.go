@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server"
+)
+
+type serveFlags struct {
+	config          string
+	redis           string
+	http, grpc      string
+	failureMode     string
+	replicas        int
+	logLevel        string
+	readyFile       string
+	reloadInterval  time.Duration
+	drainDelay      time.Duration
+	shutdownTimeout time.Duration
+	responseHeaders bool
+	readyzBreaker   bool
+	authDomain      string
+	authDescriptors string
+	redisTimeout    time.Duration
+}
+
+const defaultAuthDescriptors = "remote_address=X-Forwarded-For|X-Real-Ip,path=X-Original-URI|X-Forwarded-Uri,api_key=X-Api-Key"
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	var f serveFlags
+	fs := newFlagSet("serve", "sluice serve [flags]",
+		`Serve Envoy's rate-limit service (gRPC ShouldRateLimit, and POST /json),
+sluice's POST /v1/check, GET /v1/auth (nginx auth_request, Traefik
+ForwardAuth), /healthz, /readyz and /metrics. With no flags: the memory store
+and the built-in example configuration, HTTP on :8080 and gRPC on :8081.
+SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
+	fs.StringVar(&f.config, "config", "", "configuration `FILE or DIR` (envoyproxy/ratelimit YAML); the built-in example when empty")
+	fs.StringVar(&f.redis, "redis", "", "shared store `URL`: redis://[user:pass@]host:port[/db], rediss:// for TLS; the memory store when empty")
+	fs.StringVar(&f.http, "http", ":8080", "HTTP listen `address`")
+	fs.StringVar(&f.grpc, "grpc", ":8081", "gRPC listen `address`")
+	fs.StringVar(&f.failureMode, "failure-mode", "closed", "when the shared store fails: `closed` (deny) or open (admit through a local limit at rate/replicas); a rule's failure_mode overrides it")
+	fs.IntVar(&f.replicas, "replicas", 0, "number of sluice replicas sharing the store, for --failure-mode open's local share")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&f.readyFile, "ready-file", "", "write {\"http\":ADDR,\"grpc\":ADDR} to this `file` once listening")
+	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often to check the configuration files for changes; 0 reloads on SIGHUP only")
+	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving with readiness false before draining (for load balancers to notice)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest wait for in-flight requests when draining")
+	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to ShouldRateLimit's response_headers_to_add")
+	fs.BoolVar(&f.readyzBreaker, "readyz-breaker", false, "make /readyz fail while the shared store's circuit breaker is open")
+	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
+	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: `key=Header|Header,...`, one descriptor per header present")
+	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
+	withEnv(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := f.validate(); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "sluice serve: --log-level %q: want debug, info, warn or error\n", f.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	cfg, err := loadConfig(f.config)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: invalid configuration: %v\n", err)
+		return 1
+	}
+	sources, err := server.ParseAuthSources(f.authDescriptors)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: --auth-descriptors: %v\n", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	metrics := server.NewMetrics()
+	st, err := openStore(ctx, f, metrics, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 1
+	}
+	defer st.close()
+
+	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders))
+	sopts := []server.Option{
+		server.WithMetrics(metrics), server.WithLogger(log),
+		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources}),
+	}
+	if f.readyzBreaker && st.ready != nil {
+		sopts = append(sopts, server.WithReadiness(func() (bool, string) {
+			if st.ready() {
+				return true, ""
+			}
+			return false, "shared store unavailable (circuit breaker open)"
+		}))
+	}
+	hs := server.New(svc, st.store, sopts...)
+
+	hl, err := net.Listen("tcp", f.http)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: --http: %v\n", err)
+		return 1
+	}
+	gl, err := net.Listen("tcp", f.grpc)
+	if err != nil {
+		hl.Close()
+		fmt.Fprintf(stderr, "sluice serve: --grpc: %v\n", err)
+		return 1
+	}
+	httpSrv := &http.Server{Handler: hs, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	grpcSrv := grpc.NewServer()
+	health := rls.Register(grpcSrv, svc)
+
+	errc := make(chan error, 2)
+	go func() { errc <- fmt.Errorf("http: %w", httpSrv.Serve(hl)) }()
+	go func() { errc <- fmt.Errorf("grpc: %w", grpcSrv.Serve(gl)) }()
+	log.Info("sluice listening", "http", hl.Addr().String(), "grpc", gl.Addr().String(),
+		"store", st.name, "config", configName(f.config), "domains", strings.Join(cfg.Domains(), ","))
+	if f.readyFile != "" {
+		if err := writeReadyFile(f.readyFile, hl.Addr().String(), gl.Addr().String()); err != nil {
+			log.Error("writing ready file", "err", err)
+		}
+	}
+
+	var wg sync.WaitGroup
+	reloadCtx, stopReload := context.WithCancel(context.Background())
+	if f.config != "" {
+		r := &reloader{paths: []string{f.config}, interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig}
+		r.sum, _ = fingerprint(r.paths)
+		wg.Go(func() { r.run(reloadCtx) })
+	}
+
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("signal received: draining", "drain_delay", f.drainDelay, "timeout", f.shutdownTimeout)
+	case err := <-errc:
+		log.Error("server failed", "err", err)
+		code = 1
+	}
+	stop()
+	hs.Drain()
+	health.Drain()
+	time.Sleep(f.drainDelay)
+	if err := shutdown(httpSrv, grpcSrv, f.shutdownTimeout); err != nil {
+		log.Warn("drain incomplete", "err", err)
+	}
+	stopReload()
+	wg.Wait()
+	log.Info("stopped")
+	return code
+}
+
+func (f *serveFlags) validate() error {
+	switch f.failureMode {
+	case "open", "closed":
+	default:
+		return fmt.Errorf("--failure-mode %q: want open or closed", f.failureMode)
+	}
+	if f.replicas < 0 {
+		return fmt.Errorf("--replicas %d: must be >= 0", f.replicas)
+	}
+	if f.failureMode == "open" && f.redis != "" && f.replicas == 0 {
+		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
+	}
+	if f.reloadInterval < 0 || f.drainDelay < 0 || f.shutdownTimeout <= 0 {
+		return errors.New("--reload-interval and --drain-delay must be >= 0, --shutdown-timeout > 0")
+	}
+	return nil
+}
+
+func configName(path string) string {
+	if path == "" {
+		return "built-in example"
+	}
+	return path
+}
+
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return config.Parse("built-in example", config.DefaultExample())
+	}
+	return config.Load(path)
+}
+
+// shutdown drains both servers at once, each within timeout; past it, the
+// remaining connections are closed.
+func shutdown(h *http.Server, g *grpc.Server, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	var herr error
+	wg.Go(func() {
+		herr = h.Shutdown(ctx)
+		if herr != nil {
+			h.Close()
+		}
+	})
+	wg.Go(func() {
+		done := make(chan struct{})
+		go func() { g.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			g.Stop()
+			<-done
+		}
+	})
+	wg.Wait()
+	return herr
+}
+
+func writeReadyFile(path, httpAddr, grpcAddr string) error {
+	b, _ := json.Marshal(map[string]string{"http": httpAddr, "grpc": grpcAddr})
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".sluice-ready-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// storeSet is the store serve decides through and how to close it.
+type storeSet struct {
+	store sluice.Store
+	name  string
+	ready func() bool // nil without a breaker
+	close func()
+}

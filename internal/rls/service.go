@@ -1,0 +1,585 @@
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// Result is how one configured limit took part in a decision; it labels
+// metrics.
+type Result string
+
+const (
+	// ResultOK: the limit admitted the request and counted it.
+	ResultOK Result = "ok"
+	// ResultOverLimit: the limit denied the request (for a quota_mode limit,
+	// the descriptor is OVER_LIMIT but the request is not denied).
+	ResultOverLimit Result = "over_limit"
+	// ResultShadowOverLimit: a shadow_mode limit would have denied; the
+	// request was answered OK.
+	ResultShadowOverLimit Result = "shadow_over_limit"
+	// ResultNotCounted: another limit of the request denied it, so this one
+	// did not count it.
+	ResultNotCounted Result = "not_counted"
+	// ResultUnlimited: an unlimited descriptor, never counted.
+	ResultUnlimited Result = "unlimited"
+)
+
+// Observer receives every decision, for metrics. Its methods are called on
+// the deciding goroutine and must be fast and safe for concurrent use.
+type Observer interface {
+	// Decided reports the part one configured limit (rule) took in a
+	// decision in domain, for hits requested units.
+	Decided(domain, rule string, r Result, hits int)
+	// Unmatched reports a descriptor that matched no limit; domain is ""
+	// when the request's domain is not configured.
+	Unmatched(domain string)
+	// StoreCall reports the duration and error of one store call.
+	StoreCall(d time.Duration, err error)
+}
+
+// NopObserver ignores everything; the default Observer.
+type NopObserver struct{}
+
+// Decided implements Observer.
+func (NopObserver) Decided(string, string, Result, int) {}
+
+// Unmatched implements Observer.
+func (NopObserver) Unmatched(string) {}
+
+// StoreCall implements Observer.
+func (NopObserver) StoreCall(time.Duration, error) {}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithObserver sets the Observer (default NopObserver).
+func WithObserver(o Observer) Option { return func(s *Service) { s.obs = o } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
+
+// WithResponseHeaders makes every response carry RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset in response_headers_to_add for the
+// descriptor closest to its limit, as the reference does with
+// LIMIT_RESPONSE_HEADERS_ENABLED.
+func WithResponseHeaders(on bool) Option { return func(s *Service) { s.headers = on } }
+
+// Header names of WithResponseHeaders, the reference's defaults.
+const (
+	HeaderLimit     = "RateLimit-Limit"
+	HeaderRemaining = "RateLimit-Remaining"
+	HeaderReset     = "RateLimit-Reset"
+)
+
+// Service implements pb.RateLimitServiceServer. It is safe for concurrent
+// use; SetConfig swaps the configuration atomically.
+type Service struct {
+	pb.UnimplementedRateLimitServiceServer
+
+	store   sluice.Store
+	multi   sluice.MultiStore // store, when it decides all-or-nothing
+	cfg     atomic.Pointer[config.Config]
+	obs     Observer
+	log     *slog.Logger
+	headers bool
+}
+
+var _ pb.RateLimitServiceServer = (*Service)(nil)
+
+// New returns a Service deciding through store with configuration cfg.
+func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
+	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler)}
+	s.multi, _ = store.(sluice.MultiStore)
+	for _, o := range opts {
+		o(s)
+	}
+	s.cfg.Store(cfg)
+	return s
+}
+
+// SetConfig replaces the configuration; requests already being decided
+// finish with the one they started with.
+func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
+
+// Config returns the configuration in force.
+func (s *Service) Config() *config.Config { return s.cfg.Load() }
+
+// check is one limit applied to one descriptor of a request.
+type check struct {
+	desc int
+	rule *config.Rule
+	key  string
+	n    int
+	d    sluice.Decision
+	over bool // this limit denied (or could never admit n)
+}
+
+// maxHits bounds a hits_addend: anything larger exceeds every capacity.
+const maxHits = math.MaxInt32
+
+// ShouldRateLimit implements pb.RateLimitServiceServer.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	}
+	descs := req.GetDescriptors()
+	if len(descs) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	reqHits := uint64(max(req.GetHitsAddend(), 1))
+	cfg := s.cfg.Load()
+	domain := req.Domain
+
+	resp := &pb.RateLimitResponse{
+		OverallCode: pb.RateLimitResponse_OK,
+		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(descs)),
+	}
+	matches := make([]config.Match, len(descs))
+	hits := make([]int, len(descs))
+	var entries []config.Descriptor
+	known := cfg != nil
+	var replaced map[string]bool
+	for i, d := range descs {
+		if d == nil || len(d.Entries) == 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d] has no entries", i)
+		}
+		if d.IsNegativeHits {
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].is_negative_hits is not supported: sluice never returns quota", i)
+		}
+		h := reqHits
+		if d.HitsAddend != nil {
+			h = d.HitsAddend.Value
+		}
+		hits[i] = int(min(h, maxHits))
+		if !known {
+			continue
+		}
+		entries = entries[:0]
+		for _, e := range d.Entries {
+			entries = append(entries, config.Descriptor{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		m, ok := cfg.Match(domain, entries)
+		if !ok {
+			known = false
+			continue
+		}
+		if d.Limit != nil {
+			r, err := overrideRule(d.Limit)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
+			}
+			m = config.Match{Rules: []*config.Rule{r}, Key: overrideKey(domain, entries, r)}
+		}
+		matches[i] = m
+		for _, r := range m.Rules {
+			for _, rp := range r.Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
+				replaced[rp] = true
+			}
+		}
+	}
+	if !known {
+		// The reference answers OK, with no limit, for a domain it does not
+		// know: Envoy's filter may be configured before the service is.
+		for i := range resp.Statuses {
+			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+			s.obs.Unmatched("")
+		}
+		return resp, nil
+	}
+
+	var enforced, advisory []check
+	unlimited := make([]bool, len(descs))
+	closed, open := false, false
+	for i := range descs {
+		m := matches[i]
+		for j, r := range m.Rules {
+			if replaced[r.Name] {
+				continue
+			}
+			if r.Unlimited {
+				unlimited[i] = true
+				s.obs.Decided(domain, r.Name, ResultUnlimited, hits[i])
+				continue
+			}
+			key := m.Key
+			for _, p := range m.Rules[:j] { // two limits of one node sharing a state
+				if p.Limit.Algorithm == r.Limit.Algorithm && p.Limit.Period == r.Limit.Period {
+					key += "#" + strconv.Itoa(j)
+					break
+				}
+			}
+			switch r.FailureMode {
+			case "closed":
+				closed = true
+			case "open":
+				open = true
+			}
+			c := check{desc: i, rule: r, key: key, n: hits[i]}
+			if r.ShadowMode || r.QuotaMode {
+				advisory = append(advisory, c)
+			} else {
+				enforced = append(enforced, c)
+			}
+		}
+	}
+	switch {
+	case closed: // the strictest rule of the request decides a degraded answer
+		ctx = failover.WithPolicy(ctx, failover.FailClosed)
+	case open:
+		ctx = failover.WithPolicy(ctx, failover.FailOpen)
+	}
+
+	admitted, err := s.decideEnforced(ctx, enforced)
+	if err != nil {
+		return nil, s.storeError(ctx, err)
+	}
+	for k := range advisory {
+		c := &advisory[k]
+		n := c.n
+		if !admitted {
+			n = 0 // a denied request is counted by no limit
+		}
+		if n > c.rule.Limit.Capacity() {
+			c.over, n = true, 0
+		}
+		d, err := s.allowN(ctx, c.key, c.rule.Limit, n)
+		if err != nil {
+			return nil, s.storeError(ctx, err)
+		}
+		c.d = d
+		c.over = c.over || !d.Allowed
+	}
+
+	// Report, per limit and per descriptor.
+	for _, c := range enforced {
+		r := ResultOK
+		switch {
+		case c.over:
+			r = ResultOverLimit
+		case !admitted:
+			r = ResultNotCounted
+		}
+		s.obs.Decided(domain, c.rule.Name, r, c.n)
+	}
+	for _, c := range advisory {
+		r := ResultOK
+		switch {
+		case !admitted && !c.over:
+			r = ResultNotCounted
+		case c.over && c.rule.ShadowMode:
+			r = ResultShadowOverLimit
+		case c.over:
+			r = ResultOverLimit
+		}
+		s.obs.Decided(domain, c.rule.Name, r, c.n)
+	}
+	if !admitted {
+		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range descs {
+		switch {
+		case unlimited[i]:
+			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			continue
+		}
+		rep := pick(enforced, advisory, i)
+		if rep == nil {
+			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
+			s.obs.Unmatched(domain)
+			continue
+		}
+		resp.Statuses[i] = descriptorStatus(rep)
+	}
+	if s.headers {
+		resp.ResponseHeadersToAdd = headers(resp)
+	}
+	return resp, nil
+}
+
+// decideEnforced decides the enforcing limits together: all admit and count,
+// or none counts. It reports whether the request is admitted.
+func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
+	admitted := true
+	for k := range cs {
+		if cs[k].n > cs[k].rule.Limit.Capacity() {
+			cs[k].over, admitted = true, false // waiting never helps: deny, count nothing
+		}
+	}
+	reqs := make([]sluice.Request, len(cs))
+	for k, c := range cs {
+		n := c.n
+		if !admitted {
+			n = 0
+		}
+		reqs[k] = sluice.Request{Key: c.key, Limit: c.rule.Limit, N: n}
+	}
+	ds, err := s.allowMulti(ctx, reqs)
+	if err != nil {
+		return false, err
+	}
+	anyBlocker := false
+	for k := range cs {
+		cs[k].d = ds[k]
+		if !ds[k].Allowed {
+			admitted = false
+			if ds[k].RetryAfter > 0 {
+				cs[k].over, anyBlocker = true, true
+			}
+		}
+		anyBlocker = anyBlocker || cs[k].over
+	}
+	if !admitted && !anyBlocker { // a store that names no blocker: all are
+		for k := range cs {
+			cs[k].over = true
+		}
+	}
+	return admitted, nil
+}
+
+func (s *Service) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	if len(reqs) == 1 {
+		d, err := s.allowN(ctx, reqs[0].Key, reqs[0].Limit, reqs[0].N)
+		if err != nil {
+			return nil, err
+		}
+		return []sluice.Decision{d}, nil
+	}
+	start := time.Now()
+	if s.multi != nil {
+		ds, err := s.multi.AllowMulti(ctx, reqs)
+		s.obs.StoreCall(time.Since(start), err)
+		return ds, err
+	}
+	// A store without AllowMulti: one call per limit, stopping at the first
+	// denial. Limits decided before it stay counted; the all-or-nothing
+	// guarantee needs a MultiStore.
+	ds := make([]sluice.Decision, len(reqs))
+	denied := false
+	for k, r := range reqs {
+		n := r.N
+		if denied {
+			n = 0
+		}
+		d, err := s.store.AllowN(ctx, r.Key, r.Limit, n)
+		if err != nil {
+			s.obs.StoreCall(time.Since(start), err)
+			return nil, err
+		}
+		if denied {
+			d.Allowed = false
+		}
+		ds[k] = d
+		denied = denied || !d.Allowed
+	}
+	s.obs.StoreCall(time.Since(start), nil)
+	return ds, nil
+}
+
+func (s *Service) allowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	start := time.Now()
+	d, err := s.store.AllowN(ctx, key, lim, n)
+	s.obs.StoreCall(time.Since(start), err)
+	return d, err
+}
+
+// storeError turns a store failure into a gRPC status: the context's own
+// code when it ended, Unavailable otherwise.
+func (s *Service) storeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	s.log.Warn("store failed", "err", err)
+	if errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) {
+		return status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	return status.Errorf(codes.Unavailable, "store: %v", err)
+}
+
+// pick returns the check that reports descriptor i: the first that denied
+// (or a quota-mode one over its limit), else the one with the least
+// remaining; nil when no limit applies.
+func pick(enforced, advisory []check, i int) *check {
+	var best *check
+	for _, cs := range [][]check{enforced, advisory} {
+		for k := range cs {
+			c := &cs[k]
+			if c.desc != i {
+				continue
+			}
+			if c.over && !c.rule.ShadowMode {
+				return c
+			}
+			if best == nil || c.d.Remaining < best.d.Remaining {
+				best = c
+			}
+		}
+	}
+	return best
+}
+
+func descriptorStatus(c *check) *pb.RateLimitResponse_DescriptorStatus {
+	st := &pb.RateLimitResponse_DescriptorStatus{
+		Code:           pb.RateLimitResponse_OK,
+		CurrentLimit:   CurrentLimit(c.rule),
+		LimitRemaining: uint32(min(max(c.d.Remaining, 0), math.MaxUint32)),
+	}
+	reset := c.d.ResetAfter
+	if c.over {
+		st.LimitRemaining = 0
+		if c.d.RetryAfter > 0 {
+			reset = c.d.RetryAfter
+		}
+		if !c.rule.ShadowMode {
+			st.Code = pb.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	st.DurationUntilReset = durationpb.New(reset)
+	return st
+}
+
+var units = []struct {
+	d time.Duration
+	u pb.RateLimitResponse_RateLimit_Unit
+}{
+	{365 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_YEAR},
+	{30 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_MONTH},
+	{7 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_WEEK},
+	{24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
+	{time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
+	{time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
+	{time.Second, pb.RateLimitResponse_RateLimit_SECOND},
+}
+
+// CurrentLimit is the current_limit that reports rule. A reference unit is
+// reported as is. A `window` extension is reported in the largest unit that
+// divides it, with unit_multiplier the number of units (30s is 5 per
+// SECOND×30, 2h is HOUR×2); a window that is not a whole number of seconds
+// is reported as the same sustained rate per SECOND, rounded up.
+func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
+	cl := &pb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
+	if u, ok := pb.RateLimitResponse_RateLimit_Unit_value[r.Unit]; ok && r.Unit != "" {
+		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(u)
+		return cl
+	}
+	p := r.Limit.Period
+	for _, u := range units {
+		if p >= u.d && p%u.d == 0 {
+			cl.Unit = u.u
+			if m := p / u.d; m > 1 {
+				cl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
+			}
+			return cl
+		}
+	}
+	// Sub-second or fractional seconds: the rate per second, rounded up.
+	perSec := (int64(r.Limit.Rate)*int64(time.Second) + int64(p) - 1) / int64(p)
+	cl.Unit = pb.RateLimitResponse_RateLimit_SECOND
+	cl.RequestsPerUnit = uint32(min(perSec, math.MaxUint32))
+	return cl
+}
+
+// headers builds the RateLimit-* headers for the descriptor closest to its
+// limit (a denying one when the request is denied).
+func headers(resp *pb.RateLimitResponse) []*core.HeaderValue {
+	st := Closest(resp)
+	if st == nil {
+		return nil
+	}
+	return []*core.HeaderValue{
+		{Key: HeaderLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: HeaderReset, Value: strconv.FormatInt(CeilSeconds(st.DurationUntilReset.AsDuration()), 10)},
+	}
+}
+
+// Closest returns the status that headers describe: the first OVER_LIMIT
+// descriptor when the request is denied, else the limited descriptor with
+// the least remaining; nil when no descriptor has a limit.
+func Closest(resp *pb.RateLimitResponse) *pb.RateLimitResponse_DescriptorStatus {
+	var best *pb.RateLimitResponse_DescriptorStatus
+	for _, st := range resp.GetStatuses() {
+		if st.GetCurrentLimit() == nil {
+			continue
+		}
+		if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT && st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			return st
+		}
+		if best == nil || st.LimitRemaining < best.LimitRemaining {
+			best = st
+		}
+	}
+	return best
+}
+
+// CeilSeconds rounds d up to whole seconds, as Retry-After and
+// RateLimit-Reset want.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// overrideRule is the fixed-window limit of a descriptor's `limit` override.
+func overrideRule(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*config.Rule, error) {
+	u := pb.RateLimitResponse_RateLimit_Unit(o.Unit)
+	var period time.Duration
+	for _, x := range units {
+		if x.u == u {
+			period = x.d
+		}
+	}
+	if period == 0 {
+		return nil, fmt.Errorf("unit %v is not supported", o.Unit)
+	}
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: int(o.RequestsPerUnit), Period: period}
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	return &config.Rule{Name: "override", Limit: lim, Unit: u.String()}, nil
+}
+
+// overrideKey counts an override apart from the configured limits: config
+// keys never start with '*' (the config package escapes it).
+func overrideKey(domain string, entries []config.Descriptor, r *config.Rule) string {
+	var b strings.Builder
+	b.WriteString("*override/")
+	b.WriteString(r.Unit)
+	b.WriteByte('/')
+	b.WriteString(strconv.Itoa(r.Limit.Rate))
+	b.WriteByte('/')
+	b.WriteString(strconv.Quote(domain))
+	for _, e := range entries {
+		b.WriteByte('/')
+		b.WriteString(strconv.Quote(e.Key))
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(e.Value))
+	}
+	return b.String()
+}

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// checkKeyPrefix puts /v1/check keys in their own namespace: configured RLS
+// keys never start with '*' (internal/config escapes it), so no caller of
+// /v1/check can spend an RLS descriptor's quota or the reverse.
+const checkKeyPrefix = "*check/"
+
+// MaxCheckKeyLen is the longest key POST /v1/check accepts, in bytes.
+const MaxCheckKeyLen = sluice.MaxKeyLen - len(checkKeyPrefix)
+
+// CheckRequest is the body of POST /v1/check.
+type CheckRequest struct {
+	Key       string `json:"key"`
+	Algorithm string `json:"algorithm"`
+	Rate      int    `json:"rate"`
+	Period    string `json:"period"` // a Go duration: "1s", "30s", "1h30m"
+	Burst     int    `json:"burst"`
+	Cost      *int   `json:"cost"` // default 1; 0 asks without spending
+}
+
+// CheckResponse is the body of a 200 answer of POST /v1/check.
+type CheckResponse struct {
+	Allowed      bool  `json:"allowed"`
+	Limit        int   `json:"limit"`
+	Remaining    int   `json:"remaining"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+}
+
+// fieldError is a request error naming its field.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+// parseCheck decodes and validates a /v1/check body.
+func parseCheck(body []byte) (key string, lim sluice.Limit, n int, err error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var req CheckRequest
+	if err := dec.Decode(&req); err != nil {
+		return "", lim, 0, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", lim, 0, &fieldError{"", "malformed JSON: data after the object"}
+	}
+	switch {
+	case req.Key == "":
+		return "", lim, 0, &fieldError{"key", "missing or empty"}
+	case len(req.Key) > MaxCheckKeyLen:
+		return "", lim, 0, &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(req.Key), MaxCheckKeyLen)}
+	case req.Algorithm == "":
+		return "", lim, 0, &fieldError{"algorithm", "missing (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)"}
+	case req.Period == "":
+		return "", lim, 0, &fieldError{"period", `missing (a duration such as "1s" or "30s")`}
+	}
+	a, err := sluice.ParseAlgorithm(req.Algorithm)
+	if err != nil {
+		return "", lim, 0, &fieldError{"algorithm", fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", req.Algorithm)}
+	}
+	p, err := time.ParseDuration(req.Period)
+	if err != nil {
+		return "", lim, 0, &fieldError{"period", fmt.Sprintf("%q is not a duration such as \"1s\" or \"30s\"", req.Period)}
+	}
+	lim = sluice.Limit{Algorithm: a, Rate: req.Rate, Period: p, Burst: req.Burst}
+	if err := lim.Validate(); err != nil {
+		return "", lim, 0, &fieldError{limitField(err), strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")}
+	}
+	n = 1
+	if req.Cost != nil {
+		n = *req.Cost
+	}
+	if n < 0 {
+		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d must be >= 0", n)}
+	}
+	if c := lim.Capacity(); n > c {
+		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d exceeds the limit's capacity %d: it could never be admitted", n, c)}
+	}
+	return checkKeyPrefix + req.Key, lim, n, nil
+}
+
+// limitField names the field a Limit.Validate error is about.
+func limitField(err error) string {
+	s := err.Error()
+	for _, f := range []struct{ word, field string }{
+		{"Algorithm", "algorithm"}, {"Rate", "rate"}, {"Period", "period"}, {"Burst", "burst"},
+	} {
+		if strings.Contains(s, ": "+f.word+" ") {
+			return f.field
+		}
+	}
+	// CheckBounds errors: products of rate, burst and period too large.
+	return "rate"
+}
+
+// jsonError describes a decoding error, naming the field when it can.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return &fieldError{te.Field, fmt.Sprintf("must be a JSON %s, not %s", te.Type.Kind(), te.Value)}
+	case errors.As(err, &se):
+		return &fieldError{"", fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)}
+	case errors.Is(err, io.EOF):
+		return &fieldError{"", "malformed JSON: empty body"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &fieldError{"", "malformed JSON: truncated"}
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &fieldError{strings.Trim(f, `"`), "unknown field (want key, algorithm, rate, period, burst, cost)"}
+	}
+	return &fieldError{"", "malformed JSON: " + err.Error()}
+}
+
+// handleCheck is POST /v1/check: the limit travels in the request; the
+// answer is 200 with the decision, allowed or not.
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		s.bodyError(w, err)
+		return
+	}
+	key, lim, n, err := parseCheck(body)
+	if err != nil {
+		fe := err.(*fieldError)
+		detail := fe.msg
+		if fe.field != "" {
+			detail = fe.field + ": " + fe.msg
+		}
+		writeProblem(w, http.StatusBadRequest, fe.field, detail)
+		return
+	}
+	start := time.Now()
+	d, err := s.store.AllowN(r.Context(), key, lim, n)
+	if s.metrics != nil {
+		s.metrics.StoreCall(time.Since(start), err)
+	}
+	if err != nil {
+		s.log.Warn("check: store failed", "err", err)
+		writeProblem(w, http.StatusServiceUnavailable, "", "store: "+err.Error())
+		return
+	}
+	if s.metrics != nil {
+		s.metrics.checked(lim.Algorithm, d.Allowed)
+	}
+	b, _ := json.Marshal(CheckResponse{
+		Allowed:      d.Allowed,
+		Limit:        lim.Capacity(),
+		Remaining:    d.Remaining,
+		RetryAfterMS: ceilMS(d.RetryAfter),
+		ResetAfterMS: ceilMS(d.ResetAfter),
+	})
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(b, '\n'))
+}
+
+func ceilMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

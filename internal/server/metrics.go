@@ -1,0 +1,168 @@
+package server
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/rls"
+)
+
+// Metrics are the service's Prometheus metrics, on a registry they own.
+// Labels are configured names (domains, rule names, algorithms, policies),
+// never request keys or values. Metrics implements rls.Observer and
+// failover.Observer.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	decisions  *prometheus.CounterVec
+	shadowHits *prometheus.CounterVec
+	unmatched  *prometheus.CounterVec
+	checks     *prometheus.CounterVec
+	storeDur   prometheus.Histogram
+	storeErrs  prometheus.Counter
+	sharedErrs prometheus.Counter
+	degraded   *prometheus.CounterVec
+	breaker    prometheus.Gauge
+	breakerOps *prometheus.CounterVec
+	reloads    *prometheus.CounterVec
+	configOK   prometheus.Gauge
+}
+
+var (
+	_ rls.Observer      = (*Metrics)(nil)
+	_ failover.Observer = (*Metrics)(nil)
+)
+
+// NewMetrics returns the metrics registered on a new registry, together
+// with the Go runtime and process collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rls_decisions_total",
+		Help: "Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited).",
+	}, []string{"domain", "rule", "result"})
+	m.shadowHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rls_shadow_mode_hits_total",
+		Help: "Hits that a shadow_mode rule would have denied, by domain and rule.",
+	}, []string{"domain", "rule"})
+	m.unmatched = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_rls_unmatched_descriptors_total",
+		Help: "Descriptors that matched no limit, by domain (\"\" for a domain that is not configured).",
+	}, []string{"domain"})
+	m.checks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_check_decisions_total",
+		Help: "Decisions of POST /v1/check by algorithm and result (allowed, denied).",
+	}, []string{"algorithm", "result"})
+	m.storeDur = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "sluice_store_duration_seconds",
+		Help:    "Duration of store calls (AllowN or AllowMulti).",
+		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1},
+	})
+	m.storeErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_store_errors_total",
+		Help: "Store calls that made no decision.",
+	})
+	m.sharedErrs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_shared_store_errors_total",
+		Help: "Calls to the shared store (Redis) that failed or timed out, behind the failover breaker.",
+	})
+	m.degraded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_degraded_decisions_total",
+		Help: "Decisions made without the shared store's answer, by failure policy and whether they admitted.",
+	}, []string{"policy", "allowed"})
+	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_breaker_open",
+		Help: "1 while the shared store's circuit breaker is open, else 0.",
+	})
+	m.breakerOps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_breaker_transitions_total",
+		Help: "Circuit breaker transitions, by the state entered (open, closed).",
+	}, []string{"state"})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Configuration reloads by result (success, failure).",
+	}, []string{"result"})
+	m.configOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_config_last_reload_successful",
+		Help: "1 when the last configuration reload succeeded (or none was tried), 0 when it failed.",
+	})
+	m.configOK.Set(1)
+	m.reg.MustRegister(m.decisions, m.shadowHits, m.unmatched, m.checks, m.storeDur, m.storeErrs, m.sharedErrs,
+		m.degraded, m.breaker, m.breakerOps, m.reloads, m.configOK,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry the metrics are registered on.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Decided implements rls.Observer.
+func (m *Metrics) Decided(domain, rule string, r rls.Result, hits int) {
+	m.decisions.WithLabelValues(domain, rule, string(r)).Inc()
+	if r == rls.ResultShadowOverLimit {
+		m.shadowHits.WithLabelValues(domain, rule).Add(float64(hits))
+	}
+}
+
+// Unmatched implements rls.Observer.
+func (m *Metrics) Unmatched(domain string) { m.unmatched.WithLabelValues(domain).Inc() }
+
+// StoreCall implements rls.Observer.
+func (m *Metrics) StoreCall(d time.Duration, err error) {
+	m.storeDur.Observe(d.Seconds())
+	if err != nil {
+		m.storeErrs.Inc()
+	}
+}
+
+// Reloaded records a configuration reload.
+func (m *Metrics) Reloaded(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("failure").Inc()
+		m.configOK.Set(0)
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+	m.configOK.Set(1)
+}
+
+func (m *Metrics) checked(a sluice.Algorithm, allowed bool) {
+	r := "denied"
+	if allowed {
+		r = "allowed"
+	}
+	m.checks.WithLabelValues(a.String(), r).Inc()
+}
+
+// Degraded implements failover.Observer.
+func (m *Metrics) Degraded(_ string, _ sluice.Limit, p failover.Policy, allowed bool, _ error) {
+	a := "false"
+	if allowed {
+		a = "true"
+	}
+	m.degraded.WithLabelValues(p.String(), a).Inc()
+}
+
+// BreakerOpened implements failover.Observer.
+func (m *Metrics) BreakerOpened(error) {
+	m.breaker.Set(1)
+	m.breakerOps.WithLabelValues("open").Inc()
+}
+
+// BreakerClosed implements failover.Observer.
+func (m *Metrics) BreakerClosed(time.Duration) {
+	m.breaker.Set(0)
+	m.breakerOps.WithLabelValues("closed").Inc()
+}
+
+// SharedLatency implements failover.Observer. The store histogram already
+// times every call the service makes; this counts the shared store's errors.
+func (m *Metrics) SharedLatency(_ time.Duration, err error) {
+	if err != nil {
+		m.sharedErrs.Inc()
+	}
+}
