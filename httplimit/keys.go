@@ -72,13 +72,11 @@ func Route() KeyFunc {
 }
 
 // RouteOf returns a KeyFunc that uses the pattern of mux that matches the
-// request, for a Middleware that wraps the whole mux. A request that
-// matches no pattern is ErrNoKey.
+// request (found with mux.Handler, whatever Request.Pattern an outer mux
+// set), for a Middleware that wraps the whole mux. A request that matches
+// no pattern is ErrNoKey.
 func RouteOf(mux *http.ServeMux) KeyFunc {
 	return func(r *http.Request) (string, error) {
-		if r.Pattern != "" {
-			return r.Pattern, nil
-		}
 		if _, p := mux.Handler(r); p != "" {
 			return p, nil
 		}
