@@ -1,0 +1,80 @@
+// Package tiered puts a local tier in front of a shared sluice.Store (Redis,
+// through redisstore), so that the common case pays no round trip. Each
+// part is chosen by option; with none, the store only caches denials.
+//
+// # Denial cache (always on)
+//
+// After the shared store denies n units of (key, limit) with RetryAfter r,
+// requests for at least n units of the same key and limit are denied
+// locally until r has passed, measured from before the call was sent (so
+// never longer than r after the store's decision). The cache only ever
+// denies: it cannot admit what the shared store would deny. And it denies
+// no longer than r, which is the store's exact wait absent other traffic;
+// other processes' traffic can only make the store deny longer, except
+// their returned lease units, which can free quota before r (a cached
+// denial may then outlast what is free, never beyond r).
+//
+// # Leases (WithLeases)
+//
+// With a store that implements sluice.Leaser, a key's decisions take k units
+// in one shared call (Lease) and spend them locally; k follows this
+// process's recent demand for the key (units asked per lease lifetime, an
+// exponentially weighted average), bounded by the configured maximum and by
+// a fraction of the limit's capacity. Units left when a lease ends are given
+// back with Return: before the next lease of the key, by the background
+// sweeper within a quarter of the lifetime after the lease ends, and on
+// Close. Leased units are admitted units, counted by the shared store from
+// the lease's time, so the fleet as a whole never exceeds the limit as the
+// shared store counts it. When a lease of k > n units is denied, the call
+// asks once more for what the store's Remaining says it has (or for n, to
+// get the exact RetryAfter of n): a process never denies a request that the
+// store could have admitted from its free units; it may deny one that
+// another process's unspent lease units would have covered (the documented
+// difference, sluicetest.MayDenyEarly).
+//
+// Which limits are leased, and when a lease may be spent, per algorithm:
+//
+//   - FixedWindow and SlidingWindow: only within the window of the lease's
+//     store time (the lease ends at that window's end, measured locally from
+//     before the call). A unit spent later would be counted in a window
+//     where it is not (FixedWindow) or weighs less than a unit of the window
+//     it is spent in (SlidingWindow). Spent within its window, every unit is
+//     counted exactly where it happens: leases change nothing in what these
+//     algorithms admit, in stamped or in real time.
+//     These two are leased by default.
+//   - SlidingLog, TokenBucket, GCRA: only with WithStampedLeases, within the
+//     lease's lifetime L. The store stamps the units at the lease's time,
+//     and its invariant holds over those stamps: no interval of length
+//     Period holds more than Rate stamps (SlidingLog), at most
+//     Burst + Rate·t/Period in an interval t (buckets). A unit spent later
+//     than its stamp is quota taken earlier, but not in real time: its
+//     stamp leaves the store's window (or the bucket refills) while the
+//     unit is still to be spent, and another process may take that room.
+//     In real time the bound widens by L: at most Rate in any interval of
+//     length Period − L (SlidingLog), at most Burst + Rate·(t+L)/Period in
+//     an interval t (buckets); also never more than the stamped bound plus
+//     the units leased but unspent at the interval's start. Without
+//     WithStampedLeases these limits decide through the denial cache,
+//     exactly.
+//
+// Decisions served from a lease report Remaining as the shared store's
+// Remaining at the lease plus the lease's unspent units, and ResetAfter as
+// the store's at the lease, less the time since.
+//
+// # Approximate local share (WithApproximateLocalShare)
+//
+// The first seed's two-tier limiter: a local limiter per key at a fraction of
+// the limit (the same algorithm at floor(Rate×f) per Period, Burst scaled
+// the same, at least 1) admits first; only what it denies goes to the shared
+// store (through the denial cache and leases, when on). Locally admitted
+// units are never counted by the shared store, so this is NOT exact: the
+// fleet can exceed the quota by the sum of the local shares, up to
+// processes × floor(Rate×f) per Period (for the buckets, also their scaled
+// bursts). It is available only by that explicit option.
+//
+// # Counters
+//
+// Stats reports decisions served locally (lease spends, cached denials,
+// local-share admissions), shared calls (AllowN, Lease, Return) and leased
+// and returned units.
+package tiered

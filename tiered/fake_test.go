@@ -1,0 +1,135 @@
+package tiered_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// exact is a minimal exact sluice.Leaser on a clock, built on internal/algo
+// (the math every store shares), that counts its calls and can fail.
+type exact struct {
+	now func() time.Time
+
+	mu     sync.Mutex
+	states map[exactKey]*exactState
+
+	calls, leases, returns atomic.Int64
+	admitted               atomic.Int64 // units admitted (AllowN and Lease)
+	fail                   atomic.Bool
+}
+
+type exactKey struct {
+	key    string
+	kind   algo.Kind
+	period int64
+}
+
+type exactState struct {
+	w   algo.Window
+	c   algo.Counter
+	b   algo.Bucket
+	t   algo.TAT
+	log algo.Log
+}
+
+var errDown = errors.New("fake: connection refused")
+
+func newExact(now func() time.Time) *exact {
+	return &exact{now: now, states: make(map[exactKey]*exactState)}
+}
+
+var _ sluice.Leaser = (*exact)(nil)
+
+func params(l sluice.Limit) algo.Params {
+	return algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
+}
+
+func (x *exact) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	d, _, err := x.Lease(ctx, key, lim, n)
+	x.leases.Add(-1)
+	return d, err
+}
+
+func (x *exact) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	x.calls.Add(1)
+	x.leases.Add(1)
+	if x.fail.Load() {
+		return sluice.Decision{}, time.Time{}, errDown
+	}
+	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+		return sluice.Decision{}, time.Time{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, time.Time{}, err
+	}
+	p := params(lim)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	at := x.now()
+	now := at.UnixMicro()
+	k := exactKey{key, p.Kind, p.Period}
+	st := x.states[k]
+	if st == nil {
+		st = new(exactState)
+		x.states[k] = st
+	}
+	var r algo.Result
+	switch p.Kind {
+	case algo.FixedWindow:
+		st.w, r = algo.FixedWindowStep(st.w, now, p, int64(n))
+	case algo.SlidingWindow:
+		st.c, r = algo.SlidingWindowStep(st.c, now, p, int64(n))
+	case algo.TokenBucket:
+		st.b, r = algo.TokenBucketStep(st.b, now, p, int64(n))
+	case algo.GCRA:
+		st.t, r = algo.GCRAStep(st.t, now, p, int64(n))
+	case algo.SlidingLog:
+		r = algo.SlidingLogStep(&st.log, now, p, int64(n), true)
+	}
+	if r.Allowed {
+		x.admitted.Add(int64(n))
+	}
+	return sluice.Decision{
+		Allowed:    r.Allowed,
+		Limit:      lim,
+		Remaining:  int(r.Remaining),
+		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+	}, at, nil
+}
+
+func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	x.calls.Add(1)
+	x.returns.Add(1)
+	if x.fail.Load() {
+		return errDown
+	}
+	p := params(lim)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	st := x.states[exactKey{key, p.Kind, p.Period}]
+	if st == nil {
+		return nil
+	}
+	a := at.UnixMicro()
+	switch p.Kind {
+	case algo.FixedWindow:
+		st.w = algo.FixedWindowReturn(st.w, a, p, int64(n))
+	case algo.SlidingWindow:
+		st.c = algo.SlidingWindowReturn(st.c, a, p, int64(n))
+	case algo.TokenBucket:
+		st.b = algo.TokenBucketReturn(st.b, a, p, int64(n))
+	case algo.GCRA:
+		st.t = algo.GCRAReturn(st.t, x.now().UnixMicro(), p, int64(n))
+	case algo.SlidingLog:
+		algo.SlidingLogReturn(&st.log, a, int64(n))
+	}
+	x.admitted.Add(-int64(n))
+	return nil
+}
