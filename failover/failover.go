@@ -489,15 +489,17 @@ func (s *Store) policyOf(ctx context.Context) Policy {
 func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int, cause error) sluice.Decision {
 	p := s.policyOf(ctx)
 	var d sluice.Decision
-	switch p {
-	case FailOpenUnbounded:
+	switch {
+	case n == 0:
+		// A peek admits nothing: allowed under every policy, Remaining 0
+		// (unknown).
 		d = sluice.Decision{Allowed: true, Limit: lim}
-	case FailOpen:
-		if s.replicas == 0 {
-			cause = ErrNoReplicas
-			d = s.denial(lim)
-			break
-		}
+	case p == FailOpenUnbounded:
+		d = sluice.Decision{Allowed: true, Limit: lim}
+	case p == FailOpen && s.replicas == 0:
+		cause = ErrNoReplicas
+		d = s.denial(lim)
+	case p == FailOpen:
 		d = s.localDecide(ctx, key, lim, n)
 	default:
 		d = s.denial(lim)

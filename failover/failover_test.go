@@ -454,3 +454,19 @@ func TestParsePolicy(t *testing.T) {
 		t.Error(`ParsePolicy("open") succeeded, want an error naming it`)
 	}
 }
+
+func TestDegradedPeekIsAllowed(t *testing.T) {
+	f := newFaulty(t)
+	f.mode.Store(failing)
+	s := failover.New(f, failover.WithFailureThreshold(1))
+	defer s.Close()
+	for i := range 3 {
+		d, err := s.AllowN(context.Background(), "k", perSec, 0)
+		if err != nil || !d.Allowed || d.Remaining != 0 {
+			t.Errorf("peek #%d while failing = %+v, %v; want allowed (it admits nothing), Remaining 0", i, d, err)
+		}
+	}
+	if st := s.Stats(); st.Degraded != 3 || st.DegradedAllowed != 3 {
+		t.Errorf("Stats() = %+v, want 3 degraded peeks", st)
+	}
+}
