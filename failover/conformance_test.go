@@ -1,0 +1,25 @@
+package failover_test
+
+import (
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
+)
+
+// A healthy shared store behind failover decides exactly as it would alone.
+func TestConformance(t *testing.T) {
+	sluicetest.Run(t, func(t *testing.T) sluice.Store {
+		m := memstore.New()
+		s := failover.New(m)
+		t.Cleanup(func() { s.Close(); m.Close() })
+		return s
+	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
+		m := memstore.New(memstore.WithClock(c.Now))
+		s := failover.New(m, failover.WithClock(c.Now))
+		t.Cleanup(func() { s.Close(); m.Close() })
+		return s
+	}))
+}
