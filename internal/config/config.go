@@ -17,6 +17,10 @@ type Rule struct {
 	// "domain.key_value.key2" (with "#i" appended for the i-th entry of a
 	// rate_limits list). Use it as the metrics label.
 	Name string
+	// ConfiguredName is the rate_limit's own `name`, "" when unset: what
+	// other rules' Replaces refer to, and what the reference reports in an
+	// RLS answer's current_limit.name.
+	ConfiguredName string
 	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
 	// Rate (requests_per_unit), Period (unit or window) and Burst. It is the
 	// zero Limit when Unlimited.
@@ -24,8 +28,15 @@ type Rule struct {
 	// Unit is the reference's unit in upper case ("SECOND", "MINUTE", "HOUR",
 	// "DAY", "WEEK", "MONTH", "YEAR"), or "" when the period came from the
 	// `window` extension or the rule is unlimited. RLS answers report it in
-	// current_limit.
+	// current_limit. With the reference's unit_multiplier, Limit.Period is
+	// the unit times the multiplier.
 	Unit string
+	// Deny is set for requests_per_unit: 0, the reference's way to block a
+	// descriptor (its README's "black list IP" example): every request is
+	// over the limit. Limit then has Rate 0, which no store accepts: answer
+	// OVER_LIMIT (remaining 0, reset at the end of the fixed window) without
+	// calling the store.
+	Deny bool
 
 	Unlimited      bool // unlimited: true: always admitted, never counted
 	ShadowMode     bool // shadow_mode: counted and reported, never denied
@@ -37,8 +48,8 @@ type Rule struct {
 	// FailureMode is the failure_mode extension: "" (the process default),
 	// "open" or "closed".
 	FailureMode string
-	// Replaces lists the names of the rules this rule replaces when both
-	// apply to one request.
+	// Replaces lists the ConfiguredNames of the rules this rule replaces when
+	// both apply to one request.
 	Replaces []string
 }
 

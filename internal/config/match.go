@@ -102,8 +102,17 @@ type step struct {
 // value matching the pattern shares the counter, and no literal value can
 // collide with it.
 func countingKey(domain string, entries []Descriptor, steps []step) string {
+	n := escapedLen(domain)
+	for i, e := range entries {
+		n += 2 + escapedLen(e.Key)
+		if steps[i].wildcard && steps[i].n.shareThreshold {
+			n += 1 + escapedLen(steps[i].n.value)
+		} else {
+			n += escapedLen(e.Value)
+		}
+	}
 	var b strings.Builder
-	b.Grow(len(domain) + 16*len(entries))
+	b.Grow(n)
 	escape(&b, domain)
 	for i, e := range entries {
 		b.WriteByte('/')
@@ -117,6 +126,17 @@ func countingKey(domain string, entries []Descriptor, steps []step) string {
 		escape(&b, e.Value)
 	}
 	return b.String()
+}
+
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\', '/', '=', '*':
+			n++
+		}
+	}
+	return n
 }
 
 func escape(b *strings.Builder, s string) {
@@ -133,20 +153,23 @@ func escape(b *strings.Builder, s string) {
 	}
 }
 
-// metricName is the stats name of a match: the matched node's path, where
-// a detailed_metric node's key carries the request's value, and a
-// value_to_metric node matched by wildcard or default carries the request's
-// value instead of its pattern.
+// metricName is the stats name of a match, following the reference: the
+// matched path, with each entry written key_value where value is the
+// configured value (the pattern, with its '*', for a wildcard match; nothing
+// for a key-only default), except that the request's value is written for
+// value_to_metric nodes and, when the matched node has detailed_metric, for
+// every entry. A share_threshold wildcard match always writes its pattern,
+// like its counter.
 func metricName(domain string, entries []Descriptor, steps []step) string {
 	last := steps[len(steps)-1].n
-	detailed := false
+	plain := !last.detailed
 	for _, s := range steps {
-		if s.n.detailed || s.n.valueToMetric {
-			detailed = true
+		if s.n.valueToMetric || s.n.detailed {
+			plain = false
 			break
 		}
 	}
-	if !detailed {
+	if plain {
 		return last.path
 	}
 	var b strings.Builder
@@ -155,7 +178,9 @@ func metricName(domain string, entries []Descriptor, steps []step) string {
 		b.WriteByte('.')
 		b.WriteString(entries[i].Key)
 		v := s.n.value
-		if s.n.detailed || (s.n.valueToMetric && (s.wildcard || s.n.value == "")) {
+		switch {
+		case s.wildcard && s.n.shareThreshold:
+		case last.detailed || s.n.detailed || s.n.valueToMetric:
 			v = entries[i].Value
 		}
 		if v != "" {

@@ -30,7 +30,7 @@ var units = map[string]time.Duration{
 var (
 	rootKeys       = []string{"domain", "descriptors"}
 	descriptorKeys = []string{"key", "value", "rate_limit", "rate_limits", "descriptors", "shadow_mode", "detailed_metric", "quota_mode", "value_to_metric", "share_threshold", "metadata"}
-	rateLimitKeys  = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "failure_mode"}
+	rateLimitKeys  = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "failure_mode"}
 	replacesKeys   = []string{"name"}
 )
 
@@ -77,7 +77,7 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 	case err != nil:
 		return "", nil, 0, p.yamlError(err)
 	case len(extra.Content) > 0 && !isNull(extra.Content[0]):
-		return "", nil, extra.Line, p.errorf(&extra, "", "a second YAML document: put one domain per file")
+		return "", nil, 0, p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file")
 	}
 	var top *yaml.Node
 	if len(doc.Content) > 0 {
@@ -152,6 +152,8 @@ func kind(n *yaml.Node) string {
 		return "a mapping"
 	case n.Kind == yaml.SequenceNode:
 		return "a list"
+	case isNull(n):
+		return "null"
 	case n.Kind == yaml.ScalarNode:
 		return strconv.Quote(n.Value)
 	}
@@ -478,6 +480,8 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 		unitName, windowS, algName string
 		burstV                     int64
 		configured                 string
+		mult                       *field
+		multV                      int64
 	)
 	for i := range fields {
 		f := &fields[i]
@@ -486,6 +490,9 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 		case "unit":
 			unit = f
 			unitName, err = p.str(f.v, fp)
+		case "unit_multiplier":
+			mult = f
+			multV, err = p.integer(f.v, fp, 0, math.MaxUint32)
 		case "requests_per_unit":
 			rateNode = f
 			rate, err = p.integer(f.v, fp, 0, math.MaxUint32)
@@ -494,6 +501,7 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 		case "name":
 			if configured, err = p.str(f.v, fp); err == nil && configured != "" {
 				r.Name = configured
+				r.ConfiguredName = configured
 			}
 		case "replaces":
 			r.Replaces, err = p.replaces(f.v, fp)
@@ -534,6 +542,9 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 		if unit != nil && unitName != "" {
 			return nil, p.errorf(unit.k, join(path, "unit"), "must not be set when unlimited")
 		}
+		if mult != nil {
+			extension = append(extension, mult)
+		}
 		if len(extension) > 0 {
 			f := extension[0]
 			return nil, p.errorf(f.k, join(path, f.key), "must not be set when unlimited")
@@ -543,6 +554,8 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 	switch {
 	case window != nil && unit != nil:
 		return nil, p.errorf(window.k, join(path, "window"), "give unit or window, not both")
+	case window != nil && mult != nil:
+		return nil, p.errorf(mult.k, join(path, "unit_multiplier"), "applies to unit, not to window")
 	case window != nil:
 		d, err := time.ParseDuration(windowS)
 		if err != nil || d <= 0 {
@@ -558,6 +571,15 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 	default:
 		r.Unit = strings.ToUpper(unitName)
 		r.Limit.Period = units[r.Unit]
+		if mult != nil {
+			if multV < 1 {
+				return nil, p.errorf(mult.v, join(path, "unit_multiplier"), "must be >= 1, got %d", multV)
+			}
+			if multV > int64(math.MaxInt64/r.Limit.Period) {
+				return nil, p.errorf(mult.v, join(path, "unit_multiplier"), "%d %s is too long", multV, strings.ToLower(r.Unit)+"s")
+			}
+			r.Limit.Period *= time.Duration(multV)
+		}
 	}
 	r.Limit.Algorithm = sluice.FixedWindow
 	if alg != nil {
@@ -566,13 +588,6 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 			return nil, p.errorf(alg.v, join(path, "algorithm"), "unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", algName)
 		}
 		r.Limit.Algorithm = a
-	}
-	if rate == 0 {
-		at, fp := n, join(path, "requests_per_unit")
-		if rateNode != nil {
-			at = rateNode.v
-		}
-		return nil, p.errorf(at, fp, "must be > 0 (sluice has no always-deny limit)")
 	}
 	r.Limit.Rate = int(rate)
 	r.Limit.Burst = int(burstV)
@@ -583,17 +598,25 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 			return nil, p.errorf(failure.v, join(path, "failure_mode"), "want open or closed, got %q", r.FailureMode)
 		}
 	}
-	if err := r.Limit.Validate(); err != nil {
+	check := r.Limit
+	if rate == 0 {
+		// requests_per_unit: 0 is the reference's block-all limit: check the
+		// rest of the limit with a stand-in rate.
+		check.Rate = 1
+		r.Deny = true
+	}
+	if err := check.Validate(); err != nil {
 		at, fp := n, path
-		if burst != nil && r.Limit.Burst != 0 && strings.Contains(err.Error(), "Burst") {
+		msg := err.Error()
+		switch {
+		case burst != nil && strings.Contains(msg, "Burst"):
 			at, fp = burst.v, join(path, "burst")
-		} else if window != nil && strings.Contains(err.Error(), "Period") {
+		case window != nil && strings.Contains(msg, "Period"):
 			at, fp = window.v, join(path, "window")
+		case rateNode != nil && strings.Contains(msg, "Rate"):
+			at, fp = rateNode.v, join(path, "requests_per_unit")
 		}
-		if at.Kind == yaml.AliasNode {
-			at, _ = p.resolve(at, fp)
-		}
-		return nil, p.errorf(at, fp, "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+		return nil, p.errorf(at, fp, "%s", strings.TrimPrefix(msg, sluice.ErrInvalidLimit.Error()+": "))
 	}
 	return r, nil
 }
