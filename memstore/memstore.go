@@ -171,8 +171,8 @@ func (s *Store) Sweep() {
 	}
 }
 
-func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+func (s *Store) shardIndex(key string) int {
+	return int(maphash.String(s.seed, key) & s.mask)
 }
 
 // AllowN implements sluice.Store.
@@ -182,7 +182,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	p := params(lim)
 	sk := stateKey{key: key, kind: p.Kind, period: p.Period}
-	sh := s.shardOf(key)
+	sh := &s.shards[s.shardIndex(key)]
 	sh.mu.Lock()
 	now := s.now().UnixMicro()
 	e := sh.m[sk]
@@ -296,9 +296,37 @@ func (e *entry) step(now int64, p algo.Params, n int64, commit bool) algo.Result
 		r = algo.SlidingLogStep(e.log, now, p, n, commit)
 	}
 	if commit && r.Allowed && n > 0 {
-		e.expires = now + r.ResetAfter
+		e.expires = e.expiry(p)
 	}
 	return r
+}
+
+// expiry returns the time (µs) at and after which e's state no longer
+// matters, computed from the state itself rather than from the time of the
+// call: an algorithm clamps a clock that ran backwards to the state's own
+// time, so now + ResetAfter could end the state too early.
+func (e *entry) expiry(p algo.Params) int64 {
+	switch p.Kind {
+	case algo.FixedWindow:
+		return e.a + p.Period // window start + P
+	case algo.SlidingWindow:
+		if e.c > 0 {
+			return e.a + 2*p.Period // the current count weighs until the next window ends
+		}
+		return e.a + p.Period
+	case algo.TokenBucket:
+		return e.b + (e.a+p.R-1)/p.R // last + ceil(deficit / R)
+	case algo.GCRA:
+		if e.b > 0 {
+			return e.a + 1 // TAT + Frac/R, Frac > 0
+		}
+		return e.a
+	case algo.SlidingLog:
+		if e.log != nil && e.log.Len() > 0 {
+			return e.log.Newest() + p.Period
+		}
+	}
+	return 0
 }
 
 func params(l sluice.Limit) algo.Params {

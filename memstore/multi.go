@@ -12,10 +12,18 @@ import (
 // AllowMulti implements sluice.MultiStore: the requests are decided under
 // the locks of all their shards at one instant, and either all are counted
 // or none is. Requests naming the same state (key, algorithm and period)
-// are decided as if made one after the other.
+// are decided as if made one after the other; when their costs together
+// exceed a limit's capacity, the call fails with sluice.ErrExceedsCapacity,
+// since no wait could admit them.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	if s.closed.Load() {
+		return nil, sluice.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	for i, rq := range reqs {
-		if err := s.check(ctx, rq.Key, rq.Limit, rq.N); err != nil {
+		if err := sluice.ValidateRequest(rq.Key, rq.Limit, rq.N); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
@@ -23,85 +31,100 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return nil, nil
 	}
 	type item struct {
-		sh   *shard
-		sk   stateKey
-		p    algo.Params
-		e    *entry // existing entry, or nil
-		tmp  entry  // state as the earlier requests of this call left it
-		pre  entry  // state before this request
-		prev int    // index of an earlier request on the same state, or -1
+		sk    stateKey
+		p     algo.Params
+		shard int
+		first int   // index of the first request on the same state
+		sum   int64 // costs of the requests on this state up to this one
+		// On the first request of a state only:
+		tmp     entry // the state as the requests so far leave it (not the log)
+		log     *algo.Log
+		changed bool // some request on the state has n > 0
 	}
 	items := make([]item, len(reqs))
-	locked := make([]*shard, 0, len(reqs))
+	shards := make([]int, 0, len(reqs))
 	for i, rq := range reqs {
-		p := params(rq.Limit)
 		it := &items[i]
-		it.p, it.sk, it.sh, it.prev = p, stateKey{rq.Key, p.Kind, p.Period}, s.shardOf(rq.Key), -1
-		if !slices.Contains(locked, it.sh) {
-			locked = append(locked, it.sh)
-		}
+		it.p = params(rq.Limit)
+		it.sk = stateKey{rq.Key, it.p.Kind, it.p.Period}
+		it.shard = s.shardIndex(rq.Key)
+		it.first, it.sum = i, int64(rq.N)
 		for j := range i {
 			if items[j].sk == it.sk {
-				it.prev = j
+				it.first = items[j].first
+				it.sum = items[j].sum + int64(rq.N)
 			}
 		}
+		if it.sum > it.p.Cap {
+			return nil, fmt.Errorf("request %d: %w: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
+				i, sluice.ErrExceedsCapacity, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)
+		}
+		shards = append(shards, it.shard)
 	}
-	// Lock in address order so that concurrent calls cannot deadlock.
-	slices.SortFunc(locked, func(a, b *shard) int {
-		return int(shardIndex(s, a) - shardIndex(s, b))
-	})
-	for _, sh := range locked {
-		sh.mu.Lock()
+	// Lock in shard order so that concurrent calls cannot deadlock.
+	slices.Sort(shards)
+	shards = slices.Compact(shards)
+	for _, i := range shards {
+		s.shards[i].mu.Lock()
 	}
 	defer func() {
-		for _, sh := range locked {
-			sh.mu.Unlock()
+		for _, i := range shards {
+			s.shards[i].mu.Unlock()
 		}
 	}()
 	now := s.now().UnixMicro()
 
-	// Decide every request without changing anything. Requests on the same
-	// state see the earlier ones' counts: bucket and window states through a
-	// copy, a log through the cost still pending on it.
+	// Decide every request without counting anything. Bucket and window
+	// states advance in a copy; a log is asked for the costs so far plus
+	// this one, which the capacity check above keeps within its Rate.
 	out := make([]sluice.Decision, len(reqs))
-	pendingLog := make([]int64, len(reqs))
 	allowed := true
 	for i := range items {
 		it := &items[i]
-		n := int64(reqs[i].N)
-		if it.prev >= 0 {
-			it.tmp = items[it.prev].tmp
-			it.e = items[it.prev].e
-			pendingLog[i] = pendingLog[it.prev] + int64(reqs[it.prev].N)
-		} else if e := it.sh.m[it.sk]; e != nil {
-			it.e = e
-			if e.expires > now {
-				it.tmp = *e
-			} else {
-				it.tmp.log = e.log
-				if e.log != nil {
-					e.log.Reset()
+		g := &items[it.first]
+		if it.first == i {
+			if e := s.shards[it.shard].m[it.sk]; e != nil {
+				if e.expires > now {
+					g.tmp = *e
+				} else if e.log != nil {
+					e.log.Reset() // expired: nothing in it counts any more
 				}
+				g.log = e.log
 			}
 		}
-		it.pre = it.tmp
+		n := int64(reqs[i].N)
 		var r algo.Result
 		if it.p.Kind == algo.SlidingLog {
-			r = it.tmp.step(now, it.p, n+pendingLog[i], false)
-			r.Remaining = max(r.Remaining+pendingLog[i], 0)
+			before := it.sum - n
+			r = stepLog(g.log, now, it.p, it.sum)
+			if !r.Allowed {
+				r.Remaining = max(r.Remaining-before, 0)
+			}
 		} else {
-			r = it.tmp.step(now, it.p, n, true)
+			r = g.tmp.step(now, it.p, n, true)
 		}
+		g.changed = g.changed || n > 0
 		out[i] = decision(reqs[i].Limit, r)
 		allowed = allowed && r.Allowed
 	}
 	if !allowed {
+		// Nothing is counted. Requests that would have been admitted
+		// report a peek of their state; the blocking ones keep their wait.
 		for i := range out {
 			if out[i].Allowed {
-				// Admissible alone, but not counted: report a peek.
+				it := &items[i]
+				var r algo.Result
+				if it.p.Kind == algo.SlidingLog {
+					r = stepLog(items[it.first].log, now, it.p, 0)
+				} else {
+					var cur entry
+					if e := s.shards[it.shard].m[it.sk]; e != nil && e.expires > now {
+						cur = *e
+					}
+					r = cur.step(now, it.p, 0, false)
+				}
+				out[i] = decision(reqs[i].Limit, r)
 				out[i].Allowed = false
-				r := items[i].pre.step(now, items[i].p, 0, false)
-				out[i].Remaining = int(r.Remaining)
 			}
 		}
 		return out, nil
@@ -110,38 +133,39 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	for i := range items {
 		it := &items[i]
 		n := int64(reqs[i].N)
-		if n == 0 {
+		if it.p.Kind == algo.SlidingLog {
+			if n > 0 {
+				e := s.shards[it.shard].lookupOrInsert(it.sk, now, s)
+				e.step(now, it.p, n, true)
+			}
 			continue
 		}
-		e := it.e
-		if e == nil {
-			e = it.sh.m[it.sk]
-			if e == nil {
-				e = it.sh.insert(it.sk, now, s)
-			}
-			it.e = e
-			for j := i + 1; j < len(items); j++ {
-				if items[j].prev >= 0 && items[j].sk == it.sk {
-					items[j].e = e
-				}
-			}
-		}
-		if it.p.Kind == algo.SlidingLog {
-			e.step(now, it.p, n, true)
-		} else {
-			log := e.log
+		if it.first == i && it.changed {
+			e := s.shards[it.shard].lookupOrInsert(it.sk, now, s)
 			*e = it.tmp
-			e.log = log
 		}
 	}
 	return out, nil
 }
 
-func shardIndex(s *Store, sh *shard) int {
-	for i := range s.shards {
-		if &s.shards[i] == sh {
-			return i
-		}
+// stepLog decides n on log (nil: empty) without counting it.
+func stepLog(log *algo.Log, now int64, p algo.Params, n int64) algo.Result {
+	if log == nil {
+		var empty algo.Log
+		return algo.SlidingLogStep(&empty, now, p, n, false)
 	}
-	return -1
+	return algo.SlidingLogStep(log, now, p, n, false)
+}
+
+// lookupOrInsert returns the live entry for sk, resetting an expired one,
+// or inserts a new one. sh.mu is held.
+func (sh *shard) lookupOrInsert(sk stateKey, now int64, s *Store) *entry {
+	e := sh.m[sk]
+	if e == nil {
+		return sh.insert(sk, now, s)
+	}
+	if e.expires <= now {
+		e.reset()
+	}
+	return e
 }

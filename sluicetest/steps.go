@@ -1,6 +1,7 @@
 package sluicetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -151,8 +152,9 @@ var stepTables = []stepTable{
 		steps: []step{
 			{at: 0, n: 3, want: ok(1, 750*ms)},
 			{at: 0, n: 2, want: no(1, 250*ms, 750*ms)},
-			{at: 500 * ms, n: 3, want: ok(0, 1000*ms)},
-			{at: 1000 * ms, n: 0, want: ok(2, 500*ms)},
+			{at: 499*ms + 999*µs, n: 3, want: no(2, µs, 250*ms+µs), exact: true},
+			{at: 600 * ms, n: 3, want: ok(0, 900*ms)},
+			{at: 1100 * ms, n: 0, want: ok(2, 400*ms)},
 		},
 	},
 	{
@@ -243,6 +245,27 @@ func (s *suite) testSteps(t *testing.T) {
 }
 
 func (s *suite) runSteps(t *testing.T, lim sluice.Limit, steps []step) {
+	const attempts = 3
+	var worst time.Duration
+	for range attempts {
+		late, errs := s.attemptSteps(t, lim, steps)
+		if late == 0 {
+			for _, err := range errs {
+				t.Error(err)
+			}
+			return
+		}
+		worst = max(worst, late)
+	}
+	// The machine could not keep the time: the table proves nothing either
+	// way. Say so loudly rather than fail or pass.
+	t.Skipf("INCONCLUSIVE: in %d attempts a call on real time finished up to %v after its step's time, more than the tolerance %v: raise WithTolerance or run on a quieter machine", attempts, worst, s.cfg.tol)
+}
+
+// attemptSteps runs a table once on a fresh store and key. On real time it
+// returns how late the latest call finished when that exceeds the
+// tolerance: the attempt then proves nothing and its errors are dropped.
+func (s *suite) attemptSteps(t *testing.T, lim sluice.Limit, steps []step) (time.Duration, []string) {
 	e := s.env(t, 2*lim.Period)
 	lim = e.lim(lim)
 	key := newKey(t)
@@ -250,6 +273,7 @@ func (s *suite) runSteps(t *testing.T, lim sluice.Limit, steps []step) {
 	if s.cfg.denyEarly {
 		model = newOracle(lim)
 	}
+	var errs []string
 	diverged := false
 	for _, st := range steps {
 		if st.exact && !e.exact() {
@@ -257,6 +281,11 @@ func (s *suite) runSteps(t *testing.T, lim sluice.Limit, steps []step) {
 		}
 		e.at(st.at)
 		got := e.allow(key, lim, st.n)
+		if !e.exact() {
+			if late := time.Since(e.start.Add(e.scale(st.at))); late > s.cfg.tol {
+				return late, nil
+			}
+		}
 		want := st.want
 		want.Limit = lim
 		want.RetryAfter, want.ResetAfter = e.scale(want.RetryAfter), e.scale(want.ResetAfter)
@@ -268,7 +297,7 @@ func (s *suite) runSteps(t *testing.T, lim sluice.Limit, steps []step) {
 			if diverged {
 				if got.Allowed {
 					if r := model.step(at.Add(e.slack()), st.n, false); !r.Allowed {
-						t.Errorf("AllowN(%q, %d) at %v = %+v: admitted what an exact store denies (%+v) after the same admissions", key, st.n, st.at, got, model.decision(lim, r))
+						errs = append(errs, fmt.Sprintf("AllowN(%q, %d) at %v = %+v: admitted what an exact store denies (%+v) after the same admissions", key, st.n, st.at, got, model.decision(lim, r)))
 					}
 				}
 				model.step(at, st.n, got.Allowed)
@@ -277,9 +306,10 @@ func (s *suite) runSteps(t *testing.T, lim sluice.Limit, steps []step) {
 			model.step(at, st.n, got.Allowed)
 		}
 		if !e.match(got, want) {
-			t.Errorf("AllowN(%q, %d) at %v = %+v, want %+v", key, st.n, st.at, got, want)
+			errs = append(errs, fmt.Sprintf("AllowN(%q, %d) at %v = %+v, want %+v", key, st.n, st.at, got, want))
 		}
 	}
+	return 0, errs
 }
 
 // slack is how late a call on real time may be.
