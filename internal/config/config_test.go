@@ -941,3 +941,27 @@ func walk(t *testing.T, n *node) {
 		walk(t, c)
 	}
 }
+
+func BenchmarkMatch(b *testing.B) {
+	c, err := Load("testdata/compat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bb := range []struct {
+		name    string
+		domain  string
+		entries []Descriptor
+	}{
+		{"exact", "mongo_cps", d("database", "users")},
+		{"nested-default", "messaging", d("message_type", "marketing", "to_number", "2061111111")},
+		{"wildcard", "example9", d("key1", "valid")},
+		{"miss", "mongo_cps", d("database", "orders")},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Match(bb.domain, bb.entries)
+			}
+		})
+	}
+}

@@ -26,5 +26,23 @@
 // (token_bucket and gcra), failure_mode (open or closed); and rate_limits, a
 // list of such objects on one node.
 //
+// The reference's later keys are accepted too: value_to_metric,
+// share_threshold, quota_mode, metadata (free-form, not checked) and
+// unit_multiplier. requests_per_unit: 0, the reference's way to block a
+// value, loads as a Rule with Deny set.
+//
 // Every error is an *Error naming the file, the line and the offending key.
+//
+// Deliberate differences from the reference:
+//   - Keys are checked where they stand: a known key in the wrong place
+//     (unit directly under a descriptor) is an error, where the reference
+//     accepts any known key anywhere and ignores it.
+//   - Descriptors are compared as (key, value) pairs and counting keys are
+//     escaped, so key "a_b" and key "a" with value "b" neither collide as
+//     duplicates nor share a counter, as they can in the reference's
+//     "key_value" strings; a wildcard only matches its own key.
+//   - unlimited with an unknown unit, and a second YAML document in a file,
+//     are errors rather than ignored.
+//   - A domain defined in two files is always an error (the reference can
+//     merge them with MERGE_DOMAIN_CONFIG).
 package config
