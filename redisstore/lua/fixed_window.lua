@@ -27,13 +27,13 @@ ALG[1].decide = function(key, now, n, p, st)
   local c = 0
   if count > 0 and start == ws then c = count end
   local e = ws + p.period - now
-  if c + n > p.rate then
-    return st or {start, count, 0}, 0, p.rate - c, e, e, now
+  if n > 0 and c + n > p.rate then
+    return st or {start, count, 0}, 0, math.max(p.rate - c, 0), e, e, now
   end
   if n == 0 then
     local reset = 0
     if c > 0 then reset = e end
-    return st or {start, count, 0}, 1, p.rate - c, 0, reset, now
+    return st or {start, count, 0}, 1, math.max(p.rate - c, 0), 0, reset, now
   end
   c = c + n
   return {ws, c, e}, 1, p.rate - c, 0, e, now

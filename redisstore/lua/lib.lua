@@ -49,12 +49,13 @@ end
 local ALG = {}
 
 -- bucket_decide is the decision shared by token bucket and GCRA, from the
--- scaled deficit d (0 <= d <= cap*P).
+-- scaled deficit d (d >= 0; above cap*P only when the limit was lowered).
+-- A peek (n = 0) is always allowed.
 local function bucket_decide(d, p, n)
   local full = p.cap * p.P
   local d2 = d + n * p.P
-  if d2 > full then
-    return d, 0, idiv(full - d, p.P), ceildiv(d2 - full, p.R), ceildiv(d, p.R)
+  if n > 0 and d2 > full then
+    return d, 0, idiv(math.max(full - d, 0), p.P), ceildiv(d2 - full, p.R), ceildiv(d, p.R)
   end
-  return d2, 1, idiv(full - d2, p.P), 0, ceildiv(d2, p.R)
+  return d2, 1, idiv(math.max(full - d2, 0), p.P), 0, ceildiv(d2, p.R)
 end

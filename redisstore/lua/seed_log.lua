@@ -20,20 +20,20 @@ ALG[6].decide = function(key, now, n, p, st)
   local total = count + pend
   local nw = newest
   if pend > 0 then nw = math.max(nw, ms) end
-  if total + n > p.rate then
+  if n > 0 and total + n > p.rate then
     local k = total + n - p.rate
     local kth = ms
     if k <= count then
       local e = redis.call('ZRANGEBYSCORE', key, '(' .. str(ms - W), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
       kth = tonumber(e[2])
     end
-    return st, 0, p.rate - total, (kth + W) * 1000 - now, (nw + W) * 1000 - now, now
+    return st, 0, math.max(p.rate - total, 0), (kth + W) * 1000 - now, (nw + W) * 1000 - now, now
   end
   if n > 0 then nw = math.max(nw, ms) end
   local reset = 0
   if total + n > 0 then reset = (nw + W) * 1000 - now end
-  if n == 0 then return st, 1, p.rate - total, 0, reset, now end
-  return {count, newest, pend + n, st[4], now}, 1, p.rate - total - n, 0, reset, now
+  if n == 0 then return st, 1, math.max(p.rate - total, 0), 0, reset, now end
+  return {count, newest, pend + n, st[4], now}, 1, math.max(p.rate - total - n, 0), 0, reset, now
 end
 
 ALG[6].commit = function(key, st, p, slack)

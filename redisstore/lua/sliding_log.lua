@@ -39,14 +39,14 @@ ALG[2].decide = function(key, now, n, p, st)
   local total = count + pend
   local nw = newest
   if pend > 0 then nw = now end
-  if total + n > p.rate then
+  if n > 0 and total + n > p.rate then
     local k = total + n - p.rate
     local retry = p.period
     if k <= count then
       local e = redis.call('ZRANGEBYSCORE', key, '(' .. str(math.max(now - p.period, -1)), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
       retry = tonumber(e[2]) + p.period - now
     end
-    return st, 0, p.rate - total, retry, nw + p.period - now, now
+    return st, 0, math.max(p.rate - total, 0), retry, nw + p.period - now, now
   end
   local reset = 0
   if n > 0 then
@@ -54,8 +54,8 @@ ALG[2].decide = function(key, now, n, p, st)
   elseif total > 0 then
     reset = nw + p.period - now
   end
-  if n == 0 then return st, 1, p.rate - total, 0, reset, now end
-  return {count, newest, pend + n, now}, 1, p.rate - total - n, 0, reset, now
+  if n == 0 then return st, 1, math.max(p.rate - total, 0), 0, reset, now end
+  return {count, newest, pend + n, now}, 1, math.max(p.rate - total - n, 0), 0, reset, now
 end
 
 ALG[2].commit = function(key, st, p, slack)

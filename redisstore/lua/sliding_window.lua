@@ -42,11 +42,11 @@ ALG[3].decide = function(key, now, n, p, st)
   end
   local e = now - ws
   local count = idiv(prev * (P - e), P) + cur
-  if count + n > p.rate then
+  if n > 0 and count + n > p.rate then
     return st, 0, math.max(p.rate - count, 0), sw_retry(ws, now, prev, cur, p, n), sw_reset(ws, now, prev, cur, P), now
   end
   if n == 0 then
-    return st, 1, p.rate - count, 0, sw_reset(ws, now, prev, cur, P), now
+    return st, 1, math.max(p.rate - count, 0), 0, sw_reset(ws, now, prev, cur, P), now
   end
   cur = cur + n
   local reset = sw_reset(ws, now, prev, cur, P)

@@ -1,0 +1,167 @@
+package redisstore
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+var long = flag.Bool("redisstore.long", false, "run the long randomized differential test (thousands of sequences)")
+
+// model is internal/algo's state of one key, the reference the Lua scripts
+// must match decision for decision.
+type model struct {
+	w algo.Window
+	c algo.Counter
+	b algo.Bucket
+	g algo.TAT
+	l algo.Log
+}
+
+func (m *model) step(now int64, p algo.Params, n int64) algo.Result {
+	var r algo.Result
+	switch p.Kind {
+	case algo.FixedWindow:
+		m.w, r = algo.FixedWindowStep(m.w, now, p, n)
+	case algo.SlidingWindow:
+		m.c, r = algo.SlidingWindowStep(m.c, now, p, n)
+	case algo.TokenBucket:
+		m.b, r = algo.TokenBucketStep(m.b, now, p, n)
+	case algo.GCRA:
+		m.g, r = algo.GCRAStep(m.g, now, p, n)
+	case algo.SlidingLog:
+		// The Redis log drops expired entries only when it admits (a
+		// denial or a peek writes nothing), while SlidingLogStep drops
+		// them always. That changes a decision only when the clock then
+		// runs backwards past their expiry; model Redis's choice by
+		// stepping a copy (expiring moves only the copy's head and length).
+		cp := m.l
+		if r = algo.SlidingLogStep(&cp, now, p, n, false); r.Allowed && n > 0 {
+			r = algo.SlidingLogStep(&m.l, now, p, n, true)
+		}
+	}
+	return r
+}
+
+// randLimit returns a valid random limit: small and large rates, periods
+// that do and do not divide the epoch evenly, bursts above and below Rate.
+func randLimit(rng *rand.Rand) sluice.Limit {
+	for {
+		lim := sluice.Limit{Algorithm: sluice.Algorithm(1 + rng.IntN(5))}
+		switch rng.IntN(4) {
+		case 0:
+			lim.Rate = 1 + rng.IntN(5)
+		case 1:
+			lim.Rate = 1 + rng.IntN(50)
+		case 2:
+			lim.Rate = []int{7, 13, 97, 1000, 999983, 3}[rng.IntN(6)]
+		default:
+			lim.Rate = 1 + rng.IntN(300)
+		}
+		periods := []time.Duration{time.Millisecond, 1500 * time.Microsecond, 7 * time.Millisecond,
+			time.Second, time.Minute, time.Hour, 24 * time.Hour,
+			time.Duration(1000+rng.IntN(10_000_000)) * time.Microsecond}
+		lim.Period = periods[rng.IntN(len(periods))]
+		if (lim.Algorithm == sluice.TokenBucket || lim.Algorithm == sluice.GCRA) && rng.IntN(2) == 0 {
+			lim.Burst = 1 + rng.IntN(2*lim.Rate)
+		}
+		if lim.Algorithm == sluice.SlidingLog && lim.Rate > 300 {
+			continue // a log of a million entries is the sliding window's job
+		}
+		if lim.Validate() == nil {
+			return lim
+		}
+	}
+}
+
+// sequence runs one random sequence of (time step, n) for one limit through
+// the store and internal/algo and reports the first difference.
+func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	lim := randLimit(rng)
+	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	per := p.Period
+	now := int64(1_700_000_000_000_000) + rng.Int64N(100_000_000_000_000)
+	if rng.IntN(3) == 0 {
+		now -= now % per // on a window boundary
+	}
+	key := fmt.Sprintf("fuzz/%d", seed)
+	var m model
+	steps := 20 + rng.IntN(60)
+	for i := range steps {
+		switch rng.IntN(10) {
+		case 0: // same instant
+		case 1:
+			now += per // exactly a period
+		case 2:
+			now -= rng.Int64N(per/2 + 1) // backwards
+		case 3:
+			now += rng.Int64N(3 * per)
+		case 4:
+			now += 1 + rng.Int64N(3)
+		default:
+			now += rng.Int64N(per/int64(lim.Rate) + 2)
+		}
+		n := int64(1)
+		switch rng.IntN(5) {
+		case 0:
+			n = 0
+		case 1:
+			n = 1 + rng.Int64N(p.Cap)
+		}
+		clock.Store(now)
+		d, err := s.AllowN(context.Background(), key, lim, int(n))
+		if err != nil {
+			t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d: %v", seed, i, lim, n, now, err)
+		}
+		r := m.step(now, p, n)
+		want := sluice.Decision{Allowed: r.Allowed, Limit: lim, Remaining: int(r.Remaining),
+			RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond}
+		if d != want {
+			t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, d, want)
+		}
+	}
+}
+
+func newFuzzStore(t testing.TB) (*Store, *atomic.Int64) {
+	srv := redistest.Server(t)
+	clock := new(atomic.Int64)
+	c := newRueidis(t, srv.Addr)
+	return NewRueidis(c, WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })), clock
+}
+
+// FuzzScripts drives every Lua script and internal/algo with the same
+// random sequence of (time step, n, limit); the decisions must be equal.
+// Its seed corpus runs in go test.
+func FuzzScripts(f *testing.F) {
+	for _, seed := range []uint64{1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233} {
+		f.Add(seed)
+	}
+	s, clock := newFuzzStore(f)
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		sequence(t, s, clock, seed)
+	})
+}
+
+// TestDifferential runs many random sequences (thousands with
+// -redisstore.long).
+func TestDifferential(t *testing.T) {
+	s, clock := newFuzzStore(t)
+	n := 300
+	if *long {
+		n = 20000
+	}
+	base := rand.Uint64()
+	t.Logf("seeds %d..%d", base, base+uint64(n)-1)
+	for i := range uint64(n) {
+		sequence(t, s, clock, base+i)
+	}
+}
