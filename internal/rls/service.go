@@ -477,19 +477,15 @@ var units = []struct {
 }
 
 // CurrentLimit is the current_limit that reports rule. A reference unit is
-// reported as is. A `window` extension is reported in the largest unit that
+// reported as is (with unit_multiplier when the rule has one). A `window` extension is reported in the largest unit that
 // divides it, with unit_multiplier the number of units (30s is 5 per
 // SECOND×30, 2h is HOUR×2); a window that is not a whole number of seconds
 // is reported as the same sustained rate per SECOND, rounded up.
 func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 	cl := &pb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
-	if u, ok := pb.RateLimitResponse_RateLimit_Unit_value[r.Unit]; ok && r.Unit != "" {
-		cl.Unit = pb.RateLimitResponse_RateLimit_Unit(u)
-		return cl
-	}
 	p := r.Limit.Period
 	for _, u := range units {
-		if p >= u.d && p%u.d == 0 {
+		if (r.Unit == "" || r.Unit == u.u.String()) && p >= u.d && p%u.d == 0 {
 			cl.Unit = u.u
 			if m := p / u.d; m > 1 {
 				cl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))

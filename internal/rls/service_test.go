@@ -1,0 +1,408 @@
+package rls
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+const testConfig = `
+domain: test
+descriptors:
+  - key: key1
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: unl
+    rate_limit: {unlimited: true}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: wild
+    value: "foo*"
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: wild
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: generic
+    rate_limit: {unit: hour, requests_per_unit: 100, name: generic}
+  - key: specific
+    rate_limit:
+      unit: hour
+      requests_per_unit: 2
+      name: specific
+      replaces: [{name: generic}]
+  - key: two
+    rate_limits:
+      - {algorithm: sliding_window, window: 30s, requests_per_unit: 5}
+      - {unit: minute, requests_per_unit: 3}
+  - key: nested
+    descriptors:
+      - key: inner
+        value: v
+        rate_limit: {unit: second, requests_per_unit: 1, unit_multiplier: 10}
+`
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newService(t *testing.T, opts ...Option) (*Service, *clock) {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10s into a minute, so that minute windows have 50s left.
+	clk := &clock{t: time.Date(2026, 11, 29, 9, 0, 10, 0, time.UTC)}
+	st := memstore.New(memstore.WithClock(clk.now))
+	t.Cleanup(func() { st.Close() })
+	return New(st, cfg, opts...), clk
+}
+
+func desc(kv ...string) *rlpb.RateLimitDescriptor {
+	d := &rlpb.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d.Entries = append(d.Entries, &rlpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return d
+}
+
+func req(ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: "test", Descriptors: ds}
+}
+
+var (
+	minute20 = &pb.RateLimitResponse_RateLimit{Name: "test.key1", RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	ok       = pb.RateLimitResponse_OK
+	over     = pb.RateLimitResponse_OVER_LIMIT
+)
+
+func status1(code pb.RateLimitResponse_Code, cl *pb.RateLimitResponse_RateLimit, remaining uint32, reset time.Duration) *pb.RateLimitResponse_DescriptorStatus {
+	return &pb.RateLimitResponse_DescriptorStatus{Code: code, CurrentLimit: cl, LimitRemaining: remaining, DurationUntilReset: durationpb.New(reset)}
+}
+
+func call(t *testing.T, s *Service, r *pb.RateLimitRequest) *pb.RateLimitResponse {
+	t.Helper()
+	resp, err := s.ShouldRateLimit(context.Background(), r)
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%v): %v", r, err)
+	}
+	return resp
+}
+
+func diff(t *testing.T, what string, got, want *pb.RateLimitResponse) {
+	t.Helper()
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Errorf("%s: response mismatch (-want +got):\n%s", what, d)
+	}
+}
+
+// The reference's integration test: 20 per minute answers 19, 18, … 0, then
+// OVER_LIMIT, with duration_until_reset falling.
+func TestTwentyPerMinute(t *testing.T) {
+	s, clk := newService(t)
+	for i := range 20 {
+		got := call(t, s, req(desc("key1", "a")))
+		reset := 50*time.Second - time.Duration(i)*time.Second
+		want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, minute20, uint32(19-i), reset)}}
+		diff(t, "call "+string(rune('0'+i)), got, want)
+		clk.add(time.Second)
+	}
+	// 30s into the minute: 30s left.
+	got := call(t, s, req(desc("key1", "a")))
+	want := &pb.RateLimitResponse{OverallCode: over, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(over, minute20, 0, 30*time.Second)}}
+	diff(t, "21st call", got, want)
+	// Another value has its own counter.
+	got = call(t, s, req(desc("key1", "b")))
+	if got.OverallCode != ok || got.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("key1=b: got %v, want OK with 19 remaining", got)
+	}
+	// The next window starts afresh.
+	clk.add(30 * time.Second)
+	got = call(t, s, req(desc("key1", "a")))
+	want = &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, minute20, 19, time.Minute)}}
+	diff(t, "next window", got, want)
+}
+
+func TestUnmatchedUnlimitedUnknownDomain(t *testing.T) {
+	s, _ := newService(t)
+	got := call(t, s, req(desc("nope", "x"), desc("unl", "x"), desc("nested", "a", "inner", "other")))
+	want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{
+		{Code: ok},
+		{Code: ok, LimitRemaining: math.MaxUint32},
+		{Code: ok},
+	}}
+	diff(t, "unmatched and unlimited", got, want)
+
+	got = call(t, s, &pb.RateLimitRequest{Domain: "other", Descriptors: []*rlpb.RateLimitDescriptor{desc("key1", "a"), desc("key1", "a")}})
+	want = &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{{Code: ok}, {Code: ok}}}
+	diff(t, "unknown domain", got, want)
+}
+
+func TestShadowMode(t *testing.T) {
+	obs := &recorder{}
+	s, _ := newService(t, WithObserver(obs))
+	shadow := &pb.RateLimitResponse_RateLimit{Name: "test.shadow", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	wantRemaining := []uint32{1, 0, 0, 0}
+	for i, rem := range wantRemaining {
+		got := call(t, s, req(desc("shadow", "x")))
+		want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, shadow, rem, 50*time.Second)}}
+		diff(t, "shadow call "+string(rune('1'+i)), got, want)
+	}
+	if got, want := obs.count("test.shadow", ResultShadowOverLimit), 2; got != want {
+		t.Errorf("shadow_over_limit decisions = %d, want %d", got, want)
+	}
+}
+
+func TestQuotaMode(t *testing.T) {
+	s, _ := newService(t)
+	call(t, s, req(desc("quota", "x")))
+	got := call(t, s, req(desc("quota", "x"), desc("key1", "a")))
+	if got.OverallCode != ok {
+		t.Errorf("overall = %v, want OK: a quota_mode limit does not deny", got.OverallCode)
+	}
+	if got.Statuses[0].Code != over || got.Statuses[1].Code != ok || got.Statuses[1].LimitRemaining != 19 {
+		t.Errorf("statuses = %v, want quota OVER_LIMIT and key1 OK with 19 remaining", got.Statuses)
+	}
+}
+
+func TestWildcard(t *testing.T) {
+	s, _ := newService(t)
+	// foo* matches foobar and foo (1 per minute each value); others get the
+	// key-only default (3 per minute).
+	tests := []struct {
+		value     string
+		wantLimit uint32
+	}{
+		{"foobar", 1}, {"foo", 1}, {"bar", 3}, {"", 3},
+	}
+	for _, tt := range tests {
+		got := call(t, s, req(desc("wild", tt.value)))
+		if cl := got.Statuses[0].GetCurrentLimit(); cl.GetRequestsPerUnit() != tt.wantLimit {
+			t.Errorf("wild=%q: requests_per_unit = %d, want %d", tt.value, cl.GetRequestsPerUnit(), tt.wantLimit)
+		}
+	}
+	// Wildcard matches count per actual value.
+	if got := call(t, s, req(desc("wild", "foobaz"))); got.OverallCode != ok {
+		t.Errorf("wild=foobaz after wild=foobar: %v, want OK (own counter)", got.OverallCode)
+	}
+	if got := call(t, s, req(desc("wild", "foobar"))); got.OverallCode != over {
+		t.Errorf("second wild=foobar: %v, want OVER_LIMIT", got.OverallCode)
+	}
+}
+
+func TestReplaces(t *testing.T) {
+	s, _ := newService(t)
+	// specific replaces generic: generic is not applied (nor counted).
+	got := call(t, s, req(desc("generic", "x"), desc("specific", "y")))
+	want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{
+		{Code: ok},
+		status1(ok, &pb.RateLimitResponse_RateLimit{Name: "specific", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_HOUR}, 1, 59*time.Minute+50*time.Second),
+	}}
+	diff(t, "replaced", got, want)
+	// Alone, generic applies and was never counted above.
+	got = call(t, s, req(desc("generic", "x")))
+	if got.Statuses[0].LimitRemaining != 99 {
+		t.Errorf("generic alone: remaining %d, want 99", got.Statuses[0].LimitRemaining)
+	}
+}
+
+func TestHitsAddend(t *testing.T) {
+	s, _ := newService(t)
+	r := req(desc("key1", "a"))
+	r.HitsAddend = 5
+	if got := call(t, s, r); got.Statuses[0].LimitRemaining != 15 {
+		t.Errorf("hits_addend 5: remaining %d, want 15", got.Statuses[0].LimitRemaining)
+	}
+	d := desc("key1", "a")
+	d.HitsAddend = wrapperspb.UInt64(10) // per descriptor wins over the request's
+	r = req(d)
+	r.HitsAddend = 1
+	if got := call(t, s, r); got.Statuses[0].LimitRemaining != 5 {
+		t.Errorf("descriptor hits_addend 10: remaining %d, want 5", got.Statuses[0].LimitRemaining)
+	}
+	d = desc("key1", "a")
+	d.HitsAddend = wrapperspb.UInt64(0) // a peek
+	if got := call(t, s, req(d)); got.OverallCode != ok || got.Statuses[0].LimitRemaining != 5 {
+		t.Errorf("descriptor hits_addend 0: %v, want OK with 5 remaining", got)
+	}
+	r = req(desc("key1", "a"))
+	r.HitsAddend = 6 // more than the 5 left: denied, nothing counted
+	if got := call(t, s, r); got.OverallCode != over {
+		t.Errorf("hits_addend 6 with 5 left: %v, want OVER_LIMIT", got.OverallCode)
+	}
+	r.HitsAddend = 1000 // more than the limit could ever admit
+	if got := call(t, s, r); got.OverallCode != over || got.Statuses[0].Code != over {
+		t.Errorf("hits_addend 1000 on 20/minute: %v, want OVER_LIMIT", got)
+	}
+	r.HitsAddend = 5
+	if got := call(t, s, r); got.OverallCode != ok || got.Statuses[0].LimitRemaining != 0 {
+		t.Errorf("hits_addend 5 with 5 left: %v, want OK with 0 remaining", got)
+	}
+}
+
+// sluice's difference: when one descriptor is over its limit, the others
+// are not counted either.
+func TestAllOrNothing(t *testing.T) {
+	s, _ := newService(t)
+	call(t, s, req(desc("wild", "foo")))                           // uses up wild=foo (1 per minute)
+	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo"))) // denied by wild=foo
+	if got.OverallCode != over || got.Statuses[0].Code != ok || got.Statuses[1].Code != over {
+		t.Fatalf("got %v, want OVER_LIMIT with key1 OK and wild OVER_LIMIT", got)
+	}
+	if got.Statuses[0].LimitRemaining != 20 {
+		t.Errorf("key1 remaining in the denied call = %d, want 20 (not counted)", got.Statuses[0].LimitRemaining)
+	}
+	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("key1 afterwards: remaining %d, want 19", got.Statuses[0].LimitRemaining)
+	}
+}
+
+func TestTwoLimitsOnOneNode(t *testing.T) {
+	s, _ := newService(t)
+	perMin := &pb.RateLimitResponse_RateLimit{Name: "test.two#1", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	// The per-minute limit (3) is the tighter: it reports, then denies.
+	for i, rem := range []uint32{2, 1, 0} {
+		got := call(t, s, req(desc("two", "x")))
+		if got.OverallCode != ok || !cmp.Equal(got.Statuses[0].CurrentLimit, perMin, protocmp.Transform()) || got.Statuses[0].LimitRemaining != rem {
+			t.Errorf("call %d: %v, want OK with %v remaining %d", i+1, got, perMin, rem)
+		}
+	}
+	got := call(t, s, req(desc("two", "x")))
+	if got.OverallCode != over || !cmp.Equal(got.Statuses[0].CurrentLimit, perMin, protocmp.Transform()) {
+		t.Errorf("4th call: %v, want OVER_LIMIT by %v", got, perMin)
+	}
+}
+
+func lim(rate int, period time.Duration) sluice.Limit {
+	return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: rate, Period: period}
+}
+
+func TestCurrentLimitOfWindows(t *testing.T) {
+	tests := []struct {
+		give config.Rule
+		want *pb.RateLimitResponse_RateLimit
+	}{
+		{config.Rule{Name: "a", Unit: "MINUTE", Limit: lim(20, time.Minute)}, &pb.RateLimitResponse_RateLimit{Name: "a", RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}},
+		{config.Rule{Name: "b", Unit: "SECOND", Limit: lim(1, 10*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "b", RequestsPerUnit: 1, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(10)}},
+		{config.Rule{Name: "c", Limit: lim(5, 30*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "c", RequestsPerUnit: 5, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(30)}},
+		{config.Rule{Name: "d", Limit: lim(9, 2*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "d", RequestsPerUnit: 9, Unit: pb.RateLimitResponse_RateLimit_HOUR, UnitMultiplier: wrapperspb.UInt32(2)}},
+		{config.Rule{Name: "e", Limit: lim(3, 7*24*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "e", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_WEEK}},
+		{config.Rule{Name: "f", Limit: lim(3, 1500*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "f", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+		{config.Rule{Name: "g", Limit: lim(1, 100*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "g", RequestsPerUnit: 10, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+	}
+	for _, tt := range tests {
+		if d := cmp.Diff(tt.want, CurrentLimit(&tt.give), protocmp.Transform()); d != "" {
+			t.Errorf("CurrentLimit(%v %q) mismatch (-want +got):\n%s", tt.give.Limit, tt.give.Unit, d)
+		}
+	}
+}
+
+func TestInvalidArgument(t *testing.T) {
+	s, _ := newService(t)
+	neg := desc("key1", "a")
+	neg.IsNegativeHits = true
+	tests := []struct {
+		name string
+		give *pb.RateLimitRequest
+	}{
+		{"empty domain", &pb.RateLimitRequest{Descriptors: []*rlpb.RateLimitDescriptor{desc("key1", "a")}}},
+		{"no descriptors", &pb.RateLimitRequest{Domain: "test"}},
+		{"empty descriptor", req(desc("key1", "a"), &rlpb.RateLimitDescriptor{})},
+		{"nil descriptor", req(nil)},
+		{"negative hits", req(neg)},
+		{"override with no unit", req(&rlpb.RateLimitDescriptor{Entries: desc("key1", "a").Entries, Limit: &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3}})},
+	}
+	for _, tt := range tests {
+		_, err := s.ShouldRateLimit(context.Background(), tt.give)
+		if got := status.Code(err); got != codes.InvalidArgument {
+			t.Errorf("%s: code %v (%v), want InvalidArgument", tt.name, got, err)
+		}
+	}
+}
+
+func TestOverride(t *testing.T) {
+	s, _ := newService(t)
+	d := desc("key1", "a")
+	d.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 2, Unit: typev3.RateLimitUnit_HOUR}
+	for i, want := range []pb.RateLimitResponse_Code{ok, ok, over} {
+		if got := call(t, s, req(d)); got.OverallCode != want || got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 2 {
+			t.Errorf("override call %d: %v, want %v under 2 per hour", i+1, got, want)
+		}
+	}
+	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("configured key1=a after the override: remaining %d, want 19 (separate counter)", got.Statuses[0].LimitRemaining)
+	}
+}
+
+func TestResponseHeaders(t *testing.T) {
+	s, _ := newService(t, WithResponseHeaders(true))
+	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
+	want := []string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
+	var hs []string
+	for _, h := range got.ResponseHeadersToAdd {
+		hs = append(hs, h.Key+": "+h.Value)
+	}
+	if d := cmp.Diff(want, hs); d != "" {
+		t.Errorf("headers mismatch (-want +got):\n%s", d)
+	}
+}
+
+func TestSetConfig(t *testing.T) {
+	s, _ := newService(t)
+	c, err := config.Parse("new.yaml", []byte("domain: test\ndescriptors:\n  - key: key1\n    rate_limit: {unit: second, requests_per_unit: 7}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetConfig(c)
+	got := call(t, s, req(desc("key1", "a")))
+	if got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 {
+		t.Errorf("after SetConfig: %v, want 7 per second", got.Statuses[0])
+	}
+}
+
+type recorder struct {
+	NopObserver
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *recorder) Decided(domain, rule string, res Result, hits int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[rule+"/"+string(res)]++
+}
+
+func (r *recorder) count(rule string, res Result) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[rule+"/"+string(res)]
+}
