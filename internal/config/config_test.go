@@ -701,6 +701,7 @@ domain: a
 descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 0, burst: 3}`, `t.yaml:5: descriptors[0].rate_limit.burst: Burst 3 applies only to token_bucket and gcra, not fixed_window`},
+		{"too deep", deep(65), `t.yaml:2: ` + strings.Repeat("descriptors[0].", 64) + `descriptors: descriptors nested more than 64 levels deep`},
 		{"alias bomb", bomb(), `t.yaml:5: descriptors[1].rate_limit: the file expands to more than 1048576 YAML nodes (alias bomb?)`},
 	}
 	for _, tt := range tests {
@@ -718,6 +719,11 @@ descriptors:
 			}
 		})
 	}
+}
+
+// deep nests n levels of descriptors in flow style, all on line 2.
+func deep(n int) string {
+	return "domain: a\ndescriptors: " + strings.Repeat("[{key: k, descriptors: ", n) + "[]" + strings.Repeat("}]", n)
 }
 
 // bomb is a billion-laughs document: under a kilobyte, it expands to 10^8
@@ -738,6 +744,12 @@ func bomb() string {
 	}
 	b.WriteString("  - key: k\n    rate_limit: *l8\n")
 	return b.String()
+}
+
+func TestDeepest(t *testing.T) {
+	if _, err := Parse("t.yaml", []byte(deep(64))); err != nil {
+		t.Errorf("Parse(64 levels) = %v, want nil", err)
+	}
 }
 
 func TestBombIsFast(t *testing.T) {

@@ -34,6 +34,10 @@ var (
 	replacesKeys   = []string{"name"}
 )
 
+// maxDepth bounds the nesting of descriptors: real configurations use a
+// handful of levels, and each level costs memory for the path strings.
+const maxDepth = 64
+
 // maxNodes bounds the YAML nodes one file may expand to through aliases, so
 // that a small file cannot make the loader walk an exponential tree.
 const maxNodes = 1 << 20
@@ -107,7 +111,7 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 	}
 	root = &node{path: domain}
 	if descs != nil {
-		if err := p.descriptors(root, descs.v, "descriptors"); err != nil {
+		if err := p.descriptors(root, descs.v, "descriptors", 1); err != nil {
 			return "", nil, 0, err
 		}
 	}
@@ -313,20 +317,23 @@ type descFlags struct {
 }
 
 // descriptors parses a descriptors list into the children of parent.
-func (p *parser) descriptors(parent *node, n *yaml.Node, path string) error {
+func (p *parser) descriptors(parent *node, n *yaml.Node, path string, depth int) error {
 	items, err := p.sequence(n, path)
 	if err != nil {
 		return err
 	}
+	if depth > maxDepth && len(items) > 0 {
+		return p.errorf(n, path, "descriptors nested more than %d levels deep", maxDepth)
+	}
 	for i, item := range items {
-		if err := p.descriptor(parent, item, index(path, i)); err != nil {
+		if err := p.descriptor(parent, item, index(path, i), depth); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *parser) descriptor(parent *node, n *yaml.Node, path string) error {
+func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) error {
 	fields, err := p.mapping(n, path)
 	if err != nil {
 		return err
@@ -409,7 +416,7 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string) error {
 		}
 	}
 	if children != nil {
-		return p.descriptors(child, children.v, join(path, "descriptors"))
+		return p.descriptors(child, children.v, join(path, "descriptors"), depth+1)
 	}
 	return nil
 }
