@@ -122,10 +122,10 @@ type scenario struct {
 
 type faultReport struct {
 	decisions, admitted, denied, degraded, openDecisions int
-	errors                                              int
-	closedDenied, openAdmitted, openDenied              int // degraded, by policy
-	p50, p99, max                                       time.Duration
-	recovery, lastDegraded                              time.Duration
+	errors                                               int
+	closedDenied, openAdmitted, openDenied               int // degraded, by policy
+	p50, p99, max                                        time.Duration
+	recovery, lastDegraded                               time.Duration
 }
 
 func (r faultReport) String() string {
