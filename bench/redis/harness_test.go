@@ -59,22 +59,24 @@ func BenchmarkDecisions(b *testing.B) {
 							b.Fatalf("%s warm-up: %v", im.name, err)
 						}
 					}
-					runPool(b, c, keys, decide)
+					runPool(b, s, c, keys, decide)
 				})
 			}
 		}
 	}
 }
 
-// runPool runs b.N decisions on c workers and reports decisions/s and the
-// p50/p99 latency in microseconds.
-func runPool(b *testing.B, c int, keys []string, decide decideFunc) {
+// runPool runs b.N decisions on c workers and reports decisions/s, the
+// p50/p99 latency in microseconds, and the server's command time per
+// decision (INFO commandstats), which shows what a script costs Redis.
+func runPool(b *testing.B, s *server, c int, keys []string, decide decideFunc) {
 	hists := make([]histogram, c)
 	var next atomic.Int64
 	var firstErr atomic.Pointer[error]
 	ctx := context.Background()
 	n := int64(b.N)
 	var wg sync.WaitGroup
+	usec0 := s.commandUsec(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
@@ -98,6 +100,7 @@ func runPool(b *testing.B, c int, keys []string, decide decideFunc) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	b.StopTimer()
+	usec := s.commandUsec(b) - usec0
 	if err := firstErr.Load(); err != nil {
 		b.Fatalf("decision failed: %v", *err)
 	}
@@ -108,6 +111,7 @@ func runPool(b *testing.B, c int, keys []string, decide decideFunc) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 	b.ReportMetric(float64(all.quantile(0.50))/1e3, "p50-µs")
 	b.ReportMetric(float64(all.quantile(0.99))/1e3, "p99-µs")
+	b.ReportMetric(float64(usec)/float64(b.N), "redis-µs/op")
 }
 
 // histogram is a log-linear latency histogram over nanoseconds: exact

@@ -134,3 +134,27 @@ func (s *server) flush(tb testing.TB) {
 		tb.Fatalf("FLUSHALL: %v", err)
 	}
 }
+
+// commandUsec is the server's total command execution time so far, in µs
+// (the sum of usec over INFO commandstats).
+func (s *server) commandUsec(tb testing.TB) int64 {
+	tb.Helper()
+	info, err := s.admin.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatalf("INFO commandstats: %v", err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		_, rest, ok := strings.Cut(line, "usec=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			tb.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		total += n
+	}
+	return total
+}
