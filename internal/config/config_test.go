@@ -702,7 +702,7 @@ descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 0, burst: 3}`, `t.yaml:5: descriptors[0].rate_limit.burst: Burst 3 applies only to token_bucket and gcra, not fixed_window`},
 		{"too deep", deep(65), `t.yaml:2: ` + strings.Repeat("descriptors[0].", 64) + `descriptors: descriptors nested more than 64 levels deep`},
-		{"alias bomb", bomb(), `t.yaml:5: descriptors[1].rate_limit: the file expands to more than 1048576 YAML nodes (alias bomb?)`},
+		{"alias bomb", bomb(), `t.yaml:5: descriptors[1].rate_limit: aliases expand the file beyond 5152 YAML nodes (132 written)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -744,6 +744,25 @@ func bomb() string {
 	}
 	b.WriteString("  - key: k\n    rate_limit: *l8\n")
 	return b.String()
+}
+
+// TestAnchorsReused checks that ordinary use of anchors (one base limit
+// shared by many descriptors) stays well inside the alias budget.
+func TestAnchorsReused(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: a\ndescriptors:\n  - key: base\n    rate_limit: &base {unit: minute, requests_per_unit: 10, algorithm: sliding_window}\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "  - key: k\n    value: v%d\n    rate_limit: {<<: *base, requests_per_unit: %d}\n", i, i+1)
+		fmt.Fprintf(&b, "  - key: j\n    value: v%d\n    rate_limit: *base\n", i)
+	}
+	c, err := Parse("a.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.Match("a", d("k", "v4999"))
+	if len(m.Rules) != 1 || m.Rules[0].Limit != (sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 5000, Period: time.Minute}) {
+		t.Errorf("Match(k=v4999) = %+v", m.Rules)
+	}
 }
 
 func TestDeepest(t *testing.T) {

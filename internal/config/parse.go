@@ -38,13 +38,21 @@ var (
 // handful of levels, and each level costs memory for the path strings.
 const maxDepth = 64
 
-// maxNodes bounds the YAML nodes one file may expand to through aliases, so
-// that a small file cannot make the loader walk an exponential tree.
-const maxNodes = 1 << 20
+// Aliases may make the loader walk a node many times: a few hundred bytes
+// can describe an exponential tree. The walk may visit at most
+// aliasFactor times the nodes written in the file, plus aliasSlack, and
+// the descriptor paths it builds (rule names) may hold at most maxPathBytes.
+const (
+	aliasFactor  = 8
+	aliasSlack   = 1 << 12
+	maxPathBytes = 64 << 20
+)
 
 type parser struct {
-	file  string
-	nodes int // nodes visited so far
+	file      string
+	nodes     int // nodes visited so far
+	maxNodes  int // the budget for nodes
+	pathBytes int // bytes of descriptor paths built so far
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
@@ -83,6 +91,7 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 	case len(extra.Content) > 0 && !isNull(extra.Content[0]):
 		return "", nil, 0, p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file")
 	}
+	p.maxNodes = aliasFactor*countNodes(&doc) + aliasSlack
 	var top *yaml.Node
 	if len(doc.Content) > 0 {
 		top = doc.Content[0]
@@ -138,10 +147,19 @@ func (p *parser) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
 		n = n.Alias
 	}
 	p.nodes++
-	if p.nodes > maxNodes {
-		return nil, p.errorf(n, path, "the file expands to more than %d YAML nodes (alias bomb?)", maxNodes)
+	if p.nodes > p.maxNodes {
+		return nil, p.errorf(n, path, "aliases expand the file beyond %d YAML nodes (%d written)", p.maxNodes, (p.maxNodes-aliasSlack)/aliasFactor)
 	}
 	return n, nil
+}
+
+// countNodes counts the nodes written in a document, not following aliases.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
 }
 
 func isNull(n *yaml.Node) bool {
@@ -392,6 +410,10 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 	child := &node{key: key, value: value, path: parent.path + "." + key}
 	if value != "" {
 		child.path += "_" + value
+	}
+	p.pathBytes += len(child.path)
+	if p.pathBytes > maxPathBytes {
+		return p.errorf(keyNode, join(path, "key"), "descriptor paths exceed %d MiB in all: keys too long or nested too deep", maxPathBytes>>20)
 	}
 	child.shareThreshold = flags.shareThreshold
 	child.valueToMetric = flags.valueToMetric
