@@ -240,6 +240,11 @@ func TestCompat(t *testing.T) {
 		},
 		{name: "null rate_limit is no limit", domain: "newer", entries: d("empty", "x")},
 		{name: "node without limit or children", domain: "newer", entries: d("allowed", "x")},
+		{
+			name: "unlimited ignores requests_per_unit", domain: "newer", entries: d("free", "x"),
+			want: []Rule{{Name: "free_tier", ConfiguredName: "free_tier", Unlimited: true}},
+			key:  "newer/free=x", metric: "newer.free",
+		},
 	})
 	if _, ok := c.Match("nope", d("a", "b")); ok {
 		t.Errorf("Match(unknown domain) ok = true, want false")
