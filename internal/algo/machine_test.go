@@ -85,7 +85,15 @@ func (m *machine) state(now int64) string {
 	case GCRA:
 		return fmt.Sprintf("%+v", m.t)
 	}
-	return fmt.Sprint(m.l.live(now, m.p.Period))
+	live := m.l.live(now, m.p.Period)
+	if len(live) <= 8 {
+		return fmt.Sprint(live)
+	}
+	sum := uint64(0)
+	for _, v := range live {
+		sum = sum*1_000_003 + uint64(v)
+	}
+	return fmt.Sprintf("%d entries from %d to %d, checksum %x", len(live), live[0], live[len(live)-1], sum)
 }
 
 // step is one row of a step table: at µs, ask for n, want the result.
