@@ -447,6 +447,7 @@ func TestErrors(t *testing.T) {
 		{"unknown root key", "domain: a\ndomian: b", `t.yaml:2: domian: unknown key (want one of domain, descriptors)`},
 		{"key given twice", "domain: a\ndomain: b", `t.yaml:2: domain: key given twice`},
 		{"second document", "domain: a\n---\ndomain: b", `t.yaml:3: a second YAML document: put one domain per file`},
+		{"third document", "domain: a\n---\n---\ndomain: b", `t.yaml:4: a second YAML document: put one domain per file`},
 		{"descriptors not a list", "domain: a\ndescriptors: {key: x}", `t.yaml:2: descriptors: want a list, got a mapping`},
 		{"list of non-maps", "domain: a\ndescriptors: [a]", `t.yaml:2: descriptors[0]: want a mapping, got "a"`},
 		{"null descriptor", "domain: a\ndescriptors:\n  -\n", `t.yaml:3: descriptors[0]: want a descriptor mapping with a key, got null`},
@@ -767,6 +768,19 @@ func TestAnchorsReused(t *testing.T) {
 	m, _ := c.Match("a", d("k", "v4999"))
 	if len(m.Rules) != 1 || m.Rules[0].Limit != (sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 5000, Period: time.Minute}) {
 		t.Errorf("Match(k=v4999) = %+v", m.Rules)
+	}
+}
+
+func TestTrailingEmptyDocuments(t *testing.T) {
+	for _, y := range []string{"---\ndomain: a\n---\n", "domain: a\n---\n# nothing\n---\n~\n"} {
+		c, err := Parse("t.yaml", []byte(y))
+		if err != nil {
+			t.Errorf("Parse(%q) = %v", y, err)
+			continue
+		}
+		if diff := cmp.Diff([]string{"a"}, c.Domains()); diff != "" {
+			t.Errorf("Parse(%q).Domains() (-want +got):\n%s", y, diff)
+		}
 	}
 }
 

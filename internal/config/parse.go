@@ -83,13 +83,18 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return "", nil, 0, p.yamlError(err)
 	}
-	var extra yaml.Node
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-	case err != nil:
-		return "", nil, 0, p.yamlError(err)
-	case len(extra.Content) > 0 && !isNull(extra.Content[0]):
-		return "", nil, 0, p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file")
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", nil, 0, p.yamlError(err)
+		}
+		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
+			return "", nil, 0, p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file")
+		}
 	}
 	p.maxNodes = aliasFactor*countNodes(&doc) + aliasSlack
 	var top *yaml.Node
