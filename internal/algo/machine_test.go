@@ -41,6 +41,23 @@ func (m *machine) step(now, n int64) Result {
 	return r
 }
 
+// ret gives back n units admitted at at through the Return functions (now
+// is at: the lease is returned at once).
+func (m *machine) ret(at, n int64) {
+	switch m.p.Kind {
+	case FixedWindow:
+		m.w = FixedWindowReturn(m.w, at, m.p, n)
+	case SlidingWindow:
+		m.c = SlidingWindowReturn(m.c, at, m.p, n)
+	case TokenBucket:
+		m.b = TokenBucketReturn(m.b, at, m.p, n)
+	case GCRA:
+		m.t = GCRAReturn(m.t, at, m.p, n)
+	case SlidingLog:
+		SlidingLogReturn(&m.l, at, n)
+	}
+}
+
 // clone returns a deep copy: stepping the copy leaves m as it is.
 func (m *machine) clone() *machine {
 	c := *m

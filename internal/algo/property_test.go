@@ -58,6 +58,7 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 		}
 		wantRes := Result{Allowed: want.ok, Remaining: want.remaining, RetryAfter: wantRetry, ResetAfter: want.reset}
 		before := m.state(now)
+		pre := m.clone()
 		got := m.step(now, n)
 		if diff := cmp.Diff(wantRes, got); diff != "" {
 			t.Fatalf("%s = %+v, reference %+v (-ref +got):\n%s", at(i), got, wantRes, diff)
@@ -79,6 +80,7 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 			}
 		}
 		if got.Allowed && n > 0 {
+			checkReturn(t, pre, now, n, ops[i+1:])
 			r.commit(now, n)
 			adm = append(adm, admission{now, n})
 		}
@@ -97,6 +99,23 @@ func checkSteps(t *testing.T, p Params, start int64, ops []op) {
 	case TokenBucket, GCRA:
 		if i, j, bad := bucketExcess(adm, p.Rate, p.Period, p.Cap); bad {
 			t.Fatalf("%s: admissions %d..%d (%v) exceed Cap + Rate·t/P", describe(p), i, j, adm[i:j+1])
+		}
+	}
+}
+
+// checkReturn: admitting n at now and returning them at once leaves a
+// state that decides the next requests exactly as if they had never been
+// admitted.
+func checkReturn(t *testing.T, pre *machine, now, n int64, next []op) {
+	t.Helper()
+	returned := pre.clone()
+	returned.step(now, n)
+	returned.ret(now, n)
+	for i, o := range next[:min(len(next), 4)] {
+		now += o.dt
+		want, got := pre.step(now, o.n), returned.step(now, o.n)
+		if want != got {
+			t.Fatalf("%s: after admitting %d and returning them, request %d (Allow(%d) at %d) = %+v, want %+v as if never admitted", describe(pre.p), n, i, o.n, now, got, want)
 		}
 	}
 }
