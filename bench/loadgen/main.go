@@ -1,0 +1,187 @@
+// Command loadgen drives a running sluice serve (or any Envoy rate-limit
+// service) at a fixed concurrency for a duration and reports calls/s, p50,
+// p99 and p99.9 latency.
+//
+//	go run ./loadgen -mode grpc -addr 127.0.0.1:8081 -c 64 -d 10s
+//	go run ./loadgen -mode http -addr 127.0.0.1:8080 -c 64 -d 10s
+//
+// grpc calls envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
+// with one descriptor {user: u<i>} in -domain (default "bench"; start the
+// service with --config loadgen/bench.yaml so that every call is admitted
+// and counted). http POSTs sluice's /v1/check with key u<i> and a limit
+// that admits every call. Keys cycle over -keys distinct values. Each worker
+// has its call in flight at all times (closed loop); latency is measured
+// per call, client side, load generator included.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func main() {
+	mode := flag.String("mode", "grpc", "grpc (ShouldRateLimit) or http (POST /v1/check)")
+	addr := flag.String("addr", "127.0.0.1:8081", "host:port of the service")
+	conc := flag.Int("c", 64, "concurrent callers")
+	dur := flag.Duration("d", 10*time.Second, "measured duration")
+	warm := flag.Duration("warmup", time.Second, "unmeasured warm-up before the measured duration")
+	keys := flag.Int("keys", 1000, "distinct keys")
+	conns := flag.Int("conns", 4, "gRPC connections, shared round-robin by the callers")
+	domain := flag.String("domain", "bench", "RLS domain")
+	descKey := flag.String("descriptor", "user", "descriptor key")
+	flag.Parse()
+
+	var call func(ctx context.Context, worker, i int) error
+	switch *mode {
+	case "grpc":
+		clients := make([]pb.RateLimitServiceClient, *conns)
+		for i := range clients {
+			cc, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				fatal(err)
+			}
+			defer cc.Close()
+			clients[i] = pb.NewRateLimitServiceClient(cc)
+		}
+		call = func(ctx context.Context, worker, i int) error {
+			req := &pb.RateLimitRequest{Domain: *domain, Descriptors: []*rlpb.RateLimitDescriptor{{
+				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: *descKey, Value: "u" + strconv.Itoa(i%*keys)}},
+			}}}
+			resp, err := clients[worker%len(clients)].ShouldRateLimit(ctx, req)
+			if err != nil {
+				return err
+			}
+			if resp.OverallCode != pb.RateLimitResponse_OK {
+				return errOver
+			}
+			return nil
+		}
+	case "http":
+		tr := &http.Transport{MaxIdleConnsPerHost: *conc, MaxConnsPerHost: *conc,
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+		url := "http://" + *addr + "/v1/check"
+		call = func(ctx context.Context, worker, i int) error {
+			body := `{"key":"u` + strconv.Itoa(i%*keys) + `","algorithm":"fixed_window","rate":10000000,"period":"1s"}`
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewBufferString(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("status %d: %s", resp.StatusCode, b)
+			}
+			if !bytes.Contains(b, []byte(`"allowed":true`)) {
+				return errOver
+			}
+			return nil
+		}
+	default:
+		fatal(fmt.Errorf("-mode %q: want grpc or http", *mode))
+	}
+
+	r := run(call, *conc, *warm, *dur)
+	fmt.Printf("mode=%s addr=%s c=%d d=%v keys=%d\n", *mode, *addr, *conc, *dur, *keys)
+	fmt.Printf("calls=%d errors=%d over_limit=%d\n", r.calls, r.errors, r.over)
+	fmt.Printf("throughput=%.0f calls/s p50=%v p99=%v p99.9=%v max=%v\n",
+		float64(r.calls)/dur.Seconds(), r.q(0.50), r.q(0.99), r.q(0.999), r.q(1))
+	if r.firstErr != nil {
+		fmt.Printf("first error: %v\n", r.firstErr)
+	}
+	if r.calls == 0 || r.errors > r.calls/100 {
+		os.Exit(1)
+	}
+}
+
+var errOver = errors.New("over limit")
+
+type result struct {
+	calls, errors, over int64
+	lat                 []time.Duration
+	firstErr            error
+}
+
+func (r *result) q(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(p * float64(len(r.lat)-1))
+	return r.lat[i].Round(time.Microsecond)
+}
+
+// run keeps conc calls in flight for warm+dur and measures the last dur.
+func run(call func(ctx context.Context, worker, i int) error, conc int, warm, dur time.Duration) *result {
+	ctx := context.Background()
+	var measuring, stop atomic.Bool
+	var mu sync.Mutex
+	total := &result{}
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Go(func() {
+			lat := make([]time.Duration, 0, 1<<16)
+			var calls, errs, over int64
+			var firstErr error
+			for i := w; !stop.Load(); i += conc {
+				t0 := time.Now()
+				err := call(ctx, w, i)
+				el := time.Since(t0)
+				if !measuring.Load() {
+					continue
+				}
+				calls++
+				lat = append(lat, el)
+				switch {
+				case errors.Is(err, errOver):
+					over++
+				case err != nil:
+					errs++
+					if firstErr == nil {
+						firstErr = err
+					}
+				}
+			}
+			mu.Lock()
+			total.calls += calls
+			total.errors += errs
+			total.over += over
+			total.lat = append(total.lat, lat...)
+			if total.firstErr == nil {
+				total.firstErr = firstErr
+			}
+			mu.Unlock()
+		})
+	}
+	time.Sleep(warm)
+	measuring.Store(true)
+	time.Sleep(dur)
+	measuring.Store(false)
+	stop.Store(true)
+	wg.Wait()
+	slices.Sort(total.lat)
+	return total
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "loadgen:", err)
+	os.Exit(2)
+}
