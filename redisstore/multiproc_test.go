@@ -182,11 +182,13 @@ func TestMultiProcessHelper(t *testing.T) {
 				case "boundary":
 					// A burst just before an epoch-aligned window
 					// boundary and one just after it, at every
-					// second boundary, so that the window before
-					// each pair is fresh: a fixed window admits
-					// 2*Rate within a few milliseconds there.
+					// second boundary (multiples of 2P, the same
+					// in every goroutine and process), so that the
+					// window before each pair is fresh: a fixed
+					// window admits 2*Rate within a few
+					// milliseconds there, a sliding log Rate.
 					p := c.Limit.Period
-					for b := time.Now().Truncate(p).Add(p); b.Before(end); b = b.Add(2 * p) {
+					for b := time.Now().Truncate(2 * p).Add(2 * p); b.Before(end); b = b.Add(2 * p) {
 						for _, at := range []time.Time{
 							b.Add(-5*time.Millisecond - rand.N(5*time.Millisecond)),
 							b.Add(rand.N(2 * time.Millisecond)),
