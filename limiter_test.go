@@ -317,37 +317,36 @@ func TestWaitGroups(t *testing.T) {
 }
 
 func TestAllow(t *testing.T) {
-	l := newLimiter(t)
-	ctx := t.Context()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Hour}
 	tests := []struct {
+		at   time.Duration // after midnight
 		n    int
-		want sluice.Decision // ResetAfter is not compared: the clock is real
+		want sluice.Decision
 	}{
-		{1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 2}},
-		{0, sluice.Decision{Allowed: true, Limit: lim, Remaining: 2}},
-		{3, sluice.Decision{Allowed: false, Limit: lim, Remaining: 2}},
-		{2, sluice.Decision{Allowed: true, Limit: lim, Remaining: 0}},
-		{1, sluice.Decision{Allowed: false, Limit: lim, Remaining: 0}},
+		{15 * time.Minute, 1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 2, ResetAfter: 45 * time.Minute}},
+		{15 * time.Minute, 0, sluice.Decision{Allowed: true, Limit: lim, Remaining: 2, ResetAfter: 45 * time.Minute}},
+		{30 * time.Minute, 3, sluice.Decision{Allowed: false, Limit: lim, Remaining: 2, RetryAfter: 30 * time.Minute, ResetAfter: 30 * time.Minute}},
+		{30 * time.Minute, 2, sluice.Decision{Allowed: true, Limit: lim, Remaining: 0, ResetAfter: 30 * time.Minute}},
+		{59 * time.Minute, 1, sluice.Decision{Allowed: false, Limit: lim, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute}},
+		{60 * time.Minute, 3, sluice.Decision{Allowed: true, Limit: lim, Remaining: 0, ResetAfter: time.Hour}},
 	}
-	for i, tt := range tests {
-		got, err := l.AllowN(ctx, "k", lim, tt.n)
-		if err != nil {
-			t.Fatalf("step %d: AllowN(%d) error %v", i, tt.n, err)
+	synctest.Test(t, func(t *testing.T) {
+		l := newLimiter(t)
+		midnight := time.Now()
+		for i, tt := range tests {
+			time.Sleep(time.Until(midnight.Add(tt.at)))
+			got, err := l.AllowN(t.Context(), "k", lim, tt.n)
+			if diff := cmp.Diff(tt.want, got); err != nil || diff != "" {
+				t.Errorf("step %d: AllowN(%q, %d) at +%v = %+v, %v (-want +got):\n%s", i, "k", tt.n, tt.at, got, err, diff)
+			}
 		}
-		if tt.want.Allowed && got.RetryAfter != 0 || !tt.want.Allowed && got.RetryAfter <= 0 {
-			t.Errorf("step %d: AllowN(%d) = %+v: RetryAfter must be 0 exactly when allowed", i, tt.n, got)
+		// Allow is AllowN(…, 1).
+		d, err := l.Allow(t.Context(), "other", lim)
+		want := sluice.Decision{Allowed: true, Limit: lim, Remaining: 2, ResetAfter: time.Hour}
+		if diff := cmp.Diff(want, d); err != nil || diff != "" {
+			t.Errorf("Allow(%q) = %v (-want +got):\n%s", "other", err, diff)
 		}
-		got.RetryAfter, got.ResetAfter = 0, 0
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("step %d: AllowN(%q, %d) (-want +got):\n%s", i, "k", tt.n, diff)
-		}
-	}
-	// Allow is AllowN(…, 1) on its own key.
-	d, err := l.Allow(ctx, "other", lim)
-	if err != nil || !d.Allowed || d.Remaining != 2 {
-		t.Errorf("Allow(%q) = %+v, %v, want allowed with Remaining 2", "other", d, err)
-	}
+	})
 }
 
 // plainStore is a Store with no AllowMulti and no Close.
