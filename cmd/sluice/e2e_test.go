@@ -1,0 +1,549 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// binary is the sluice command built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running sluice serve.
+type proc struct {
+	cmd        *exec.Cmd
+	stderr     *syncBuffer
+	http, grpc string
+	rls        pb.RateLimitServiceClient
+	conn       *grpc.ClientConn
+	done       chan struct{}
+	exitErr    error
+}
+
+// start runs sluice serve on loopback ports with args and waits until it
+// listens (its --ready-file appears).
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready.json")
+	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready, "--log-level", "debug"}, args...)
+	p := &proc{cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exitErr = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("sluice stderr:\n%s", p.stderr)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(ready)
+		if err == nil {
+			var addrs struct{ HTTP, GRPC string }
+			if err := json.Unmarshal(b, &addrs); err != nil {
+				t.Fatalf("ready file %s: %v", b, err)
+			}
+			p.http, p.grpc = "http://"+addrs.HTTP, addrs.GRPC
+			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("sluice exited before listening: %v\n%s", p.exitErr, p.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice did not listen within 20s:\n%s", p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	p.conn, p.rls = conn, pb.NewRateLimitServiceClient(conn)
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, within time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(within):
+		t.Fatalf("sluice still running after %v", within)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.exitErr, &ee) {
+		return ee.ExitCode()
+	}
+	if p.exitErr != nil {
+		t.Fatal(p.exitErr)
+	}
+	return 0
+}
+
+func (p *proc) should(t *testing.T, domain string, hits uint32, ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit(%s, %v): %v", domain, ds, err)
+	}
+	return resp
+}
+
+func (p *proc) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(p.http + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (p *proc) post(t *testing.T, path, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(p.http+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func d(kv ...string) *rlpb.RateLimitDescriptor {
+	out := &rlpb.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Entries = append(out.Entries, &rlpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awayFromMinuteEdge waits, when needed, so that the next few seconds stay
+// in one fixed minute window.
+func awayFromMinuteEdge() {
+	if s := time.Now().Second(); s >= 57 {
+		time.Sleep(time.Duration(61-s) * time.Second)
+	}
+}
+
+// The reference's integration expectations, over gRPC.
+const e2eConfig = `domain: e2e
+descriptors:
+  - key: key1
+    rate_limit: {unit: minute, requests_per_unit: 20}
+  - key: unl
+    rate_limit: {unlimited: true}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: wild
+    value: "abc*"
+    rate_limit: {unit: minute, requests_per_unit: 2}
+  - key: generic
+    rate_limit: {unit: hour, requests_per_unit: 100, name: generic}
+  - key: specific
+    rate_limit: {unit: hour, requests_per_unit: 1, name: specific, replaces: [{name: generic}]}
+  - key: slide
+    rate_limit: {algorithm: sliding_log, window: 30s, requests_per_unit: 3}
+  - key: two
+    rate_limits:
+      - {algorithm: sliding_window, window: 30s, requests_per_unit: 4}
+      - {algorithm: gcra, unit: hour, requests_per_unit: 2}
+`
+
+func TestE2EReferenceBehaviour(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg)
+	testReferenceBehaviour(t, p)
+}
+
+func testReferenceBehaviour(t *testing.T, p *proc) {
+	awayFromMinuteEdge()
+	t.Run("20 per minute", func(t *testing.T) {
+		lastReset := time.Hour
+		for i := range 20 {
+			resp := p.should(t, "e2e", 0, d("key1", "v"))
+			st := resp.Statuses[0]
+			if resp.OverallCode != pb.RateLimitResponse_OK || st.LimitRemaining != uint32(19-i) ||
+				st.CurrentLimit.GetRequestsPerUnit() != 20 || st.CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+				t.Fatalf("call %d: %v, want OK with 20/MINUTE remaining %d", i+1, resp, 19-i)
+			}
+			reset := st.DurationUntilReset.AsDuration()
+			if reset <= 0 || reset > time.Minute || reset > lastReset {
+				t.Fatalf("call %d: duration_until_reset %v after %v, want falling within (0, 1m]", i+1, reset, lastReset)
+			}
+			lastReset = reset
+		}
+		resp := p.should(t, "e2e", 0, d("key1", "v"))
+		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
+			t.Fatalf("21st call: %v, want OVER_LIMIT", resp)
+		}
+	})
+	t.Run("unmatched and unlimited", func(t *testing.T) {
+		resp := p.should(t, "e2e", 0, d("nothing", "x"), d("unl", "x"))
+		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil ||
+			resp.Statuses[1].LimitRemaining != math.MaxUint32 || resp.Statuses[1].CurrentLimit != nil {
+			t.Errorf("got %v, want OK, no limit, then MaxUint32 remaining", resp)
+		}
+		if resp := p.should(t, "unknown-domain", 0, d("key1", "v")); resp.OverallCode != pb.RateLimitResponse_OK {
+			t.Errorf("unknown domain: %v, want OK", resp)
+		}
+	})
+	t.Run("shadow mode", func(t *testing.T) {
+		for i := range 3 {
+			if resp := p.should(t, "e2e", 0, d("shadow", "x")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].Code != pb.RateLimitResponse_OK {
+				t.Errorf("shadow call %d: %v, want OK", i+1, resp)
+			}
+		}
+		_, metrics := p.get(t, "/metrics")
+		if !strings.Contains(metrics, `sluice_rls_decisions_total{domain="e2e",result="shadow_over_limit",rule="e2e.shadow"} 2`) ||
+			!strings.Contains(metrics, `sluice_rls_shadow_mode_hits_total{domain="e2e",rule="e2e.shadow"} 2`) {
+			t.Errorf("metrics lack 2 shadow-mode hits:\n%s", grepLines(metrics, "shadow"))
+		}
+	})
+	t.Run("wildcard", func(t *testing.T) {
+		for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+			if resp := p.should(t, "e2e", 0, d("wild", "abcdef")); resp.OverallCode != want {
+				t.Errorf("wild=abcdef call %d: %v, want %v", i+1, resp.OverallCode, want)
+			}
+		}
+		if resp := p.should(t, "e2e", 0, d("wild", "abcxyz")); resp.OverallCode != pb.RateLimitResponse_OK {
+			t.Errorf("wild=abcxyz: %v, want OK (own counter per value)", resp.OverallCode)
+		}
+		if resp := p.should(t, "e2e", 0, d("wild", "xyz")); resp.Statuses[0].CurrentLimit != nil {
+			t.Errorf("wild=xyz: %v, want no limit", resp)
+		}
+	})
+	t.Run("replaces", func(t *testing.T) {
+		resp := p.should(t, "e2e", 0, d("generic", "g"), d("specific", "s"))
+		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.GetName() != "specific" {
+			t.Errorf("got %v, want generic replaced by specific", resp)
+		}
+		if resp := p.should(t, "e2e", 0, d("generic", "g"), d("specific", "s")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("second call: %v, want OVER_LIMIT by specific (1 per hour)", resp.OverallCode)
+		}
+	})
+	t.Run("hits_addend", func(t *testing.T) {
+		resp := p.should(t, "e2e", 15, d("key1", "h"))
+		if resp.Statuses[0].LimitRemaining != 5 {
+			t.Errorf("hits_addend 15: %v, want 5 remaining", resp)
+		}
+		desc := d("key1", "h")
+		desc.HitsAddend = wrapperspb.UInt64(5)
+		resp = p.should(t, "e2e", 1, desc)
+		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
+			t.Errorf("descriptor hits_addend 5: %v, want OK with 0 remaining", resp)
+		}
+	})
+	t.Run("sliding log 30s", func(t *testing.T) {
+		for i := range 3 {
+			resp := p.should(t, "e2e", 0, d("slide", "x"))
+			cl := resp.Statuses[0].CurrentLimit
+			if resp.OverallCode != pb.RateLimitResponse_OK || cl.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND || cl.GetUnitMultiplier().GetValue() != 30 {
+				t.Errorf("call %d: %v, want OK with 3 per SECOND×30", i+1, resp)
+			}
+		}
+		resp := p.should(t, "e2e", 0, d("slide", "x"))
+		reset := resp.Statuses[0].DurationUntilReset.AsDuration()
+		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || reset < 29*time.Second || reset > 30*time.Second {
+			t.Errorf("4th call: %v, want OVER_LIMIT for about 30s", resp)
+		}
+	})
+	t.Run("two limits on one node, all or nothing", func(t *testing.T) {
+		for i := range 2 {
+			if resp := p.should(t, "e2e", 0, d("two", "x")); resp.OverallCode != pb.RateLimitResponse_OK {
+				t.Fatalf("call %d: %v, want OK", i+1, resp)
+			}
+		}
+		resp := p.should(t, "e2e", 0, d("two", "x"), d("key1", "aon"))
+		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
+			t.Errorf("3rd call: %v, want OVER_LIMIT by the 2 per hour limit", resp)
+		}
+		// key1=aon was not counted by the denied call.
+		if resp := p.should(t, "e2e", 0, d("key1", "aon")); resp.Statuses[0].LimitRemaining != 19 {
+			t.Errorf("key1=aon after the denied call: %v, want 19 remaining", resp)
+		}
+	})
+	t.Run("invalid argument", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, r := range []*pb.RateLimitRequest{
+			{Descriptors: []*rlpb.RateLimitDescriptor{d("key1", "v")}},
+			{Domain: "e2e"},
+		} {
+			if _, err := p.rls.ShouldRateLimit(ctx, r); status.Code(err) != codes.InvalidArgument {
+				t.Errorf("ShouldRateLimit(%v) = %v, want InvalidArgument", r, err)
+			}
+		}
+	})
+	t.Run("http json and check", func(t *testing.T) {
+		code, body := p.post(t, "/json", `{"domain":"e2e","descriptors":[{"entries":[{"key":"key1","value":"v"}]}]}`)
+		if code != 429 || !strings.Contains(body, `"OVER_LIMIT"`) {
+			t.Errorf("POST /json on a used-up key = %d %s, want 429", code, body)
+		}
+		code, body = p.post(t, "/v1/check", `{"key":"tenant-1:/search","algorithm":"sliding_log","rate":5,"period":"1s","burst":0,"cost":1}`)
+		if want := `{"allowed":true,"limit":5,"remaining":4,"retry_after_ms":0,"reset_after_ms":1000}`; code != 200 || strings.TrimSpace(body) != want {
+			t.Errorf("POST /v1/check = %d %s, want 200 %s", code, body, want)
+		}
+	})
+	t.Run("grpc health", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := healthpb.NewHealthClient(p.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+		if err != nil || resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health = %v, %v, want SERVING", resp, err)
+		}
+	})
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestE2EDefaultExampleAndEnv(t *testing.T) {
+	p := start(t, []string{"SLUICE_RESPONSE_HEADERS=true"})
+	resp := p.should(t, "example", 0, d("api_key", "k"), d("path", "/search/x"), d("path", "/healthz"))
+	if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 4 || resp.Statuses[2].LimitRemaining != math.MaxUint32 {
+		t.Errorf("example: %v, want OK, api_key 4 remaining, /healthz unlimited", resp)
+	}
+	if len(resp.ResponseHeadersToAdd) != 3 || resp.ResponseHeadersToAdd[1].Key != "RateLimit-Remaining" || resp.ResponseHeadersToAdd[1].Value != "4" {
+		t.Errorf("SLUICE_RESPONSE_HEADERS=true: headers %v, want RateLimit-Remaining 4", resp.ResponseHeadersToAdd)
+	}
+	if code, _ := p.get(t, "/readyz"); code != 200 {
+		t.Errorf("/readyz = %d, want 200", code)
+	}
+	if !strings.Contains(p.stderr.String(), `config="built-in example"`) {
+		t.Errorf("log does not name the built-in example:\n%s", p.stderr)
+	}
+}
+
+func TestE2EReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "a.yaml")
+	writeFile(t, cfg, "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 5}\n")
+	p := start(t, nil, "--config", dir, "--reload-interval", "50ms")
+	limitOf := func() uint32 {
+		return p.should(t, "r", 0, d("k", "v")).Statuses[0].GetCurrentLimit().GetRequestsPerUnit()
+	}
+	if got := limitOf(); got != 5 {
+		t.Fatalf("limit = %d, want 5", got)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// A good change is picked up.
+	writeFile(t, cfg, "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 7}\n")
+	waitFor("the new limit 7", func() bool { return limitOf() == 7 })
+	// A bad one is reported with its file and line, and the running one stays.
+	writeFile(t, cfg, "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 9}\n")
+	waitFor("the reload failure in the log", func() bool {
+		return strings.Contains(p.stderr.String(), "configuration reload failed") && strings.Contains(p.stderr.String(), "a.yaml:4")
+	})
+	if got := limitOf(); got != 7 {
+		t.Errorf("after a bad reload: limit %d, want 7 (kept)", got)
+	}
+	_, m := p.get(t, "/metrics")
+	if !strings.Contains(m, `sluice_config_reloads_total{result="failure"} 1`) || !strings.Contains(m, `sluice_config_reloads_total{result="success"} 1`) {
+		t.Errorf("reload metrics:\n%s", grepLines(m, "reload"))
+	}
+	// SIGHUP reloads even when nothing changed; a fixed file applies.
+	writeFile(t, cfg, "domain: r\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 11}\n")
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	waitFor("the new limit 11", func() bool { return limitOf() == 11 })
+}
+
+func TestE2ESIGTERMDrains(t *testing.T) {
+	p := start(t, nil, "--drain-delay", "300ms")
+	// A slow request: its body arrives in two parts.
+	pr, pw := io.Pipe()
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	resc := make(chan result, 1)
+	go func() {
+		resp, err := http.Post(p.http+"/v1/check", "application/json", pr)
+		if err != nil {
+			resc <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		resc <- result{code: resp.StatusCode, body: string(b)}
+	}()
+	pw.Write([]byte(`{"key":"slow","algorithm":"gcra",`))
+	time.Sleep(100 * time.Millisecond) // the request is in flight
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Readiness goes false first, while the listener still answers.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := p.get(t, "/readyz")
+		if code == 503 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after SIGTERM", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	pw.Write([]byte(`"rate":1,"period":"1s"}`))
+	pw.Close()
+	r := <-resc
+	if r.err != nil || r.code != 200 || !strings.Contains(r.body, `"allowed":true`) {
+		t.Errorf("in-flight request = %d %s %v, want 200 allowed", r.code, r.body, r.err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if !strings.Contains(p.stderr.String(), "draining") {
+		t.Errorf("log lacks the drain:\n%s", p.stderr)
+	}
+}
+
+func TestE2EInvalidConfigAtStartup(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "bad.yaml")
+	writeFile(t, cfg, "domain: x\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: minute\n      requests_per_unit: 1\n      colour: red\n")
+	cmd := exec.Command(binary, "serve", "--config", cfg, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("serve with a bad config: %v, want a non-zero exit\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "bad.yaml:7") || !strings.Contains(string(out), "colour") {
+		t.Errorf("stderr %q lacks bad.yaml:7 and the key", out)
+	}
+}
+
+func TestE2ECommands(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	writeFile(t, good, "domain: g\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n")
+	bad := filepath.Join(dir, "bad.yaml")
+	writeFile(t, bad, "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n")
+	tests := []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+	}{
+		{[]string{"check", good}, 0, "ok: 1 domain(s): g"},
+		{[]string{"check", bad}, 1, "bad.yaml:4"},
+		{[]string{"check"}, 2, "no files given"},
+		{[]string{"version"}, 0, "sluice "},
+		{[]string{"serve", "-h"}, 0, "SLUICE_FAILURE_MODE"},
+		{[]string{"check", "-h"}, 0, "Usage: sluice check"},
+		{[]string{"version", "-h"}, 0, "Usage: sluice version"},
+		{[]string{"serve", "--failure-mode", "maybe"}, 2, "--failure-mode"},
+		{[]string{"bogus"}, 2, "unknown command"},
+		{nil, 2, "Usage:"},
+	}
+	for _, tt := range tests {
+		out, err := exec.Command(binary, tt.args...).CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		if code != tt.wantCode || !strings.Contains(string(out), tt.wantOut) {
+			t.Errorf("sluice %v = exit %d %q, want %d and %q", tt.args, code, out, tt.wantCode, tt.wantOut)
+		}
+	}
+	// Environment variables set flags; a bad one names the variable.
+	cmd := exec.Command(binary, "serve")
+	cmd.Env = append(os.Environ(), "SLUICE_REPLICAS=many")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "SLUICE_REPLICAS") {
+		t.Errorf("SLUICE_REPLICAS=many: %q, want the variable named", out)
+	}
+}
