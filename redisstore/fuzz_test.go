@@ -128,6 +128,15 @@ func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
 		if d != want {
 			t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, d, want)
 		}
+		// The same sequence on another key through AllowMulti, whose
+		// script is built from the lib_*.lua functions.
+		ds, err := s.AllowMulti(context.Background(), []sluice.Request{{Key: key + "/multi", Limit: lim, N: int(n)}})
+		if err != nil {
+			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d: %v", seed, i, lim, n, now, err)
+		}
+		if ds[0] != want {
+			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, ds[0], want)
+		}
 	}
 }
 
@@ -138,7 +147,8 @@ func newFuzzStore(t testing.TB) (*Store, *atomic.Int64) {
 	return NewRueidis(c, WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })), clock
 }
 
-// FuzzScripts drives every Lua script and internal/algo with the same
+// FuzzScripts drives every Lua script (the flat one of AllowN and the
+// AllowMulti one) and internal/algo with the same
 // random sequence of (time step, n, limit); the decisions must be equal.
 // Its seed corpus runs in go test.
 func FuzzScripts(f *testing.F) {

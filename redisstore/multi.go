@@ -48,8 +48,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		args[1] = strconv.Itoa(testSlackMs)
 	}
 	for _, rq := range reqs {
-		args = append(args, strconv.Itoa(s.kind(rq.Limit)))
-		args = s.appendParams(args, rq.Limit, rq.N)
+		args = s.appendLibParams(args, rq.Limit, rq.N)
 	}
 	if s.c.isCluster() {
 		s0 := slot(keys[0])

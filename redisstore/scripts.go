@@ -46,7 +46,10 @@ var algFiles = [...]string{
 	kindSeedLog:          "seed_log",
 }
 
-// The scripts: one per algorithm, one for AllowMulti, one for Return.
+// The scripts: one flat script per algorithm for single decisions (the hot
+// path: no closures or tables per call), and one for AllowMulti and one for
+// Return, both built from lib.lua and the lib_<algorithm>.lua functions.
+// The differential tests hold both forms to internal/algo.
 var (
 	singleScripts [kindSeedLog + 1]*script
 	multiScript   *script
@@ -56,8 +59,8 @@ var (
 func init() {
 	all := []string{"lib"}
 	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
-		singleScripts[k] = newScript(algFiles[k], "lib", algFiles[k], "single")
-		all = append(all, algFiles[k])
+		singleScripts[k] = newScript(algFiles[k], algFiles[k])
+		all = append(all, "lib_"+algFiles[k])
 	}
 	multiScript = newScript("multi", append(all, "multi")...)
 	returnScript = newScript("return", append(all, "return")...)

@@ -47,6 +47,9 @@ type Store struct {
 	clock   func() time.Time // test only; nil means Redis TIME
 	closed  atomic.Bool
 	once    sync.Once
+
+	argCache  sync.Map // sluice.Limit -> []string, the flat script's ARGV after n
+	argCached atomic.Int64
 }
 
 // Option configures a Store.
@@ -136,15 +139,47 @@ func (s *Store) kind(lim sluice.Limit) int {
 	return int(lim.Algorithm)
 }
 
-// appendParams appends n and the limit in the scripts' integer form.
-func (s *Store) appendParams(args []string, lim sluice.Limit, n int) []string {
-	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+func params(lim sluice.Limit) algo.Params {
+	return algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+}
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+// singleParams returns the flat script's ARGV after n, cached per Limit.
+func (s *Store) singleParams(lim sluice.Limit) []string {
+	if v, ok := s.argCache.Load(lim); ok {
+		return v.([]string)
+	}
+	p := params(lim)
+	var a []string
+	switch s.kind(lim) {
+	case int(sluice.TokenBucket), int(sluice.GCRA):
+		a = []string{i64(p.Cap * p.P), i64(p.P), i64(p.R)}
+	case kindSeedLog:
+		a = []string{i64(p.Rate), i64(p.Period / 1000)} // + a random number per call
+	default:
+		a = []string{i64(p.Rate), i64(p.Period)}
+	}
+	if s.argCached.Load() < maxArgCache {
+		s.argCached.Add(1)
+		s.argCache.Store(lim, a)
+	}
+	return a
+}
+
+// maxArgCache bounds the Limits whose script arguments a Store keeps.
+const maxArgCache = 4096
+
+// appendLibParams appends kind, n and the limit in the form of the
+// lib_*.lua functions (AllowMulti).
+func (s *Store) appendLibParams(args []string, lim sluice.Limit, n int) []string {
+	p := params(lim)
 	x := ""
 	if s.kind(lim) == kindSeedLog {
 		x = strconv.FormatUint(uint64(rand.Uint32()), 10)
 	}
-	return append(args, strconv.Itoa(n), strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10),
-		strconv.FormatInt(p.Cap, 10), strconv.FormatInt(p.R, 10), strconv.FormatInt(p.P, 10), x)
+	return append(args, strconv.Itoa(s.kind(lim)), strconv.Itoa(n), i64(p.Rate), i64(p.Period),
+		i64(p.Cap), i64(p.R), i64(p.P), x)
 }
 
 func (s *Store) testNow() string {
@@ -164,12 +199,17 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := s.check(ctx, key, lim, n); err != nil {
 		return sluice.Decision{}, 0, err
 	}
-	args := make([]string, 0, 9)
-	args = s.appendParams(args, lim, n)
+	kind := s.kind(lim)
+	args := make([]string, 0, 7)
+	args = append(args, strconv.Itoa(n))
+	args = append(args, s.singleParams(lim)...)
+	if kind == kindSeedLog {
+		args = append(args, strconv.FormatUint(uint64(rand.Uint32()), 10))
+	}
 	if s.clock != nil {
 		args = append(args, s.testNow(), strconv.Itoa(testSlackMs))
 	}
-	res, err := s.run(ctx, singleScripts[s.kind(lim)], []string{s.redisKey(key, lim)}, args)
+	res, err := s.run(ctx, singleScripts[kind], []string{s.redisKey(key, lim)}, args)
 	if err != nil {
 		return sluice.Decision{}, 0, err
 	}
@@ -208,7 +248,7 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	if n == 0 {
 		return nil
 	}
-	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	p := params(lim)
 	args := []string{strconv.Itoa(s.kind(lim)), strconv.Itoa(n), strconv.FormatInt(at.UnixMicro(), 10),
 		strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10), strconv.FormatInt(p.Cap, 10),
 		strconv.FormatInt(p.R, 10), strconv.FormatInt(p.P, 10)}

@@ -1,60 +1,48 @@
--- gcra.lua: internal/algo.GCRAStep. The value is the theoretical arrival
--- time TAT + frac/R: one integer (µs) when frac is 0, "tat:frac" otherwise.
-ALG[5] = {}
-
--- gcra_deficit is the scaled deficit R*(TAT-now), between 0 and cap*P; the
--- zero TAT is an untouched key at any time.
-local function gcra_deficit(at, frac, now, p)
-  if (at == 0 and frac == 0) or at < now or (at == now and frac == 0) then return 0 end
-  local full = p.cap * p.P
-  if at - now > idiv(full, p.R) + 1 then return full end
-  return math.min((at - now) * p.R + frac, full)
+-- gcra.lua: one GCRA decision, internal/algo.GCRAStep. Flat on purpose:
+-- no closures or tables per call, since this is the hot path.
+-- KEYS[1] = state; ARGV = n, cap*P, P, R, [now µs, test only], [TTL slack
+-- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
+-- one integer (µs) when frac is 0, "tat:frac" otherwise.
+-- Returns {allowed, remaining, retry µs, reset µs, time used µs}.
+local floor = math.floor
+local key = KEYS[1]
+local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
 end
-
--- tat_at is the TAT a scaled deficit d > 0 at now stands for; the epoch
--- itself is kept apart from the zero value as {-1, R}.
-local function tat_at(now, d, p)
-  local q = idiv(d, p.R)
-  local at, frac = now + q, d - q * p.R
-  if at == 0 and frac == 0 then return -1, p.R end
-  return at, frac
-end
-
-ALG[5].decide = function(key, now, n, p, st)
-  if not st then
-    local v = redis.call('GET', key)
-    if v then
-      local a, b = split(v)
-      st = {a, b or 0, 0}
+local d = 0
+local v = redis.call('GET', key)
+if v then
+  local at, frac
+  local i = string.find(v, ':', 1, true)
+  if i then
+    at, frac = tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
+  else
+    at, frac = tonumber(v), 0
+  end
+  if not (at == 0 and frac == 0) and (at > now or (at == now and frac > 0)) then
+    if at - now > floor(full / R) + 1 then
+      d = full
     else
-      st = {0, 0, 0}
+      d = math.min((at - now) * R + frac, full)
     end
   end
-  local d2, ok, rem, retry, reset = bucket_decide(gcra_deficit(st[1], st[2], now, p), p, n)
-  if ok == 0 or n == 0 then return st, ok, rem, retry, reset, now end
-  local at, frac = tat_at(now, d2, p)
-  return {at, frac, reset}, 1, rem, 0, reset, now
 end
-
-local function gcra_val(at, frac)
-  if frac == 0 then return str(at) end
-  return str(at) .. ':' .. str(frac)
+local d2 = d + n * P
+if n > 0 and d2 > full then
+  return {0, floor(math.max(full - d, 0) / P), floor((d2 - full + R - 1) / R), floor((d + R - 1) / R), now}
 end
-
-ALG[5].commit = function(key, st, p, slack)
-  redis.call('SET', key, gcra_val(st[1], st[2]), 'PX', ttl_ms(st[3], slack))
+local reset = floor((d2 + R - 1) / R)
+if n > 0 then
+  local q = floor(d2 / R)
+  local at, frac = now + q, d2 - q * R
+  if at == 0 and frac == 0 then at, frac = -1, R end
+  local s
+  if frac == 0 then s = string.format('%.0f', at) else s = string.format('%.0f:%.0f', at, frac) end
+  redis.call('SET', key, s, 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0))
 end
-
--- ret is internal/algo.GCRAReturn: the TAT moves back n emission intervals,
--- bounded below by now.
-ALG[5].ret = function(key, now, at, n, p)
-  local v = redis.call('GET', key)
-  if not v then return end
-  local t, frac = split(v)
-  local d = gcra_deficit(t, frac or 0, now, p) - n * p.P
-  if d <= 0 then
-    redis.call('DEL', key)
-    return
-  end
-  redis.call('SET', key, gcra_val(tat_at(now, d, p)), 'KEEPTTL')
-end
+return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}

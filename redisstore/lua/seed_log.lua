@@ -1,62 +1,52 @@
--- seed_log.lua: the sliding log in the first seed's layout, so that a fleet
--- still running that guide's script shares one quota with sluice: key
--- rl:<key>, scores in ms, members "<now_ms>-<8 hex>", ZREMRANGEBYSCORE 0
--- now-window and PEXPIRE window on admission, and the seed's count: the
--- entries with a score above now_ms - window. Time is Redis's (the seed's
--- clients use their own clocks); it is not clamped, as the seed does not.
-ALG[6] = {}
-
--- st = {count, newest_ms, pending, random}
-ALG[6].decide = function(key, now, n, p, st)
-  local W = idiv(p.period, 1000)
-  local ms = idiv(now, 1000)
-  if not st then
-    local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    local newest = -1
-    if top[2] then newest = tonumber(top[2]) end
-    st = {redis.call('ZCOUNT', key, '(' .. str(ms - W), '+inf'), newest, 0, p.x}
-  end
-  local count, newest, pend = st[1], st[2], st[3]
-  local total = count + pend
-  local nw = newest
-  if pend > 0 then nw = math.max(nw, ms) end
-  if n > 0 and total + n > p.rate then
-    local k = total + n - p.rate
-    local kth = ms
-    if k <= count then
-      local e = redis.call('ZRANGEBYSCORE', key, '(' .. str(ms - W), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-      kth = tonumber(e[2])
-    end
-    return st, 0, math.max(p.rate - total, 0), (kth + W) * 1000 - now, (nw + W) * 1000 - now, now
-  end
-  if n > 0 then nw = math.max(nw, ms) end
+-- seed_log.lua: one sliding-log decision in the first seed guide's layout,
+-- so that a fleet still running that guide's script shares one quota with
+-- sluice: key rl:<key>, scores in ms, members "<ms>-<8 hex>", the count is
+-- the entries scored above now_ms - window (the guide's ZREMRANGEBYSCORE 0
+-- now-window then ZCARD), and an admission trims, adds and sets PEXPIRE
+-- window, as the guide does. Time is Redis's; it is not clamped, as the
+-- guide does not. A denial or a peek writes nothing.
+-- KEYS[1] = rl:<key>; ARGV = n, rate, window ms, random 32-bit integer,
+-- [now µs, test only], [TTL slack ms, test only]. Returns {allowed,
+-- remaining, retry µs, reset µs, time used µs}.
+local key = KEYS[1]
+local n, rate, W, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local ms = math.floor(now / 1000)
+local lo = '(' .. string.format('%.0f', ms - W)
+local count = redis.call('ZCOUNT', key, lo, '+inf')
+local newest = -1
+if count > 0 then
+  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  newest = tonumber(top[2])
+end
+if n > 0 and count + n > rate then
+  local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + n - rate - 1, 1)
+  return {0, math.max(rate - count, 0), (tonumber(e[2]) + W) * 1000 - now, (newest + W) * 1000 - now, now}
+end
+if n == 0 then
   local reset = 0
-  if total + n > 0 then reset = (nw + W) * 1000 - now end
-  if n == 0 then return st, 1, math.max(p.rate - total, 0), 0, reset, now end
-  return {count, newest, pend + n, st[4], now}, 1, math.max(p.rate - total - n, 0), 0, reset, now
+  if count > 0 then reset = (newest + W) * 1000 - now end
+  return {1, math.max(rate - count, 0), 0, reset, now}
 end
-
-ALG[6].commit = function(key, st, p, slack)
-  local W = idiv(p.period, 1000)
-  local ms = idiv(st[5], 1000)
-  redis.call('ZREMRANGEBYSCORE', key, 0, str(ms - W))
-  local r = tonumber(st[4]) or 0
-  local args, t = {}, str(ms)
-  for i = 0, st[3] - 1 do
+redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%.0f', ms - W))
+local t = string.format('%.0f', ms)
+local args = {}
+local i = 0
+while i < n do
+  local j = math.min(i + 499, n - 1)
+  for k = i, j do
     args[#args + 1] = t
-    args[#args + 1] = string.format('%.0f-%08x', ms, imod(r + i, 4294967296))
+    args[#args + 1] = string.format('%.0f-%08x', ms, (rnd + k) % 4294967296)
   end
-  local i, m = 1, #args
-  while i <= m do
-    local j = math.min(i + 999, m)
-    redis.call('ZADD', key, unpack(args, i, j))
-    i = j + 1
-  end
-  redis.call('PEXPIRE', key, W + slack)
+  redis.call('ZADD', key, unpack(args))
+  args = {}
+  i = j + 1
 end
-
-ALG[6].ret = function(key, now, at, n, p)
-  local s = str(idiv(at, 1000))
-  local ms = redis.call('ZRANGEBYSCORE', key, s, s, 'LIMIT', 0, n)
-  if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
-end
+redis.call('PEXPIRE', key, W + (tonumber(ARGV[6]) or 0))
+return {1, math.max(rate - count - n, 0), 0, (math.max(newest, ms) + W) * 1000 - now, now}

@@ -1,73 +1,59 @@
--- sliding_window.lua: internal/algo.SlidingWindowStep. The value is
--- "start:prev:cur".
-ALG[3] = {}
-
-local function sw_retry(ws, now, prev, cur, p, n)
-  local P = p.period
-  local a = p.rate - n - cur
+-- sliding_window.lua: one sliding-window-counter decision,
+-- internal/algo.SlidingWindowStep. KEYS[1] = state; ARGV = n, rate, period
+-- µs, [now µs, test only], [TTL slack ms, test only]. The value is
+-- "start:prev:cur". Returns {allowed, remaining, retry µs, reset µs, time
+-- used µs}.
+local floor = math.floor
+local key = KEYS[1]
+local n, rate, P = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local now
+if ARGV[4] then
+  now = tonumber(ARGV[4])
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local start, sprev, scur = 0, 0, 0
+local v = redis.call('GET', key)
+if v then
+  local i = string.find(v, ':', 1, true)
+  local j = string.find(v, ':', i + 1, true)
+  start, sprev, scur = tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1, j - 1)), tonumber(string.sub(v, j + 1))
+end
+if (sprev > 0 or scur > 0) and now < start then now = start end
+local ws = now - now % P
+local prev, cur = 0, 0
+if start == ws then
+  prev, cur = sprev, scur
+elseif start == ws - P then
+  prev = scur
+end
+local e = now - ws
+local count = floor(prev * (P - e) / P) + cur
+if n > 0 and count + n > rate then
+  -- The closed form of the earliest admitting time: floor(x*(P-e)/P) <= a
+  -- exactly when e >= P - floor(((a+1)*P-1)/x).
+  local retry
+  local a = rate - n - cur
   if a >= 0 and prev > 0 then
-    local e = math.max(P - idiv((a + 1) * P - 1, prev), 0)
-    if e < P then return ws + e - now end
+    local e2 = math.max(P - floor(((a + 1) * P - 1) / prev), 0)
+    if e2 < P then retry = ws + e2 - now end
   end
-  local e = 0
-  if cur > 0 then e = math.min(math.max(P - idiv((p.rate - n + 1) * P - 1, cur), 0), P) end
-  return ws + P + e - now
+  if not retry then
+    local e2 = 0
+    if cur > 0 then e2 = math.min(math.max(P - floor(((rate - n + 1) * P - 1) / cur), 0), P) end
+    retry = ws + P + e2 - now
+  end
+  local reset = 0
+  if cur > 0 then reset = ws + 2 * P - now elseif prev > 0 then reset = ws + P - now end
+  return {0, math.max(rate - count, 0), retry, reset, now}
 end
-
-local function sw_reset(ws, now, prev, cur, P)
-  if cur > 0 then return ws + 2 * P - now end
-  if prev > 0 then return ws + P - now end
-  return 0
+if n == 0 then
+  local reset = 0
+  if cur > 0 then reset = ws + 2 * P - now elseif prev > 0 then reset = ws + P - now end
+  return {1, math.max(rate - count, 0), 0, reset, now}
 end
-
-ALG[3].decide = function(key, now, n, p, st)
-  if not st then
-    local v = redis.call('GET', key)
-    if v then
-      local a, b, c = split(v)
-      st = {a, b or 0, c or 0, 0}
-    else
-      st = {0, 0, 0, 0}
-    end
-  end
-  local start, sprev, scur = st[1], st[2], st[3]
-  if (sprev > 0 or scur > 0) and now < start then now = start end
-  local P = p.period
-  local ws = now - imod(now, P)
-  local prev, cur = 0, 0
-  if start == ws then
-    prev, cur = sprev, scur
-  elseif start == ws - P then
-    prev = scur
-  end
-  local e = now - ws
-  local count = idiv(prev * (P - e), P) + cur
-  if n > 0 and count + n > p.rate then
-    return st, 0, math.max(p.rate - count, 0), sw_retry(ws, now, prev, cur, p, n), sw_reset(ws, now, prev, cur, P), now
-  end
-  if n == 0 then
-    return st, 1, math.max(p.rate - count, 0), 0, sw_reset(ws, now, prev, cur, P), now
-  end
-  cur = cur + n
-  local reset = sw_reset(ws, now, prev, cur, P)
-  return {ws, prev, cur, reset}, 1, p.rate - count - n, 0, reset, now
-end
-
-local function sw_val(st) return str(st[1]) .. ':' .. str(st[2]) .. ':' .. str(st[3]) end
-
-ALG[3].commit = function(key, st, p, slack)
-  redis.call('SET', key, sw_val(st), 'PX', ttl_ms(st[4], slack))
-end
-
-ALG[3].ret = function(key, now, at, n, p)
-  local st = ALG[3].decide(key, now, 0, p, nil)
-  local w = at - imod(at, p.period)
-  if w == st[1] then
-    st[3] = math.max(st[3] - n, 0)
-  elseif w == st[1] - p.period then
-    st[2] = math.max(st[2] - n, 0)
-  else
-    return
-  end
-  if redis.call('EXISTS', key) == 1 then redis.call('SET', key, sw_val(st), 'KEEPTTL') end
-end
+cur = cur + n
+local reset = ws + 2 * P - now
+redis.call('SET', key, string.format('%.0f:%.0f:%.0f', ws, prev, cur), 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+return {1, rate - count - n, 0, reset, now}

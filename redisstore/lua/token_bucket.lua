@@ -1,36 +1,36 @@
--- token_bucket.lua: internal/algo.TokenBucketStep. The value is
--- "deficit:last", the deficit in scaled units (one token is P).
-ALG[4] = {}
-
-ALG[4].decide = function(key, now, n, p, st)
-  if not st then
-    local v = redis.call('GET', key)
-    if v then
-      local a, b = split(v)
-      st = {a, b or 0, 0}
-    else
-      st = {0, 0, 0}
-    end
-  end
-  local d = st[1]
+-- token_bucket.lua: one token-bucket decision, internal/algo.TokenBucketStep.
+-- KEYS[1] = state; ARGV = n, cap*P, P, R, [now µs, test only], [TTL slack
+-- ms, test only]. The value is "deficit:last", the deficit in scaled units
+-- (one token is P, R refill per µs). Returns {allowed, remaining, retry µs,
+-- reset µs, time used µs}.
+local floor = math.floor
+local key = KEYS[1]
+local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now
+if ARGV[5] then
+  now = tonumber(ARGV[5])
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+local d = 0
+local v = redis.call('GET', key)
+if v then
+  local i = string.find(v, ':', 1, true)
+  d = tonumber(string.sub(v, 1, i - 1))
+  local last = tonumber(string.sub(v, i + 1))
   if d > 0 then
-    if now < st[2] then now = st[2] end
-    local el = now - st[2]
-    if el >= ceildiv(d, p.R) then d = 0 else d = d - el * p.R end
+    if now < last then now = last end
+    local el = now - last
+    if el >= floor((d + R - 1) / R) then d = 0 else d = d - el * R end
   end
-  local d2, ok, rem, retry, reset = bucket_decide(d, p, n)
-  if ok == 0 or n == 0 then return st, ok, rem, retry, reset, now end
-  return {d2, now, reset}, 1, rem, 0, reset, now
 end
-
-ALG[4].commit = function(key, st, p, slack)
-  redis.call('SET', key, str(st[1]) .. ':' .. str(st[2]), 'PX', ttl_ms(st[3], slack))
+local d2 = d + n * P
+if n > 0 and d2 > full then
+  return {0, floor(math.max(full - d, 0) / P), floor((d2 - full + R - 1) / R), floor((d + R - 1) / R), now}
 end
-
-ALG[4].ret = function(key, now, at, n, p)
-  local v = redis.call('GET', key)
-  if not v then return end
-  local d, last = split(v)
-  d = math.max(d - n * p.P, 0)
-  redis.call('SET', key, str(d) .. ':' .. str(last or 0), 'KEEPTTL')
+local reset = floor((d2 + R - 1) / R)
+if n > 0 then
+  redis.call('SET', key, string.format('%.0f:%.0f', d2, now), 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0))
 end
+return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}
