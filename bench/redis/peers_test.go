@@ -104,10 +104,38 @@ func evalshaIncr() impl {
 	}}
 }
 
+// floorGCRAScript is the least a GCRA decision on Redis time can do:
+// TIME, GET, SET PX, no validation, no Remaining or reset.
+const floorGCRAScript = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local T = tonumber(ARGV[1])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local new = tat + T
+if new - now > tonumber(ARGV[2]) * T then return {0, new - now - tonumber(ARGV[2]) * T} end
+redis.call('SET', KEYS[1], string.format('%d', new), 'PX', math.ceil((new - now) / 1000))
+return {1, 0}
+`
+
+// floorGCRA runs floorGCRAScript through rueidis: not a limiter to use, a
+// floor that shows what any Redis-time GCRA script costs.
+func floorGCRA(rate int, period time.Duration) impl {
+	return impl{name: "floor-gcra", setup: func(tb testing.TB, s *server) (decideFunc, func()) {
+		c := newRueidis(tb, s)
+		script := rueidis.NewLuaScript(floorGCRAScript)
+		args := []string{fmt.Sprint(period.Microseconds() / int64(rate)), fmt.Sprint(rate)}
+		return func(ctx context.Context, key string) error {
+			return script.Exec(ctx, c, []string{"floor:" + key}, args).Error()
+		}, c.Close
+	}}
+}
+
 // peerImpls are the libraries sluice is compared with.
 func peerImpls() []impl {
 	return []impl{
 		evalshaIncr(),
+		floorGCRA(benchRate, time.Second),
 		redisRate(benchRate, benchRate, time.Second),
 		ulule(benchRate, time.Second),
 		seed(benchRate, time.Second),

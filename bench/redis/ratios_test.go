@@ -90,6 +90,12 @@ func TestRatios(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "%-62s %8.3f  (target %s %.2f) %s\n", what, got, map[bool]string{true: "<=", false: ">="}[atMost], want, verdict)
 	}
+	// Not a target: how far sluice's GCRA is from the least a Redis-time
+	// GCRA script can do, in throughput and in server time per decision.
+	fmt.Fprintf(&b, "%-62s %8.3f  (info)\n", "sluice-rueidis-gcra / floor-gcra decisions/s (c=64, 10k keys)",
+		get("sluice-rueidis-gcra"+c64, "decisions/s")/get("floor-gcra"+c64, "decisions/s"))
+	fmt.Fprintf(&b, "%-62s %8.3f  (info)\n", "sluice-rueidis-gcra / floor-gcra redis-µs/op (c=64, 10k keys)",
+		get("sluice-rueidis-gcra"+c64, "redis-µs/op")/get("floor-gcra"+c64, "redis-µs/op"))
 	for _, client := range []string{"rueidis", "goredis"} {
 		for _, alg := range []string{"gcra", "fixed_window"} {
 			name := "sluice-" + client + "-" + alg + c64
