@@ -26,6 +26,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // binary is the sluice command built once for the end-to-end tests.
@@ -545,5 +547,67 @@ func TestE2ECommands(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if !strings.Contains(string(out), "SLUICE_REPLICAS") {
 		t.Errorf("SLUICE_REPLICAS=many: %q, want the variable named", out)
+	}
+}
+
+func TestE2ERedis(t *testing.T) {
+	r := redistest.Server(t)
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr)
+	if !strings.Contains(p.stderr.String(), "store=\"redis") {
+		t.Errorf("log does not name the redis store:\n%s", p.stderr)
+	}
+	testReferenceBehaviour(t, p)
+}
+
+// When Redis stops answering, the breaker opens: /readyz fails (with
+// --readyz-breaker), decisions are made by the failure policy at once and
+// counted as degraded; when it answers again, all recovers.
+func TestE2ERedisOutage(t *testing.T) {
+	r := redistest.Server(t)
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--readyz-breaker", "--redis-timeout", "50ms")
+	if resp := p.should(t, "e2e", 0, d("key1", "outage")); resp.OverallCode != pb.RateLimitResponse_OK {
+		t.Fatalf("before the outage: %v", resp)
+	}
+	r.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp := p.should(t, "e2e", 0, d("key1", "outage"))
+		if code, _ := p.get(t, "/readyz"); code == 503 {
+			if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				t.Errorf("fail closed with the breaker open: %v, want OVER_LIMIT", resp)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not fail after Redis was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	p.should(t, "e2e", 0, d("key1", "outage"))
+	if el := time.Since(start); el > 40*time.Millisecond {
+		t.Errorf("a decision with the breaker open took %v, want well under the 50ms timeout", el)
+	}
+	_, m := p.get(t, "/metrics")
+	if !strings.Contains(m, `sluice_breaker_open 1`) || !strings.Contains(m, `sluice_degraded_decisions_total{allowed="false",policy="fail_closed"}`) {
+		t.Errorf("metrics during the outage:\n%s", grepLines(m, "breaker")+"\n"+grepLines(m, "degraded"))
+	}
+	r.Restart()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if code, _ := p.get(t, "/readyz"); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not recover after Redis restarted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp := p.should(t, "e2e", 0, d("key1", "outage2")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("after recovery: %v, want OK with 19 remaining", resp)
 	}
 }

@@ -2,19 +2,45 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // openStore returns the memory store, or the shared Redis store behind
-// failover when --redis is set.
+// failover when --redis is set: a deadline on every call, a breaker, and the
+// --failure-mode policy (a rule's failure_mode overrides it per call).
 func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
 	if f.redis == "" {
 		ms := memstore.New()
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
-	return nil, errors.New("--redis: the Redis store is not built in yet")
+	rs, err := redisstore.Open(ctx, f.redis)
+	if err != nil {
+		return nil, fmt.Errorf("--redis: %w", err)
+	}
+	policy := failover.FailClosed
+	if f.failureMode == "open" {
+		policy = failover.FailOpen
+	}
+	opts := []failover.Option{
+		failover.WithDefaultPolicy(policy),
+		failover.WithTimeout(f.redisTimeout),
+		failover.WithObserver(m),
+		failover.WithLogger(log),
+	}
+	if f.replicas > 0 {
+		opts = append(opts, failover.WithReplicas(f.replicas))
+	}
+	fs := failover.New(rs, opts...)
+	return &storeSet{
+		store: fs,
+		name:  "redis (failover " + policy.String() + ")",
+		ready: fs.Ready,
+		close: func() { fs.Close(); rs.Close() },
+	}, nil
 }
