@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,6 +103,10 @@ type Service struct {
 	obs     Observer
 	log     *slog.Logger
 	headers bool
+
+	// limits caches the current_limit of each configured rule: protobuf
+	// messages are safe to marshal concurrently, so responses share them.
+	limits sync.Map // *config.Rule -> *pb.RateLimitResponse_RateLimit
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
@@ -119,7 +124,10 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 
 // SetConfig replaces the configuration; requests already being decided
 // finish with the one they started with.
-func (s *Service) SetConfig(c *config.Config) { s.cfg.Store(c) }
+func (s *Service) SetConfig(c *config.Config) {
+	s.cfg.Store(c)
+	s.limits.Clear()
+}
 
 // Config returns the configuration in force.
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
@@ -311,7 +319,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			s.obs.Unmatched(domain)
 			continue
 		}
-		resp.Statuses[i] = descriptorStatus(rep)
+		resp.Statuses[i] = descriptorStatus(rep, s.currentLimit(rep.rule, rep.key))
 	}
 	if s.headers {
 		resp.ResponseHeadersToAdd = headers(resp)
@@ -443,10 +451,24 @@ func pick(enforced, advisory []check, i int) *check {
 	return best
 }
 
-func descriptorStatus(c *check) *pb.RateLimitResponse_DescriptorStatus {
+// currentLimit returns the rule's current_limit, cached unless the rule is
+// a request's own override.
+func (s *Service) currentLimit(r *config.Rule, key string) *pb.RateLimitResponse_RateLimit {
+	if strings.HasPrefix(key, "*override/") {
+		return CurrentLimit(r)
+	}
+	if cl, ok := s.limits.Load(r); ok {
+		return cl.(*pb.RateLimitResponse_RateLimit)
+	}
+	cl := CurrentLimit(r)
+	s.limits.Store(r, cl)
+	return cl
+}
+
+func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit) *pb.RateLimitResponse_DescriptorStatus {
 	st := &pb.RateLimitResponse_DescriptorStatus{
 		Code:           pb.RateLimitResponse_OK,
-		CurrentLimit:   CurrentLimit(c.rule),
+		CurrentLimit:   cl,
 		LimitRemaining: uint32(min(max(c.d.Remaining, 0), math.MaxUint32)),
 	}
 	reset := c.d.ResetAfter
@@ -459,8 +481,17 @@ func descriptorStatus(c *check) *pb.RateLimitResponse_DescriptorStatus {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
 	}
-	st.DurationUntilReset = durationpb.New(reset)
+	st.DurationUntilReset = durationpb.New(untilReset(reset, c.rule.Limit.Period))
 	return st
+}
+
+// untilReset is duration_until_reset: whole seconds, rounded up, as the
+// reference reports them, for limits of a second or more; exact below.
+func untilReset(d, period time.Duration) time.Duration {
+	if period < time.Second {
+		return d
+	}
+	return time.Duration(CeilSeconds(d)) * time.Second
 }
 
 var units = []struct {

@@ -142,8 +142,14 @@ func TestTwentyPerMinute(t *testing.T) {
 	if got.OverallCode != ok || got.Statuses[0].LimitRemaining != 19 {
 		t.Errorf("key1=b: got %v, want OK with 19 remaining", got)
 	}
+	// duration_until_reset is whole seconds, rounded up, as the reference's.
+	clk.add(500 * time.Millisecond)
+	got = call(t, s, req(desc("key1", "c")))
+	if reset := got.Statuses[0].DurationUntilReset.AsDuration(); reset != 30*time.Second {
+		t.Errorf("29.5s before the window's end: duration_until_reset %v, want 30s", reset)
+	}
 	// The next window starts afresh.
-	clk.add(30 * time.Second)
+	clk.add(29500 * time.Millisecond)
 	got = call(t, s, req(desc("key1", "a")))
 	want = &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, minute20, 19, time.Minute)}}
 	diff(t, "next window", got, want)
