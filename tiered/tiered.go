@@ -114,6 +114,7 @@ type giveBack struct {
 	ck    ckey
 	units int64
 	at    time.Time
+	sent  time.Duration // local time before the lease call
 }
 
 // Option configures a Store.
@@ -516,7 +517,7 @@ func (s *Store) size(e *entry, now time.Duration, n int, lim sluice.Limit) int {
 // returned grant's denied field is the size denied.
 func (s *Store) fetch(ctx context.Context, ck ckey, n, k int, old grant, sent time.Duration) (sluice.Decision, grant, error) {
 	if old.units > 0 && (old.returnBy == 0 || sent < old.returnBy) {
-		s.giveBack(ctx, giveBack{ck, old.units, old.at}, true)
+		s.giveBack(ctx, giveBack{ck, old.units, old.at, old.got}, true)
 	}
 	for attempt := 0; ; attempt++ {
 		d, at, err := s.leaser.Lease(ctx, ck.key, ck.lim, k)
@@ -626,10 +627,16 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 // giveBack returns units; on a caller's path (queue true) a failure queues
 // them for the sweeper.
 func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
-	err := s.leaser.Return(ctx, r.ck.key, r.ck.lim, int(r.units), r.at)
+	n := s.returnable(r)
+	if n <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.returnTimeout)
+	err := s.leaser.Return(ctx, r.ck.key, r.ck.lim, int(n), r.at)
+	cancel()
 	s.shared_.Add(1)
 	if err == nil {
-		s.returned.Add(r.units)
+		s.returned.Add(n)
 		return
 	}
 	if queue && !s.closed.Load() {
@@ -640,6 +647,29 @@ func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
 	}
 	s.returnErrors.Add(1)
 	s.log.Warn("tiered: return of leased units failed; they stay counted until they expire", "key", r.ck.key, "limit", r.ck.lim, "units", r.units, "err", err)
+}
+
+// returnable is how many of r's units to give back. For TokenBucket and
+// GCRA, the stores' Return moves the state back by n units' worth whatever
+// time has passed since the lease (internal/algo's TokenBucketReturn and
+// GCRAReturn), which over-credits by up to the refill since then when the
+// key would have been idle without the lease. So give back only what has
+// not refilled since the lease: n less the refill over an upper bound of
+// the time since the store's admission (now - sent, plus the return's own
+// timeout, during which the store may apply it).
+func (s *Store) returnable(r giveBack) int64 {
+	switch r.ck.lim.Algorithm {
+	case sluice.TokenBucket, sluice.GCRA:
+		el := (s.mono() - r.sent + s.returnTimeout).Microseconds()
+		p := r.ck.lim.Period.Microseconds()
+		g := gcd(int64(r.ck.lim.Rate), p)
+		rate, per := int64(r.ck.lim.Rate)/g, p/g
+		if el >= r.units*per/rate+1 {
+			return 0
+		}
+		return max(r.units-(el*rate+per-1)/per, 0)
+	}
+	return r.units
 }
 
 func (s *Store) sweeper() {
@@ -677,7 +707,7 @@ func (s *Store) collect(all bool) []giveBack {
 			g := &e.g
 			if g.units > 0 && (all || now >= g.expires) {
 				if g.returnBy == 0 || now < g.returnBy {
-					rets = append(rets, giveBack{ck, g.units, g.at})
+					rets = append(rets, giveBack{ck, g.units, g.at, g.got})
 				}
 				*g = grant{}
 			}

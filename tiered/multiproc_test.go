@@ -1,0 +1,336 @@
+package tiered_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/tiered"
+)
+
+// The multi-process exactness test through tiered with leases: several OS
+// processes (this test binary re-executed) share one redis-server and
+// hammer the same keys through tiered. Each child records every lease the
+// store granted (its Redis time and units) and every return, and counts
+// what it admitted. The parent checks:
+//   - over the net grants (units leased less units returned, at the
+//     lease's Redis time: the stamps the store counts), each algorithm's
+//     invariant: at most Rate in any interval of length Period (sliding
+//     log), in any epoch-aligned window (fixed and sliding window), and at
+//     most Burst + Rate·t/Period in any interval t (buckets);
+//   - that each process admitted no more than it was granted net.
+//
+// Defaults keep it near 2 s:
+//
+//	SLUICE_TIERED_MP_PROCS=8 SLUICE_TIERED_MP_DURATION=20s go test -run TestMultiProcessLeases -v ./tiered
+const (
+	mpEnvChild = "SLUICE_TIERED_MP_CHILD"
+	mpEnvProcs = "SLUICE_TIERED_MP_PROCS"
+	mpEnvDur   = "SLUICE_TIERED_MP_DURATION"
+	mpPeriod   = 200 * time.Millisecond
+	mpWorkers  = 6
+)
+
+func mpLimits() []sluice.Limit {
+	return []sluice.Limit{
+		{Algorithm: sluice.FixedWindow, Rate: 100, Period: mpPeriod},
+		{Algorithm: sluice.SlidingWindow, Rate: 100, Period: mpPeriod},
+		{Algorithm: sluice.SlidingLog, Rate: 100, Period: mpPeriod},
+		{Algorithm: sluice.TokenBucket, Rate: 100, Period: mpPeriod, Burst: 40},
+		{Algorithm: sluice.GCRA, Rate: 100, Period: mpPeriod, Burst: 40},
+	}
+}
+
+type mpChildConfig struct {
+	Addr     string
+	Prefix   string
+	Start    time.Time
+	Duration time.Duration
+	Out      string
+}
+
+// mpGrant is one lease (Units > 0) or return (Units < 0) at a Redis time.
+type mpGrant struct {
+	At    int64 // µs
+	Units int
+}
+
+type mpChildResult struct {
+	Grants   map[string][]mpGrant // by algorithm
+	Admitted map[string]int
+	Errors   int
+	FirstErr string
+}
+
+// recorder is a sluice.Leaser that records what the store grants and takes
+// back.
+type recorder struct {
+	*redisstore.Store
+	mu     sync.Mutex
+	grants map[sluice.Algorithm][]mpGrant
+}
+
+func (r *recorder) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	d, at, err := r.Store.Lease(ctx, key, lim, n)
+	if err == nil && d.Allowed {
+		r.mu.Lock()
+		r.grants[lim.Algorithm] = append(r.grants[lim.Algorithm], mpGrant{at.UnixMicro(), n})
+		r.mu.Unlock()
+	}
+	return d, at, err
+}
+
+func (r *recorder) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	err := r.Store.Return(ctx, key, lim, n, at)
+	if err == nil {
+		r.mu.Lock()
+		r.grants[lim.Algorithm] = append(r.grants[lim.Algorithm], mpGrant{at.UnixMicro(), -n})
+		r.mu.Unlock()
+	}
+	return err
+}
+
+func TestMultiProcessLeasesHelper(t *testing.T) {
+	raw := os.Getenv(mpEnvChild)
+	if raw == "" {
+		t.Skip("helper process of TestMultiProcessLeases")
+	}
+	var cfg mpChildConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := &recorder{Store: redisstore.NewRueidis(c), grants: map[sluice.Algorithm][]mpGrant{}}
+	s := tiered.New(rec, tiered.WithLeases(16, 0.25, 50*time.Millisecond), tiered.WithStampedLeases())
+	lims := mpLimits()
+	var mu sync.Mutex
+	res := mpChildResult{Grants: map[string][]mpGrant{}, Admitted: map[string]int{}}
+	time.Sleep(time.Until(cfg.Start))
+	end := cfg.Start.Add(cfg.Duration)
+	var wg sync.WaitGroup
+	for range mpWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			admitted := map[string]int{}
+			errs, first := 0, ""
+			for i := 0; time.Now().Before(end); i++ {
+				lim := lims[rand.IntN(len(lims))]
+				d, err := s.AllowN(context.Background(), cfg.Prefix+lim.Algorithm.String(), lim, 1)
+				switch {
+				case err != nil:
+					errs++
+					if first == "" {
+						first = err.Error()
+					}
+				case d.Allowed:
+					admitted[lim.Algorithm.String()]++
+				}
+				if i%4 == 0 {
+					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				}
+			}
+			mu.Lock()
+			for k, v := range admitted {
+				res.Admitted[k] += v
+			}
+			res.Errors += errs
+			if res.FirstErr == "" {
+				res.FirstErr = first
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil { // returns the unspent units
+		res.Errors++
+		res.FirstErr = err.Error()
+	}
+	for a, g := range rec.grants {
+		res.Grants[a.String()] = g
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMultiProcessLeases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts several processes and a redis-server; skipped with -short")
+	}
+	procs := 4
+	if v := os.Getenv(mpEnvProcs); v != "" {
+		fmt.Sscan(v, &procs)
+	}
+	dur := 1500 * time.Millisecond
+	if v := os.Getenv(mpEnvDur); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", mpEnvDur, v, err)
+		}
+		dur = d
+	}
+	srv := redistest.Server(t)
+	dir := t.TempDir()
+	start := time.Now().Add(500 * time.Millisecond)
+	prefix := fmt.Sprintf("tiered-mp/%016x/", rand.Uint64())
+	cmds := make([]*exec.Cmd, procs)
+	outs := make([]string, procs)
+	for i := range procs {
+		outs[i] = filepath.Join(dir, fmt.Sprintf("child%d.json", i))
+		cfg, _ := json.Marshal(mpChildConfig{Addr: srv.Addr, Prefix: prefix, Start: start, Duration: dur, Out: outs[i]})
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessLeasesHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), mpEnvChild+"="+string(cfg))
+		cmds[i] = cmd
+	}
+	outputs := make([][]byte, procs)
+	var wg sync.WaitGroup
+	for i, cmd := range cmds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outputs[i], _ = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	merged := map[string][]mpGrant{}
+	for i := range procs {
+		if !cmds[i].ProcessState.Success() {
+			t.Fatalf("child %d failed: %s", i, outputs[i])
+		}
+		b, err := os.ReadFile(outs[i])
+		if err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outputs[i])
+		}
+		var res mpChildResult
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Errors > 0 {
+			t.Errorf("child %d: %d errors, first: %s", i, res.Errors, res.FirstErr)
+		}
+		for _, lim := range mpLimits() {
+			a := lim.Algorithm.String()
+			leased, returned := 0, 0
+			for _, g := range res.Grants[a] {
+				if g.Units > 0 {
+					leased += g.Units
+				} else {
+					returned -= g.Units
+				}
+			}
+			if res.Admitted[a] > leased-returned {
+				t.Errorf("child %d, %s: admitted %d, but was granted only %d net (%d leased, %d returned)", i, a, res.Admitted[a], leased-returned, leased, returned)
+			}
+			t.Logf("child %d, %s: admitted %d; leased %d in %d leases, returned %d", i, a, res.Admitted[a], leased, countPositive(res.Grants[a]), returned)
+			merged[a] = append(merged[a], res.Grants[a]...)
+		}
+	}
+	for _, lim := range mpLimits() {
+		a := lim.Algorithm.String()
+		net := netStamps(merged[a])
+		total := 0
+		for _, s := range net {
+			total += s.Units
+		}
+		if total == 0 {
+			t.Errorf("%s: nothing was admitted", a)
+			continue
+		}
+		if msg := checkInvariant(lim, net); msg != "" {
+			t.Errorf("%s: %s", a, msg)
+		}
+		t.Logf("%s: %d units admitted net over %v across %d processes", a, total, dur, procs)
+	}
+}
+
+func countPositive(gs []mpGrant) int {
+	n := 0
+	for _, g := range gs {
+		if g.Units > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// netStamps merges grants and returns by time: units still counted at each
+// stamp, in time order, zeros dropped.
+func netStamps(gs []mpGrant) []mpGrant {
+	by := map[int64]int{}
+	for _, g := range gs {
+		by[g.At] += g.Units
+	}
+	var out []mpGrant
+	for at, u := range by {
+		if u < 0 {
+			u = 0 // cannot happen: a return gives back units of its own lease
+		}
+		if u > 0 {
+			out = append(out, mpGrant{at, u})
+		}
+	}
+	slices.SortFunc(out, func(a, b mpGrant) int { return int(a.At - b.At) })
+	return out
+}
+
+// checkInvariant returns a description of the first violation, or "".
+func checkInvariant(lim sluice.Limit, s []mpGrant) string {
+	p := lim.Period.Microseconds()
+	switch lim.Algorithm {
+	case sluice.SlidingLog:
+		sum, j := 0, 0
+		for i := range s {
+			sum += s[i].Units
+			for s[i].At-s[j].At >= p { // keep (s[i].At-P, s[i].At]
+				sum -= s[j].Units
+				j++
+			}
+			if sum > lim.Rate {
+				return fmt.Sprintf("%d units stamped within %dµs ending at %d, want at most %d in any Period", sum, s[i].At-s[j].At, s[i].At, lim.Rate)
+			}
+		}
+	case sluice.FixedWindow, sluice.SlidingWindow:
+		count := map[int64]int{}
+		for _, g := range s {
+			w := g.At - g.At%p
+			count[w] += g.Units
+			if count[w] > lim.Rate {
+				return fmt.Sprintf("%d units in the window starting at %d, want at most %d", count[w], w, lim.Rate)
+			}
+		}
+	case sluice.TokenBucket, sluice.GCRA:
+		burst := lim.Capacity()
+		for i := range s {
+			sum := 0
+			for j := i; j < len(s); j++ {
+				sum += s[j].Units
+				// Admissions in [s[i].At, s[j].At] at most Burst + Rate·t/P.
+				if float64(sum) > float64(burst)+float64(lim.Rate)*float64(s[j].At-s[i].At)/float64(p)+1e-9 {
+					return fmt.Sprintf("%d units within %dµs from %d, want at most %d + %d·t/P", sum, s[j].At-s[i].At, s[i].At, burst, lim.Rate)
+				}
+			}
+		}
+	}
+	return ""
+}
