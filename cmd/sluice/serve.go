@@ -54,7 +54,7 @@ ForwardAuth), /healthz, /readyz and /metrics. With no flags: the memory store
 and the built-in example configuration, HTTP on :8080 and gRPC on :8081.
 SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.StringVar(&f.config, "config", "", "configuration `FILE or DIR` (envoyproxy/ratelimit YAML); the built-in example when empty")
-	fs.StringVar(&f.redis, "redis", "", "shared store `URL`: redis://[user:pass@]host:port[/db], rediss:// for TLS; the memory store when empty")
+	fs.StringVar(&f.redis, "redis", "", "shared store `URL`: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1?master=name; the memory store when empty")
 	fs.StringVar(&f.http, "http", ":8080", "HTTP listen `address`")
 	fs.StringVar(&f.grpc, "grpc", ":8081", "gRPC listen `address`")
 	fs.StringVar(&f.failureMode, "failure-mode", "closed", "when the shared store fails: `closed` (deny) or open (admit through a local limit at rate/replicas); a rule's failure_mode overrides it")
@@ -67,7 +67,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to ShouldRateLimit's response_headers_to_add")
 	fs.BoolVar(&f.readyzBreaker, "readyz-breaker", false, "make /readyz fail while the shared store's circuit breaker is open")
 	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
-	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: `key=Header|Header,...`, one descriptor per header present")
+	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: one per key with a header present, valued by the first present of its headers: `key=Header|Header,...`")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
 	withEnv(fs)
 	if code, done := parse(fs, args); done {
