@@ -16,8 +16,8 @@ const maxRetryAfterSeconds = 1 << 31
 // delay-seconds (one or more digits) or an HTTP-date, which is taken
 // relative to now (a date in the past gives 0). Surrounding whitespace is
 // ignored. A negative, fractional or otherwise malformed value is an error
-// naming it; a huge delay-seconds is capped at 2^31 seconds rather than
-// overflowing. The result is never negative; callers clamp it to their own
+// naming it; a huge delay-seconds or a far date is capped at 2^31 seconds
+// rather than overflowing. The result is never negative; callers clamp it to their own
 // maximum.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, error) {
 	s := strings.TrimSpace(v)
@@ -40,7 +40,7 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, error) {
 		return 0, fmt.Errorf("httplimit: Retry-After %q is neither delay-seconds nor an HTTP-date", v)
 	}
 	if d := t.Sub(now); d > 0 {
-		return d, nil
+		return min(d, maxRetryAfterSeconds*time.Second), nil
 	}
 	return 0, nil
 }

@@ -148,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if !ok {
 			return resp, nil
 		}
-		rerr := t.recordBackoff(ctx, key, d)
+		rerr := t.RecordBackoff(ctx, key, d)
 		if t.OnBackoff != nil {
 			t.OnBackoff(key, d, rerr)
 		}
@@ -208,6 +208,9 @@ func msCeil(d time.Duration) int { return int((d + time.Millisecond - 1) / time.
 // Backoff reports the back-off recorded for key that is still to run (0
 // when none), as every Transport sharing t's store sees it.
 func (t *Transport) Backoff(ctx context.Context, key string) (time.Duration, error) {
+	if t.Limiter == nil {
+		return 0, errors.New("httplimit: Transport.Limiter is nil")
+	}
 	d, err := t.Limiter.AllowN(ctx, BackoffKeyPrefix+key, backoffLimit(msCeil(t.maxBackoff())), 0)
 	if err != nil {
 		return 0, fmt.Errorf("httplimit: reading back-off of %q: %w", key, err)
@@ -297,11 +300,22 @@ func (t *Transport) backoffOf(resp *http.Response) (time.Duration, bool) {
 	return d, d > 0
 }
 
-// recordBackoff makes the back-off of key last at least until now+d in the
-// shared store, never extending a longer one nor stacking with concurrent
-// recorders (see Transport).
-func (t *Transport) recordBackoff(ctx context.Context, key string, d time.Duration) error {
-	ctx = context.WithoutCancel(ctx) // the fleet must hear it even if this caller gave up
+// RecordBackoff makes every Transport sharing t's store wait until at
+// least now+d (rounded up to the millisecond, clamped to MaxBackoff) before
+// sending to key: RoundTrip calls it on an upstream's 429 or 503, and
+// callers may call it when they learn of a back-off by other means. A
+// longer back-off already recorded is kept, and concurrent calls never
+// stack (see Transport). The call is not cancelled with ctx: the fleet must
+// hear of the back-off even when the caller has given up.
+func (t *Transport) RecordBackoff(ctx context.Context, key string, d time.Duration) error {
+	if t.Limiter == nil {
+		return errors.New("httplimit: Transport.Limiter is nil")
+	}
+	d = min(d, t.maxBackoff())
+	if d <= 0 {
+		return nil
+	}
+	ctx = context.WithoutCancel(ctx)
 	m := msCeil(d)
 	lim := backoffLimit(m)
 	n := m
