@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,8 @@ import (
 var (
 	_ sluice.Store      = (*Store)(nil)
 	_ sluice.MultiStore = (*Store)(nil)
+	_ sluice.Leaser     = (*Store)(nil)
+	_ io.Closer         = (*Store)(nil)
 )
 
 // Store is an in-process sluice.Store. It is safe for concurrent use.
@@ -31,7 +34,10 @@ type Store struct {
 	shards []shard
 	mask   uint64
 	seed   maphash.Seed
-	now    func() time.Time
+	now    func() time.Time // nil: the monotonic clock from base
+	base   time.Time
+	baseµs int64
+	params [paramSlots]atomic.Pointer[limitParams]
 
 	maxKeys int
 	sweep   time.Duration
@@ -43,39 +49,22 @@ type Store struct {
 	evictions atomic.Int64
 }
 
-type shard struct {
-	mu  sync.Mutex
-	m   map[stateKey]*entry
-	cap int // 0: unbounded
-	_   [40]byte
-}
-
-type stateKey struct {
-	key    string
-	kind   algo.Kind
-	period int64
-}
-
-// entry is one key's state: three words that hold the state of every
-// algorithm but the log, or the log.
-type entry struct {
-	expires int64 // µs: at and after this, the state no longer matters
-	a, b, c int64
-	log     *algo.Log
-}
-
 // Option configures a Store.
 type Option func(*Store)
 
-// WithClock sets the clock (default time.Now). Tests inject a fake clock to
-// get exact decisions; time read from it is clamped per key so that it never
-// runs backwards.
+// WithClock sets the clock. Tests inject a fake clock to get exact
+// decisions; time read from it is clamped per key so that it never runs
+// backwards. The default is the wall clock read at New advanced by the
+// monotonic clock: one cheap clock read per decision, and no jumps when the
+// system's wall clock is stepped.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
-// WithMaxKeys bounds the number of keys held. When full, a new key evicts
-// expired state first and otherwise the sampled state that expires soonest
-// (evicting live state forgets what it counted). 0, the default, is
-// unbounded; a sweeper still removes expired state.
+// WithMaxKeys bounds the number of states held (one per key, algorithm and
+// period). When a shard is full, a new state first removes the shard's
+// expired states and otherwise evicts, of a sample, the live state that
+// expires soonest (evicting live state forgets what it counted; Evictions
+// counts it). 0, the default, is unbounded; the sweeper still removes
+// expired state.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 0) } }
 
 // WithSweepInterval sets how often the sweeper removes expired state
@@ -87,10 +76,12 @@ const DefaultShards = 64
 
 // New returns a Store and starts its sweeper.
 func New(opts ...Option) *Store {
-	s := &Store{now: time.Now, seed: maphash.MakeSeed(), sweep: time.Minute}
+	s := &Store{seed: maphash.MakeSeed(), sweep: time.Minute}
 	for _, o := range opts {
 		o(s)
 	}
+	s.base = time.Now()
+	s.baseµs = s.base.UnixMicro()
 	n := DefaultShards
 	for s.maxKeys > 0 && n > s.maxKeys {
 		n /= 2
@@ -98,7 +89,7 @@ func New(opts ...Option) *Store {
 	s.shards = make([]shard, n)
 	s.mask = uint64(n - 1)
 	for i := range s.shards {
-		s.shards[i].m = make(map[stateKey]*entry)
+		s.shards[i].m = make(map[uint64]*entry)
 		if s.maxKeys > 0 {
 			s.shards[i].cap = s.maxKeys / n
 			if i < s.maxKeys%n {
@@ -113,8 +104,8 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// Close stops the sweeper and waits for it to return. Later decisions
-// return sluice.ErrClosed.
+// Close stops the sweeper and waits for it to return. Later calls return
+// sluice.ErrClosed. Close is idempotent.
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
@@ -132,7 +123,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
@@ -158,189 +149,143 @@ func (s *Store) sweeper() {
 // Sweep removes every state that no longer matters. The sweeper calls it;
 // it is exported for callers that run without one.
 func (s *Store) Sweep() {
-	now := s.now().UnixMicro()
+	now := s.nowMicro()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if e.expires <= now {
-				delete(sh.m, k)
-			}
-		}
+		sh.sweep(now)
 		sh.mu.Unlock()
 	}
 }
 
-func (s *Store) shardIndex(key string) int {
-	return int(maphash.String(s.seed, key) & s.mask)
+// ref names one state: its key, algorithm and period, the hash that places
+// it, and its shard.
+type ref struct {
+	key    string
+	kind   algo.Kind
+	period int64
+	h      uint64 // the shard map's key
+	si     int    // the shard's index
+	sh     *shard
+}
+
+func (s *Store) ref(key string, p *algo.Params) ref {
+	h := maphash.String(s.seed, key)
+	return ref{
+		key:    key,
+		kind:   p.Kind,
+		period: p.Period,
+		// Mix the period and algorithm in, so that one key's states
+		// rarely share a chain; the shard is chosen by the key alone.
+		h:  h ^ (uint64(p.Period)<<8|uint64(p.Kind))*0x9e3779b97f4a7c15,
+		si: int(h & s.mask),
+		sh: &s.shards[h&s.mask],
+	}
 }
 
 // AllowN implements sluice.Store.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	if err := s.check(ctx, key, lim, n); err != nil {
-		return sluice.Decision{}, err
+	d, _, err := s.allow(ctx, key, lim, n)
+	return d, err
+}
+
+// allow decides n for key and also returns the time (µs) at which an
+// admission was stamped: now, or the state's own time when the clock ran
+// backwards for the key.
+func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, int64, error) {
+	p, err := s.check(ctx, key, lim, n)
+	if err != nil {
+		return sluice.Decision{}, 0, err
 	}
-	p := params(lim)
-	sk := stateKey{key: key, kind: p.Kind, period: p.Period}
-	sh := &s.shards[s.shardIndex(key)]
+	rf := s.ref(key, p)
+	// The clock is read before locking, to keep the lock short: a time a
+	// little older than another caller's is clamped per key like any clock
+	// that runs backwards.
+	now := s.nowMicro()
+	sh := rf.sh
 	sh.mu.Lock()
-	now := s.now().UnixMicro()
-	e := sh.m[sk]
-	if e != nil && e.expires <= now {
-		e.reset()
-	}
+	e := sh.lookup(&rf)
 	var r algo.Result
-	if e == nil {
+	stamp := now
+	switch {
+	case e == nil:
 		var fresh entry
 		r = fresh.step(now, p, int64(n), true)
 		if r.Allowed && n > 0 {
-			e = sh.insert(sk, now, s)
-			*e = fresh
+			sh.insert(&rf, now, s).setState(&fresh)
+			sh.noteExpiry(fresh.expires)
 		}
-	} else {
+	case e.expires <= now:
+		// The state no longer matters: start afresh, and drop it unless
+		// this request is counted.
+		e.reset()
 		r = e.step(now, p, int64(n), true)
+		if !r.Allowed || n == 0 {
+			sh.remove(e)
+		}
+	default:
+		r = e.step(now, p, int64(n), true)
+		if r.Allowed && n > 0 {
+			stamp = e.stamp(now, p)
+		}
 	}
 	sh.mu.Unlock()
-	return decision(lim, r), nil
+	return decision(lim, r), stamp, nil
 }
 
-func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) error {
+// nowMicro is the store's time in µs since the Unix epoch.
+func (s *Store) nowMicro() int64 {
+	if s.now != nil {
+		return s.now().UnixMicro()
+	}
+	return s.baseµs + int64(time.Since(s.base)/time.Microsecond)
+}
+
+// check validates a request as sluice.ValidateRequest does and returns the
+// limit's parameters.
+func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) (*algo.Params, error) {
 	if s.closed.Load() {
-		return sluice.ErrClosed
+		return nil, sluice.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	return sluice.ValidateRequest(key, lim, n)
+	if key == "" || len(key) > sluice.MaxKeyLen {
+		return nil, sluice.ValidateKey(key)
+	}
+	p, err := s.paramsOf(lim)
+	if err != nil {
+		return nil, err
+	}
+	if n < 0 || int64(n) > p.Cap {
+		return nil, sluice.ValidateRequest(key, lim, n)
+	}
+	return p, nil
 }
 
-// insert adds a new entry for sk, evicting when the shard is full.
-// sh.mu is held.
-func (sh *shard) insert(sk stateKey, now int64, s *Store) *entry {
-	if sh.cap > 0 && len(sh.m) >= sh.cap {
-		sh.evict(now, s)
-	}
-	e := new(entry)
-	sh.m[sk] = e
-	return e
+// paramSlots is the size of the cache of validated limits.
+const paramSlots = 16
+
+// limitParams is a validated limit and its parameters.
+type limitParams struct {
+	lim sluice.Limit
+	p   algo.Params
 }
 
-// evictSample is how many entries a full shard looks at to choose a victim.
-const evictSample = 16
-
-func (sh *shard) evict(now int64, s *Store) {
-	var victim stateKey
-	best, seen, expired := int64(0), 0, 0
-	for k, e := range sh.m { // map iteration starts at a random entry
-		if e.expires <= now {
-			delete(sh.m, k)
-			expired++
-		} else if seen == 0 || e.expires < best {
-			victim, best = k, e.expires
-		}
-		seen++
-		if seen >= evictSample {
-			break
-		}
+// paramsOf validates lim and returns its parameters, from a small cache of
+// the limits seen last so that a decision neither validates nor divides.
+func (s *Store) paramsOf(lim sluice.Limit) (*algo.Params, error) {
+	h := uint64(lim.Rate)*0x9e3779b97f4a7c15 ^ uint64(lim.Period)*0xbf58476d1ce4e5b9 ^ uint64(lim.Burst)<<8 ^ uint64(lim.Algorithm)
+	slot := &s.params[(h>>59)%paramSlots]
+	if lp := slot.Load(); lp != nil && lp.lim == lim {
+		return &lp.p, nil
 	}
-	if expired == 0 && seen > 0 {
-		delete(sh.m, victim)
-		s.evictions.Add(1)
+	if err := lim.Validate(); err != nil {
+		return nil, err
 	}
-}
-
-func (e *entry) reset() {
-	e.a, e.b, e.c = 0, 0, 0
-	if e.log != nil {
-		e.log.Reset()
-	}
-}
-
-// step applies one algorithm step to e; with commit false nothing changes
-// but the dropping of expired log entries.
-func (e *entry) step(now int64, p algo.Params, n int64, commit bool) algo.Result {
-	var r algo.Result
-	switch p.Kind {
-	case algo.FixedWindow:
-		var w algo.Window
-		w, r = algo.FixedWindowStep(algo.Window{Start: e.a, Count: e.b}, now, p, n)
-		if commit {
-			e.a, e.b = w.Start, w.Count
-		}
-	case algo.SlidingWindow:
-		var c algo.Counter
-		c, r = algo.SlidingWindowStep(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, now, p, n)
-		if commit {
-			e.a, e.b, e.c = c.Start, c.Prev, c.Cur
-		}
-	case algo.TokenBucket:
-		var b algo.Bucket
-		b, r = algo.TokenBucketStep(algo.Bucket{Deficit: e.a, Last: e.b}, now, p, n)
-		if commit {
-			e.a, e.b = b.Deficit, b.Last
-		}
-	case algo.GCRA:
-		var t algo.TAT
-		t, r = algo.GCRAStep(algo.TAT{At: e.a, Frac: e.b}, now, p, n)
-		if commit {
-			e.a, e.b = t.At, t.Frac
-		}
-	case algo.SlidingLog:
-		if e.log == nil {
-			if !commit || n == 0 {
-				var empty algo.Log
-				return algo.SlidingLogStep(&empty, now, p, n, false)
-			}
-			e.log = new(algo.Log)
-		}
-		r = algo.SlidingLogStep(e.log, now, p, n, commit)
-	}
-	if commit && r.Allowed && n > 0 {
-		e.expires = e.expiry(p)
-	}
-	return r
-}
-
-// expiry returns the time (µs) at and after which e's state no longer
-// matters, computed from the state itself rather than from the time of the
-// call: an algorithm clamps a clock that ran backwards to the state's own
-// time, so now + ResetAfter could end the state too early.
-func (e *entry) expiry(p algo.Params) int64 {
-	switch p.Kind {
-	case algo.FixedWindow:
-		return e.a + p.Period // window start + P
-	case algo.SlidingWindow:
-		if e.c > 0 {
-			return e.a + 2*p.Period // the current count weighs until the next window ends
-		}
-		return e.a + p.Period
-	case algo.TokenBucket:
-		return e.b + (e.a+p.R-1)/p.R // last + ceil(deficit / R)
-	case algo.GCRA:
-		if e.b > 0 {
-			return e.a + 1 // TAT + Frac/R, Frac > 0
-		}
-		return e.a
-	case algo.SlidingLog:
-		if e.log != nil && e.log.Len() > 0 {
-			return e.log.Newest() + p.Period
-		}
-	}
-	return 0
-}
-
-func params(l sluice.Limit) algo.Params {
-	return algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
-}
-
-func decision(l sluice.Limit, r algo.Result) sluice.Decision {
-	return sluice.Decision{
-		Allowed:    r.Allowed,
-		Limit:      l,
-		Remaining:  int(r.Remaining),
-		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
-	}
+	lp := &limitParams{lim: lim, p: params(lim)}
+	slot.Store(lp)
+	return &lp.p, nil
 }
 
 // String describes the store for logs.

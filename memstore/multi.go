@@ -31,9 +31,8 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return nil, nil
 	}
 	type item struct {
-		sk    stateKey
-		p     algo.Params
-		shard int
+		rf    ref
+		p     *algo.Params
 		first int   // index of the first request on the same state
 		sum   int64 // costs of the requests on this state up to this one
 		// On the first request of a state only:
@@ -45,12 +44,11 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	shards := make([]int, 0, len(reqs))
 	for i, rq := range reqs {
 		it := &items[i]
-		it.p = params(rq.Limit)
-		it.sk = stateKey{rq.Key, it.p.Kind, it.p.Period}
-		it.shard = s.shardIndex(rq.Key)
+		it.p, _ = s.paramsOf(rq.Limit) // validated above
+		it.rf = s.ref(rq.Key, it.p)
 		it.first, it.sum = i, int64(rq.N)
 		for j := range i {
-			if items[j].sk == it.sk {
+			if sameState(&items[j].rf, &it.rf) {
 				it.first = items[j].first
 				it.sum = items[j].sum + int64(rq.N)
 			}
@@ -59,7 +57,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			return nil, fmt.Errorf("request %d: %w: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
 				i, sluice.ErrExceedsCapacity, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)
 		}
-		shards = append(shards, it.shard)
+		shards = append(shards, it.rf.si)
 	}
 	// Lock in shard order so that concurrent calls cannot deadlock.
 	slices.Sort(shards)
@@ -72,7 +70,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			s.shards[i].mu.Unlock()
 		}
 	}()
-	now := s.now().UnixMicro()
+	now := s.nowMicro()
 
 	// Decide every request without counting anything. Bucket and window
 	// states advance in a copy; a log is asked for the costs so far plus
@@ -83,7 +81,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		it := &items[i]
 		g := &items[it.first]
 		if it.first == i {
-			if e := s.shards[it.shard].m[it.sk]; e != nil {
+			if e := it.rf.sh.lookup(&it.rf); e != nil {
 				if e.expires > now {
 					g.tmp = *e
 				} else if e.log != nil {
@@ -96,7 +94,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		var r algo.Result
 		if it.p.Kind == algo.SlidingLog {
 			before := it.sum - n
-			r = stepLog(g.log, now, it.p, it.sum)
+			r = stepLog(g.log, now, *it.p, it.sum)
 			if !r.Allowed {
 				r.Remaining = max(r.Remaining-before, 0)
 			}
@@ -115,10 +113,10 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 				it := &items[i]
 				var r algo.Result
 				if it.p.Kind == algo.SlidingLog {
-					r = stepLog(items[it.first].log, now, it.p, 0)
+					r = stepLog(items[it.first].log, now, *it.p, 0)
 				} else {
 					var cur entry
-					if e := s.shards[it.shard].m[it.sk]; e != nil && e.expires > now {
+					if e := it.rf.sh.lookup(&it.rf); e != nil && e.expires > now {
 						cur = *e
 					}
 					r = cur.step(now, it.p, 0, false)
@@ -135,14 +133,16 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		n := int64(reqs[i].N)
 		if it.p.Kind == algo.SlidingLog {
 			if n > 0 {
-				e := s.shards[it.shard].lookupOrInsert(it.sk, now, s)
+				e := it.rf.sh.lookupOrInsert(&it.rf, now, s)
 				e.step(now, it.p, n, true)
+				it.rf.sh.noteExpiry(e.expires)
 			}
 			continue
 		}
 		if it.first == i && it.changed {
-			e := s.shards[it.shard].lookupOrInsert(it.sk, now, s)
-			*e = it.tmp
+			e := it.rf.sh.lookupOrInsert(&it.rf, now, s)
+			e.setState(&it.tmp)
+			it.rf.sh.noteExpiry(e.expires)
 		}
 	}
 	return out, nil
@@ -159,13 +159,17 @@ func stepLog(log *algo.Log, now int64, p algo.Params, n int64) algo.Result {
 
 // lookupOrInsert returns the live entry for sk, resetting an expired one,
 // or inserts a new one. sh.mu is held.
-func (sh *shard) lookupOrInsert(sk stateKey, now int64, s *Store) *entry {
-	e := sh.m[sk]
+func (sh *shard) lookupOrInsert(rf *ref, now int64, s *Store) *entry {
+	e := sh.lookup(rf)
 	if e == nil {
-		return sh.insert(sk, now, s)
+		return sh.insert(rf, now, s)
 	}
 	if e.expires <= now {
 		e.reset()
 	}
 	return e
+}
+
+func sameState(a, b *ref) bool {
+	return a.h == b.h && a.kind == b.kind && a.period == b.period && a.key == b.key
 }

@@ -214,12 +214,27 @@ var stepTables = []stepTable{
 	},
 	{
 		name:  "BackwardsBucket",
-		algs:  []sluice.Algorithm{sluice.TokenBucket, sluice.GCRA},
+		algs:  []sluice.Algorithm{sluice.TokenBucket},
 		lim:   sluice.Limit{Rate: 1, Period: time.Second},
 		exact: true,
 		steps: []step{
 			{at: 1000 * ms, n: 1, want: ok(0, 1000*ms)},
 			{at: 500 * ms, n: 1, want: no(0, 1000*ms, 1000*ms)},
+			{at: 1999*ms + 999*µs, n: 1, want: no(0, µs, µs)},
+			{at: 2000 * ms, n: 1, want: ok(0, 1000*ms)},
+		},
+	},
+	{
+		// GCRA keeps no time of last use: a TAT more than a bucket ahead
+		// admits nothing, and the waits count from the TAT.
+		name:  "BackwardsGCRA",
+		algs:  []sluice.Algorithm{sluice.GCRA},
+		lim:   sluice.Limit{Rate: 1, Period: time.Second},
+		exact: true,
+		steps: []step{
+			{at: 1000 * ms, n: 1, want: ok(0, 1000*ms)},
+			{at: 500 * ms, n: 1, want: no(0, 1500*ms, 1500*ms)},
+			{at: 500 * ms, n: 0, want: ok(0, 1500*ms)},
 			{at: 1999*ms + 999*µs, n: 1, want: no(0, µs, µs)},
 			{at: 2000 * ms, n: 1, want: ok(0, 1000*ms)},
 		},

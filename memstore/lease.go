@@ -1,0 +1,72 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+// Lease implements sluice.Leaser: it admits n like AllowN and also returns
+// the time at which the units were counted, which Return needs.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	d, at, err := s.allow(ctx, key, lim, n)
+	if err != nil {
+		return d, time.Time{}, err
+	}
+	return d, time.UnixMicro(at), nil
+}
+
+// Return implements sluice.Leaser: it gives back n units of a lease counted
+// at at. Afterwards the key is as if they had never been admitted, as far as
+// they still count; returning more than was leased never raises the limit
+// beyond an untouched key. A state that no longer matters is removed.
+func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	p, err := s.check(ctx, key, lim, n)
+	if err != nil {
+		return fmt.Errorf("memstore: return: %w", err)
+	}
+	if n == 0 {
+		return nil
+	}
+	rf := s.ref(key, p)
+	sh := rf.sh
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.lookup(&rf)
+	if e == nil {
+		return nil
+	}
+	now := s.nowMicro()
+	if e.expires <= now {
+		sh.remove(e)
+		return nil
+	}
+	us, nn := at.UnixMicro(), int64(n)
+	switch p.Kind {
+	case algo.FixedWindow:
+		w := algo.FixedWindowReturn(algo.Window{Start: e.a, Count: e.b}, us, *p, nn)
+		e.a, e.b = w.Start, w.Count
+	case algo.SlidingWindow:
+		c := algo.SlidingWindowReturn(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, us, *p, nn)
+		e.a, e.b, e.c = c.Start, c.Prev, c.Cur
+	case algo.TokenBucket:
+		b := algo.TokenBucketReturn(algo.Bucket{Deficit: e.a, Last: e.b}, us, *p, nn)
+		e.a, e.b = b.Deficit, b.Last
+	case algo.GCRA:
+		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, now, *p, nn)
+		e.a, e.b = t.At, t.Frac
+	case algo.SlidingLog:
+		if e.log != nil {
+			algo.SlidingLogReturn(e.log, us, nn)
+		}
+	}
+	e.expires = e.expiry(p)
+	sh.noteExpiry(e.expires)
+	if e.expires <= now {
+		sh.remove(e)
+	}
+	return nil
+}

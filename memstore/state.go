@@ -1,0 +1,121 @@
+package memstore
+
+import (
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+)
+
+func (e *entry) reset() {
+	e.a, e.b, e.c = 0, 0, 0
+	if e.log != nil {
+		e.log.Reset()
+	}
+}
+
+// step applies one algorithm step to e; with commit false nothing changes
+// but the dropping of expired log entries.
+func (e *entry) step(now int64, p *algo.Params, n int64, commit bool) algo.Result {
+	var r algo.Result
+	switch p.Kind {
+	case algo.FixedWindow:
+		var w algo.Window
+		w, r = algo.FixedWindowStep(algo.Window{Start: e.a, Count: e.b}, now, *p, n)
+		if commit {
+			e.a, e.b = w.Start, w.Count
+		}
+	case algo.SlidingWindow:
+		var c algo.Counter
+		c, r = algo.SlidingWindowStep(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, now, *p, n)
+		if commit {
+			e.a, e.b, e.c = c.Start, c.Prev, c.Cur
+		}
+	case algo.TokenBucket:
+		var b algo.Bucket
+		b, r = algo.TokenBucketStep(algo.Bucket{Deficit: e.a, Last: e.b}, now, *p, n)
+		if commit {
+			e.a, e.b = b.Deficit, b.Last
+		}
+	case algo.GCRA:
+		var t algo.TAT
+		t, r = algo.GCRAStep(algo.TAT{At: e.a, Frac: e.b}, now, *p, n)
+		if commit {
+			e.a, e.b = t.At, t.Frac
+		}
+	case algo.SlidingLog:
+		if e.log == nil {
+			if !commit || n == 0 {
+				var empty algo.Log
+				return algo.SlidingLogStep(&empty, now, *p, n, false)
+			}
+			e.log = new(algo.Log)
+		}
+		r = algo.SlidingLogStep(e.log, now, *p, n, commit)
+	}
+	if commit && r.Allowed && n > 0 {
+		e.expires = e.expiry(p)
+	}
+	return r
+}
+
+// stamp returns the time (µs) at which the admission just made on e was
+// counted: now, unless the algorithm clamped a clock that ran backwards to
+// the state's own time.
+func (e *entry) stamp(now int64, p *algo.Params) int64 {
+	switch p.Kind {
+	case algo.FixedWindow, algo.SlidingWindow:
+		return max(now, e.a) // the window start
+	case algo.TokenBucket:
+		return e.b // the time of the last admission
+	case algo.SlidingLog:
+		return e.log.Newest()
+	}
+	return now
+}
+
+// expiry returns the time (µs) at and after which e's state no longer
+// matters, computed from the state itself rather than from the time of the
+// call: an algorithm clamps a clock that ran backwards to the state's own
+// time, so now + ResetAfter could end the state too early.
+func (e *entry) expiry(p *algo.Params) int64 {
+	switch p.Kind {
+	case algo.FixedWindow:
+		if e.b > 0 {
+			return e.a + p.Period // window start + P
+		}
+	case algo.SlidingWindow:
+		switch {
+		case e.c > 0:
+			return e.a + 2*p.Period // the current count weighs until the next window ends
+		case e.b > 0:
+			return e.a + p.Period
+		}
+	case algo.TokenBucket:
+		return e.b + (e.a+p.R-1)/p.R // last + ceil(deficit / R)
+	case algo.GCRA:
+		if e.b > 0 {
+			return e.a + 1 // TAT + Frac/R, Frac > 0
+		}
+		return e.a
+	case algo.SlidingLog:
+		if e.log != nil && e.log.Len() > 0 {
+			return e.log.Newest() + p.Period
+		}
+	}
+	return 0
+}
+
+func params(l sluice.Limit) algo.Params {
+	return algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
+}
+
+func decision(l sluice.Limit, r algo.Result) sluice.Decision {
+	return sluice.Decision{
+		Allowed:    r.Allowed,
+		Limit:      l,
+		Remaining:  int(r.Remaining),
+		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+	}
+}
