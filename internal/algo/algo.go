@@ -86,9 +86,10 @@ func CheckBounds(k Kind, rate, burst, period int64) error {
 		if c >= MaxExact/4 || 2*c > (MaxExact-1)/pp {
 			return fmt.Errorf("Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
 		}
-		// Rounding up a division by R, and GCRA's (TAT-now)·R + Frac, reach
-		// Cap·P + 2·R: a Rate far above Burst must not push that past 2^53.
-		if rr >= MaxExact/4 || c*pp+2*rr > MaxExact-1 {
+		// GCRA's deficit (TAT-now)·R + Frac is formed up to Cap·P + 2·R, one
+		// request more is 2·Cap·P + 2·R, and rounding up a division by R
+		// adds R: a Rate far above Burst must not push that past 2^53.
+		if rr >= MaxExact/8 || 2*c*pp+3*rr > MaxExact-1 {
 			return fmt.Errorf("Rate %d per %dµs is too large for exact %s arithmetic with Burst %d (limit 2^53)", rate, period, kindName(k), c)
 		}
 	case FixedWindow, SlidingLog:

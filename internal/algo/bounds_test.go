@@ -25,7 +25,8 @@ func TestCheckBounds(t *testing.T) {
 		{"token bucket, burst at the edge", TokenBucket, 1, (MaxExact-1)/(2*day) - 1, day, ""},
 		{"token bucket, burst too large", TokenBucket, 1, (MaxExact-1)/(2*day) + 1, day, "Burst × Period/gcd(Rate, Period) (52125 × 86400000000µs) is too large for exact token_bucket"},
 		{"gcra, burst 0 means rate", GCRA, 643_371_284, 0, 7_000_001, "Burst × Period/gcd(Rate, Period) (643371284 × 7000001µs) is too large for exact gcra"},
-		{"gcra, burst 0, largest rate", GCRA, 643_371_282, 0, 7_000_001, ""},
+		{"gcra, burst 0, 2·Cap·P + 3·R too large", GCRA, 643_371_146, 0, 7_000_001, "Rate 643371146 per 7000001µs is too large for exact gcra arithmetic with Burst 643371146"},
+		{"gcra, burst 0, largest rate", GCRA, 643_371_145, 0, 7_000_001, ""},
 		{"gcra, a common divisor helps", GCRA, 1_000_000, 1 << 40, sec, ""},
 		{"gcra, rate far above burst", GCRA, 1 << 62, 1, sec, "Rate 4611686018427387904 per 1000000µs is too large for exact gcra arithmetic with Burst 1"},
 		{"token bucket, rate far above burst", TokenBucket, MaxExact/2 + 1, 1, sec + 1, "Rate 4503599627370497 per 1000001µs is too large for exact token_bucket"},
@@ -50,8 +51,8 @@ func TestCheckBounds(t *testing.T) {
 //   - fixed window and log: counts up to 2·Rate;
 //   - sliding window: prev·(P-e), (a+1)·P and (Rate-n+1)·P, all at most
 //     (Rate+1)·Period;
-//   - buckets: d + n·P up to 2·Cap·P, ceil divisions up to Cap·P + R, and
-//     GCRA's (TAT-now)·R + Frac up to Cap·P + 2R.
+//   - buckets: GCRA's deficit (TAT-now)·R + Frac up to Cap·P + 2R, one
+//     request more up to 2·Cap·P + 2R, ceil divisions adding R to those.
 func exactLimit(p Params) bool {
 	b := big.NewInt
 	var worst *big.Int
@@ -61,13 +62,8 @@ func exactLimit(p Params) bool {
 	case SlidingWindow:
 		worst = new(big.Int).Mul(b(p.Rate+1), b(p.Period))
 	case TokenBucket, GCRA:
-		full := new(big.Int).Mul(b(p.Cap), b(p.P))
-		twice := new(big.Int).Mul(b(2), full)
-		plusR := new(big.Int).Add(full, new(big.Int).Mul(b(2), b(p.R)))
-		worst = twice
-		if plusR.Cmp(worst) > 0 {
-			worst = plusR
-		}
+		worst = new(big.Int).Mul(b(2*p.Cap), b(p.P))
+		worst.Add(worst, new(big.Int).Mul(b(3), b(p.R)))
 	}
 	return worst.Cmp(b(MaxExact)) < 0 && p.Period < MaxExact/2
 }
@@ -115,7 +111,7 @@ func TestExactAtTheEdge(t *testing.T) {
 		{"gcra, 1 day, rate 1", GCRA, 1, (MaxExact-1)/(2*day) - 1, day},
 		{"token bucket, coprime", TokenBucket, 999_983, (MaxExact - 1) / (2 * sec) / 2, sec},
 		{"gcra, coprime", GCRA, 999_983, (MaxExact - 1) / (2 * sec) / 2, sec},
-		{"gcra, burst 0, rate at the edge", GCRA, (MaxExact-1)/(2*7_000_001) - 1, 0, 7_000_001},
+		{"gcra, burst 0, rate at the edge", GCRA, 643_371_145, 0, 7_000_001},
 		{"token bucket, huge rate, burst 1", TokenBucket, MaxExact/8 - 1, 1, sec},
 		{"gcra, huge rate, burst 3", GCRA, MaxExact/8 - 1, 3, sec},
 	}

@@ -15,11 +15,23 @@ type TAT struct {
 // A denied request waits until that difference has fallen to Cap*T. It
 // returns the state to keep: s itself unless n > 0 was admitted.
 //
-// GCRA keeps no time of last use: when now is earlier than TAT - Cap*T
-// (a clock that ran backwards), the key is treated as exactly full, which
-// never admits more than a clamp to the last admission would.
+// GCRA keeps no time of last use, so it needs no clamp: a TAT more than a
+// full bucket ahead of now (a Burst lowered since it was written, or a
+// clock that ran backwards) admits nothing, and RetryAfter and ResetAfter
+// count exactly from the TAT, without forming (TAT-now)*R.
 func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
-	d2, r := bucketDecide(gcraDeficit(s, now, p), p, n)
+	d, far := gcraDeficit(s, now, p)
+	if far {
+		t := s.norm(p)
+		ahead := t.At - now
+		r := Result{Allowed: n == 0, ResetAfter: ahead + ceilDiv(t.Frac, p.R)}
+		if n > 0 {
+			// ceil(((TAT-now)*R + Frac + n*P - Cap*P) / R)
+			r.RetryAfter = ahead + ceilDivSigned(t.Frac+n*p.P-p.Cap*p.P, p.R)
+		}
+		return s, r
+	}
+	d2, r := bucketDecide(d, p, n)
 	if !r.Allowed || n == 0 {
 		return s, r
 	}
@@ -35,16 +47,42 @@ func tatAt(now, d int64, p Params) TAT {
 	return t
 }
 
-// gcraDeficit is the scaled deficit R*(TAT-now) at now, between 0 and a
-// full bucket's Cap*P, without forming (TAT-now)*R when TAT is far ahead.
-func gcraDeficit(s TAT, now int64, p Params) int64 {
+// gcraDeficit is the scaled deficit R*(TAT-now) at now, at least 0. It is
+// exact up to Cap*P + 2R; beyond, far reports a TAT more than a full bucket
+// ahead, whose deficit is not formed.
+func gcraDeficit(s TAT, now int64, p Params) (d int64, far bool) {
 	// The zero TAT is an untouched key at any now, also before the epoch.
-	if s == (TAT{}) || s.At < now || (s.At == now && s.Frac == 0) {
-		return 0
+	if s == (TAT{}) {
+		return 0, false
 	}
-	full := p.Cap * p.P
-	if s.At-now > full/p.R+1 {
-		return full
+	s = s.norm(p)
+	if s.At < now || (s.At == now && s.Frac == 0) {
+		return 0, false
 	}
-	return min((s.At-now)*p.R+s.Frac, full)
+	if s.At-now > p.Cap*p.P/p.R+1 {
+		return 0, true
+	}
+	return (s.At-now)*p.R + s.Frac, false
+}
+
+// norm reads a TAT other than the zero value under p: the epoch's stand-in
+// {-1, R} is the epoch, and a Frac of R or more, written under another
+// Rate, is cut to R-1, which stays within the same µs (the true TAT lies in
+// [At, At+1) whatever the Rate it was written with).
+func (s TAT) norm(p Params) TAT {
+	switch {
+	case s.At == -1 && s.Frac == p.R:
+		return TAT{}
+	case s.Frac >= p.R:
+		s.Frac = p.R - 1
+	}
+	return s
+}
+
+// ceilDivSigned returns ceil(a/b) for any a, b > 0.
+func ceilDivSigned(a, b int64) int64 {
+	if a >= 0 {
+		return ceilDiv(a, b)
+	}
+	return -(-a / b)
 }

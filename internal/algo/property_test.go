@@ -126,10 +126,13 @@ func checkReturn(t *testing.T, pre *machine, now, n int64, next []op) {
 func checkSane(t *testing.T, p Params, start int64, ops []op) {
 	t.Helper()
 	m := newMachine(p)
-	now := start
-	bound := retryBound(p)
+	now, latest := start, start
 	for i, o := range ops {
 		now += o.dt
+		latest = max(latest, now)
+		// Waits count from the clamped time, or (GCRA) from the TAT: at
+		// most how far the clock went back beyond an idle key's.
+		bound := retryBound(p) + latest - now
 		before := m.state(now)
 		got := m.step(now, o.n)
 		ok := got.Remaining >= 0 && got.Remaining <= p.Cap &&
@@ -290,4 +293,48 @@ func FuzzStepBackwards(f *testing.F) {
 		p, start, ops := fuzzRun(kind, rate, burst, period, start, data, true)
 		checkSane(t, p, start, ops)
 	})
+}
+
+// TestLimitChange: a key's state is kept when its limit's Rate or Burst
+// changes (state identity is key, algorithm and period). Whatever the
+// earlier limit counted, every decision under the new one stays sane: a
+// peek is allowed, Remaining is within [0, Cap], and waiting RetryAfter
+// admits while 1µs less does not.
+func TestLimitChange(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(kindString(k), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(k), 4))
+			for range 300 {
+				period := 1 + rng.Int64N(60)
+				variants := make([]Params, 3)
+				for i := range variants {
+					burst := int64(0)
+					if k == TokenBucket || k == GCRA {
+						burst = rng.Int64N(20)
+					}
+					variants[i] = NewParams(k, 1+rng.Int64N(15), burst, period)
+				}
+				m := newMachine(variants[0])
+				now := rng.Int64N(1 << 40)
+				for i := range 60 {
+					m.p = variants[rng.IntN(len(variants))]
+					now += rng.Int64N(period + 1)
+					n := rng.Int64N(m.p.Cap + 1)
+					got := m.step(now, n)
+					if got.Remaining < 0 || got.Remaining > m.p.Cap || got.Allowed != (got.RetryAfter == 0) || (n == 0 && !got.Allowed) {
+						t.Fatalf("%s step %d: Allow(%d) at %d = %+v", describe(m.p), i, n, now, got)
+					}
+					if got.Allowed {
+						continue
+					}
+					if r := m.clone().step(now+got.RetryAfter, n); !r.Allowed {
+						t.Fatalf("%s step %d: Allow(%d) at %d = %+v, but after RetryAfter: %+v", describe(m.p), i, n, now, got, r)
+					}
+					if r := m.clone().step(now+got.RetryAfter-1, n); r.Allowed {
+						t.Fatalf("%s step %d: Allow(%d) at %d = %+v, and 1µs before RetryAfter already %+v (state %s)", describe(m.p), i, n, now, got, r, m.state(now))
+					}
+				}
+			}
+		})
+	}
 }

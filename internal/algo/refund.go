@@ -42,14 +42,24 @@ func TokenBucketReturn(s Bucket, at int64, p Params, n int64) Bucket {
 // GCRAReturn moves the theoretical arrival time back by n emission
 // intervals; now bounds it below, since a TAT in the past means "full".
 func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
-	if n <= 0 {
+	if n <= 0 || s == (TAT{}) {
 		return s
 	}
-	d := gcraDeficit(s, now, p) - n*p.P
-	if d <= 0 {
+	s = s.norm(p)
+	// TAT - n*T, as At + Frac/R minus n*P/R, without forming At*R.
+	q, r := n*p.P/p.R, n*p.P%p.R
+	t := TAT{At: s.At - q, Frac: s.Frac - r}
+	if t.Frac < 0 {
+		t.At--
+		t.Frac += p.R
+	}
+	if t.At < now || (t.At == now && t.Frac == 0) {
 		return TAT{}
 	}
-	return tatAt(now, d, p)
+	if t == (TAT{}) {
+		t = TAT{At: -1, Frac: p.R} // the epoch itself, not the zero value
+	}
+	return t
 }
 
 // SlidingLogReturn removes up to n entries stamped exactly at. Entries are

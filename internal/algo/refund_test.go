@@ -99,8 +99,12 @@ func TestGCRAReturn(t *testing.T) {
 		{"TAT exactly now", TAT{At: B, Frac: 0}, B, 1, TAT{}},
 		{"zero", TAT{At: B + 666_666, Frac: 2}, B, 0, TAT{At: B + 666_666, Frac: 2}},
 		{"negative takes nothing", TAT{At: B + 666_666, Frac: 2}, B, -1, TAT{At: B + 666_666, Frac: 2}},
-		// A TAT beyond a full bucket (clock backwards) gives back from full.
-		{"beyond full", TAT{At: B + 5*sec, Frac: 0}, B, 1, TAT{At: B + 666_666, Frac: 2}},
+		// A TAT beyond a full bucket (a clock behind, a Burst lowered) moves
+		// back by exactly n emission intervals.
+		{"beyond full", TAT{At: B + 5*sec, Frac: 0}, B, 1, TAT{At: B + 4_666_666, Frac: 2}},
+		{"beyond full, to now", TAT{At: B + sec, Frac: 0}, B + 1, 3, TAT{}},
+		{"epoch stand-in", TAT{At: -1, Frac: 3}, -sec, 1, TAT{At: -333_334, Frac: 2}},
+		{"to the epoch exactly", TAT{At: 333_333, Frac: 1}, -5, 1, TAT{At: -1, Frac: 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,14 +160,13 @@ func TestSlidingLogReturn(t *testing.T) {
 }
 
 // TestGCRAReturnFarBehind: a now far before TAT (a clock that ran back by
-// months) gives back from a full bucket instead of overflowing (TAT-now)*R.
+// months) moves TAT back by n intervals without forming (TAT-now)*R.
 func TestGCRAReturnFarBehind(t *testing.T) {
 	const B = 3600 * sec
-	p := NewParams(GCRA, 999_983, 0, sec) // prime: R = 999983
+	p := NewParams(GCRA, 999_983, 0, sec) // prime: R = 999983, P = 1e6
 	now := int64(B - 10_000_000*sec)
 	got := GCRAReturn(TAT{At: B}, now, p, 1)
-	d := p.Cap*p.P - p.P
-	want := TAT{At: now + d/p.R, Frac: d % p.R}
+	want := TAT{At: B - 2, Frac: 999_966} // B - 1e6/999983 µs
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GCRAReturn far behind (-want +got):\n%s", diff)
 	}
