@@ -137,7 +137,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	}
 	httpSrv := &http.Server{Handler: hs, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	grpcSrv := grpc.NewServer()
+	grpcSrv := grpc.NewServer(grpc.MaxRecvMsgSize(server.DefaultMaxBody))
 	health := rls.Register(grpcSrv, svc)
 
 	errc := make(chan error, 2)
