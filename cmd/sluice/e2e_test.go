@@ -480,6 +480,13 @@ func TestE2ESIGTERMDrains(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// So does the gRPC health service, while calls are still answered.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hr, err := healthpb.NewHealthClient(p.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || hr.Status != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health while draining = %v, %v, want NOT_SERVING", hr, err)
+	}
 	pw.Write([]byte(`"rate":1,"period":"1s"}`))
 	pw.Close()
 	r := <-resc
