@@ -50,12 +50,22 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// LocalFirst is a shared store with a local tier, such as *tiered.Store:
+// AllowLocal decides without a shared call when it can (a lease spend, a
+// cached denial) and reports false otherwise. failover asks it first,
+// without a deadline, with the breaker closed or open: units leased before
+// an outage were admitted by the shared store and are spent as usual.
+type LocalFirst interface {
+	AllowLocal(key string, lim sluice.Limit, n int) (sluice.Decision, bool)
+}
+
 // Store is a sluice.Store that decides through a shared store while it
 // answers, and by policy while it does not. It is safe for concurrent use.
 type Store struct {
 	shared sluice.Store
 	multi  sluice.MultiStore // nil when shared is not one
 	pinger Pinger            // nil when shared is not one
+	first  LocalFirst        // nil when shared is not one
 
 	timeout       time.Duration
 	threshold     int64
@@ -220,6 +230,7 @@ func New(shared sluice.Store, opts ...Option) *Store {
 	}
 	s.multi, _ = shared.(sluice.MultiStore)
 	s.pinger, _ = shared.(Pinger)
+	s.first, _ = shared.(LocalFirst)
 	s.local = memstore.New(memstore.WithClock(s.now))
 	s.base, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -290,6 +301,11 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
+	}
+	if s.first != nil {
+		if d, ok := s.first.AllowLocal(key, lim, n); ok {
+			return d, nil
+		}
 	}
 	if s.open.Load() {
 		return s.degrade(ctx, key, lim, n, ErrBreakerOpen), nil

@@ -470,3 +470,37 @@ func TestDegradedPeekIsAllowed(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 3 degraded peeks", st)
 	}
 }
+
+// localFirst is a faulty store with a local tier that admits key "local".
+type localFirst struct{ *faulty }
+
+func (l localFirst) AllowLocal(key string, lim sluice.Limit, n int) (sluice.Decision, bool) {
+	if key != "local" {
+		return sluice.Decision{}, false
+	}
+	return sluice.Decision{Allowed: true, Limit: lim, Remaining: 7}, true
+}
+
+func TestLocalFirstIsAskedFirst(t *testing.T) {
+	f := newFaulty(t)
+	s := failover.New(localFirst{f}, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour))
+	defer s.Close()
+	f.mode.Store(failing)
+	s.AllowN(ctx0, "other", perSec, 1) // opens the breaker
+	calls := f.calls.Load()
+	for i := range 3 {
+		var r failover.Report
+		d, err := s.AllowN(failover.WithReport(ctx0, &r), "local", perSec, 1)
+		if err != nil || !d.Allowed || d.Remaining != 7 || r.Degraded {
+			t.Errorf("AllowN(local) #%d with the breaker open = %+v, %v, report %+v; want the local tier's decision, not degraded", i, d, err, r)
+		}
+	}
+	if got := f.calls.Load(); got != calls {
+		t.Errorf("shared store called %d more times, want 0", got-calls)
+	}
+	if st := s.Stats(); st.Degraded != 1 {
+		t.Errorf("Stats() = %+v, want only the first decision degraded", st)
+	}
+}
+
+var ctx0 = context.Background()

@@ -294,29 +294,9 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	ck := ckey{key, lim}
 	sh := s.shardOf(key)
-	if s.local != nil {
-		if d, ok := s.localShare(ctx, sh, ck, n); ok {
-			return d, nil
-		}
+	if d, ok := s.fast(sh, ck, n); ok {
+		return d, nil
 	}
-	now := s.mono()
-	sh.mu.Lock()
-	if e := sh.m[ck]; e != nil {
-		e.lastUse = now
-		if d, ok := e.cachedDenial(now, n); ok {
-			sh.local++
-			sh.denied++
-			sh.mu.Unlock()
-			return d, nil
-		}
-		if d, ok := e.spend(now, n, lim); ok {
-			e.demand += int64(n)
-			sh.local++
-			sh.mu.Unlock()
-			return d, nil
-		}
-	}
-	sh.mu.Unlock()
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed.Load() {
@@ -336,13 +316,54 @@ func (s *Store) leasable(lim sluice.Limit) bool {
 	return s.stamped || lim.Algorithm == sluice.FixedWindow || lim.Algorithm == sluice.SlidingWindow
 }
 
+// AllowLocal decides from the local tier alone, without a shared call: a
+// lease spend, a cached denial, or (when on) an admission of the
+// approximate local share. It reports false when only the shared store can
+// decide (and for invalid input, n = 0 and a closed store). failover uses it
+// (failover.LocalFirst) to skip its deadline for local decisions, and keeps
+// spending units leased before an outage while its breaker is open.
+func (s *Store) AllowLocal(key string, lim sluice.Limit, n int) (sluice.Decision, bool) {
+	if n == 0 || s.closed.Load() || sluice.ValidateRequest(key, lim, n) != nil {
+		return sluice.Decision{}, false
+	}
+	return s.fast(s.shardOf(key), ckey{key, lim}, n)
+}
+
+// fast is the local tier: the local share, the denial cache, the lease.
+func (s *Store) fast(sh *shard, ck ckey, n int) (sluice.Decision, bool) {
+	if s.local != nil {
+		if d, ok := s.localShare(sh, ck, n); ok {
+			return d, true
+		}
+	}
+	now := s.mono()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[ck]
+	if e == nil {
+		return sluice.Decision{}, false
+	}
+	e.lastUse = now
+	if d, ok := e.cachedDenial(now, n); ok {
+		sh.local++
+		sh.denied++
+		return d, true
+	}
+	if d, ok := e.spend(now, n, ck.lim); ok {
+		e.demand += int64(n)
+		sh.local++
+		return d, true
+	}
+	return sluice.Decision{}, false
+}
+
 // localShare admits from the approximate local share, when it can.
-func (s *Store) localShare(ctx context.Context, sh *shard, ck ckey, n int) (sluice.Decision, bool) {
+func (s *Store) localShare(sh *shard, ck ckey, n int) (sluice.Decision, bool) {
 	l, ok := shareLimit(ck.lim, s.share)
 	if !ok || n > l.Capacity() {
 		return sluice.Decision{}, false
 	}
-	d, err := s.local.AllowN(ctx, ck.key, l, n)
+	d, err := s.local.AllowN(context.Background(), ck.key, l, n)
 	if err != nil || !d.Allowed {
 		return sluice.Decision{}, false
 	}
