@@ -12,7 +12,10 @@
 //   - n > Params.Cap is the caller's error to report (ErrExceedsCapacity)
 //     before calling;
 //   - time never goes backwards for a key: now is clamped to the newest time
-//     the state has seen.
+//     the state has seen (GCRA, which keeps no time, needs no clamp: a now
+//     behind its TAT admits nothing, and its waits count from the TAT);
+//   - Remaining is never negative, even for a state written under a larger
+//     limit (Rate or Burst lowered since).
 //
 // All intermediate products stay below 2^53 for limits that pass
 // CheckBounds, so that the same integer math is exact in Lua's doubles.
