@@ -40,6 +40,8 @@ func TestLimitValidate(t *testing.T) {
 		{"burst on fixed window", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Second, Burst: 5}, "Burst 5 applies only to token_bucket and gcra, not fixed_window"},
 		{"burst on sliding log", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1, Period: time.Second, Burst: 2}, "Burst 2 applies only to token_bucket and gcra, not sliding_log"},
 		{"sliding window too exact for doubles", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 200_000_000, Period: 24 * time.Hour}, "Rate × Period (200000000 × 86400000000µs) is too large"},
+		{"period too long", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 200 * 365 * 24 * time.Hour}, "Period of 6307200000000000µs is too long"},
+		{"token bucket rate far above burst", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 60, Period: time.Second, Burst: 1}, "Rate 1152921504606846976 per 1000000µs is too large for exact token_bucket arithmetic with Burst 1"},
 		{"gcra burst too large", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 24 * time.Hour, Burst: 100_000}, "Burst × Period/gcd(Rate, Period) (100000 × 86400000000µs) is too large for exact gcra"},
 	}
 	for _, tt := range tests {
