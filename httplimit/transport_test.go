@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // handlerTransport serves requests with h in memory, closing the request
@@ -349,8 +350,22 @@ func TestTransportRetryAfterValues(t *testing.T) {
 // concurrent recorders of the same back-off do not add up, a shorter one
 // keeps a longer, a longer one extends, and the state expires by itself.
 func TestRecordBackoffNeverStacks(t *testing.T) {
-	clock := newClock(t0)
-	store := newMemStore(t, memstoreClock(clock))
+	t.Run("memstore", func(t *testing.T) {
+		clock := newClock(t0)
+		store := newMemStore(t, memstoreClock(clock))
+		testRecordBackoff(t, store, clock)
+		store.Sweep()
+		if n := store.Len(); n != 0 {
+			t.Errorf("store holds %d states after the back-off, want 0", n)
+		}
+	})
+	t.Run("redis", func(t *testing.T) {
+		clock := newClock(t0)
+		testRecordBackoff(t, newRedisStore(t, redisstore.WithTestClock(clock.Now)), clock)
+	})
+}
+
+func testRecordBackoff(t *testing.T, store sluice.Store, clock *fakeClock) {
 	rt := &httplimit.Transport{Limiter: sluice.New(store)}
 	ctx := context.Background()
 	check := func(step string, want time.Duration) {
@@ -379,14 +394,14 @@ func TestRecordBackoffNeverStacks(t *testing.T) {
 	check("longer record", 3*time.Second)
 	rt.RecordBackoff(ctx, "up", 2500*time.Microsecond)
 	check("sub-ms is rounded up, and shorter", 3*time.Second)
-	clock.Advance(3 * time.Second)
+	rt.RecordBackoff(ctx, "up", 2*time.Hour)
+	check("clamped to MaxBackoff", httplimit.DefaultMaxBackoff)
+	clock.Advance(httplimit.DefaultMaxBackoff)
 	check("expired", 0)
-	store.Sweep()
-	if n := store.Len(); n != 0 {
-		t.Errorf("store holds %d states after the back-off, want 0", n)
-	}
 	rt.RecordBackoff(ctx, "up", 1999*time.Microsecond)
 	check("rounded up to whole ms", 2*time.Millisecond)
+	clock.Advance(2 * time.Millisecond)
+	check("expired again", 0)
 }
 
 // TestTransportClosesBody: every path closes the request body exactly as
