@@ -12,23 +12,42 @@ import (
 func TestValidateRequest(t *testing.T) {
 	gcra := sluice.PerSecond(10)
 	tests := []struct {
+		name string
+		key  string
+		lim  sluice.Limit
+		n    int
+	}{
+		{"plain", "tenant-1", gcra, 1},
+		{"peek", "tenant-1", gcra, 0},
+		{"n = capacity", "tenant-1", gcra, 10},
+		{"n = burst", "k", gcra.WithBurst(25), 25},
+		{"1024-byte key", strings.Repeat("k", 1024), gcra, 1},
+		{"NUL in the key", "a\x00b", gcra, 1},
+		{"only NUL", "\x00", gcra, 1},
+		{"not UTF-8", "\xff\xfe\xfd", gcra, 1},
+		{"braces", "{tenant}:route", gcra, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := sluice.ValidateRequest(tt.key, tt.lim, tt.n); err != nil {
+				t.Errorf("ValidateRequest(%q, %v, %d) = %v, want nil", tt.key, tt.lim, tt.n, err)
+			}
+		})
+	}
+}
+
+// TestValidateRequestErrors: the first bad argument (key, then limit, then
+// n) is reported, wrapping its sentinel, with the offending value.
+func TestValidateRequestErrors(t *testing.T) {
+	gcra := sluice.PerSecond(10)
+	tests := []struct {
 		name     string
 		key      string
 		lim      sluice.Limit
 		n        int
-		wantIs   error  // nil when valid
+		wantIs   error
 		wantText string // the whole message
 	}{
-		{"plain", "tenant-1", gcra, 1, nil, ""},
-		{"peek", "tenant-1", gcra, 0, nil, ""},
-		{"n = capacity", "tenant-1", gcra, 10, nil, ""},
-		{"n = burst", "k", gcra.WithBurst(25), 25, nil, ""},
-		{"1024-byte key", strings.Repeat("k", 1024), gcra, 1, nil, ""},
-		{"NUL in the key", "a\x00b", gcra, 1, nil, ""},
-		{"only NUL", "\x00", gcra, 1, nil, ""},
-		{"not UTF-8", "\xff\xfe\xfd", gcra, 1, nil, ""},
-		{"braces", "{tenant}:route", gcra, 1, nil, ""},
-
 		{"empty key", "", gcra, 1, sluice.ErrInvalidKey, "sluice: invalid key: key is empty"},
 		{"1025-byte key", strings.Repeat("k", 1025), gcra, 1, sluice.ErrInvalidKey, "sluice: invalid key: key is 1025 bytes, longer than 1024"},
 		{"empty key before a bad limit", "", sluice.Limit{}, -1, sluice.ErrInvalidKey, "sluice: invalid key: key is empty"},
@@ -42,14 +61,8 @@ func TestValidateRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := sluice.ValidateRequest(tt.key, tt.lim, tt.n)
-			if tt.wantIs == nil {
-				if err != nil {
-					t.Fatalf("ValidateRequest(%q, %v, %d) = %v, want nil", tt.key, tt.lim, tt.n, err)
-				}
-				return
-			}
 			if !errors.Is(err, tt.wantIs) || err.Error() != tt.wantText {
-				t.Fatalf("ValidateRequest(%q, %v, %d) = %v, want %q wrapping %v", tt.key, tt.lim, tt.n, err, tt.wantText, tt.wantIs)
+				t.Errorf("ValidateRequest(%q, %v, %d) = %v, want %q wrapping %v", tt.key, tt.lim, tt.n, err, tt.wantText, tt.wantIs)
 			}
 		})
 	}
