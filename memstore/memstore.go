@@ -60,11 +60,12 @@ type Option func(*Store)
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
 
 // WithMaxKeys bounds the number of states held (one per key, algorithm and
-// period). When a shard is full, a new state first removes the shard's
-// expired states and otherwise evicts, of a sample, the live state that
-// expires soonest (evicting live state forgets what it counted; Evictions
-// counts it). 0, the default, is unbounded; the sweeper still removes
-// expired state.
+// period); the bound is split evenly across the shards, of which a bounded
+// store has one per 64 states (at most DefaultShards). When a shard is full,
+// a new state first removes the shard's expired states and otherwise evicts,
+// of a sample, the live state that expires soonest (evicting live state
+// forgets what it counted; Evictions counts it). 0, the default, is
+// unbounded; the sweeper still removes expired state.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 0) } }
 
 // WithSweepInterval sets how often the sweeper removes expired state
@@ -82,8 +83,11 @@ func New(opts ...Option) *Store {
 	}
 	s.base = time.Now()
 	s.baseµs = s.base.UnixMicro()
+	// A bounded store keeps at least 64 states per shard, so that the
+	// bound, split evenly across shards, is not reached in one shard long
+	// before the others; a bound under 128 is one shard, exactly global.
 	n := DefaultShards
-	for s.maxKeys > 0 && n > s.maxKeys {
+	for s.maxKeys > 0 && n > 1 && n*64 > s.maxKeys {
 		n /= 2
 	}
 	s.shards = make([]shard, n)
