@@ -568,6 +568,17 @@ func TestE2ERedis(t *testing.T) {
 	testReferenceBehaviour(t, p)
 }
 
+func TestE2ERedisTiered(t *testing.T) {
+	r := redistest.Server(t)
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--tiered", "--lease-max", "10", "--lease-fraction", "0.5")
+	if !strings.Contains(p.stderr.String(), "tiered with leases") {
+		t.Errorf("log does not name the tiered store:\n%s", p.stderr)
+	}
+	testReferenceBehaviour(t, p)
+}
+
 // When Redis stops answering, the breaker opens: /readyz fails (with
 // --readyz-breaker), decisions are made by the failure policy at once and
 // counted as degraded; when it answers again, all recovers.

@@ -41,6 +41,10 @@ type serveFlags struct {
 	authDomain      string
 	authDescriptors string
 	redisTimeout    time.Duration
+	tiered          bool
+	leaseMax        int
+	leaseFraction   float64
+	leaseLifetime   time.Duration
 }
 
 const defaultAuthDescriptors = "remote_address=X-Forwarded-For|X-Real-Ip,path=X-Original-URI|X-Forwarded-Uri,api_key=X-Api-Key"
@@ -69,6 +73,10 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
 	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: one per key with a header present, valued by the first present of its headers: `key=Header|Header,...`")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
+	fs.BoolVar(&f.tiered, "tiered", false, "with --redis: put a local tier in front of Redis (cached denials: exact, no extra admissions)")
+	fs.IntVar(&f.leaseMax, "lease-max", 0, "with --tiered: take up to `N` units per Redis call and spend them locally (fixed and sliding windows; 0: no leases)")
+	fs.Float64Var(&f.leaseFraction, "lease-fraction", 0.1, "with --lease-max: a lease is at most this fraction of a limit's capacity")
+	fs.DurationVar(&f.leaseLifetime, "lease-lifetime", time.Second, "with --lease-max: longest time a lease is spent")
 	withEnv(fs)
 	if code, done := parse(fs, args); done {
 		return code
@@ -191,6 +199,15 @@ func (f *serveFlags) validate() error {
 	}
 	if f.failureMode == "open" && f.redis != "" && f.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
+	}
+	if (f.tiered || f.leaseMax > 0) && f.redis == "" {
+		return errors.New("--tiered and --lease-max apply to --redis only")
+	}
+	if f.leaseMax > 0 && !f.tiered {
+		return errors.New("--lease-max needs --tiered")
+	}
+	if f.leaseMax < 0 || (f.leaseMax > 0 && (f.leaseFraction <= 0 || f.leaseFraction > 1 || f.leaseLifetime <= 0)) {
+		return fmt.Errorf("--lease-max %d, --lease-fraction %v, --lease-lifetime %v: want N >= 0, a fraction in (0, 1] and a positive lifetime", f.leaseMax, f.leaseFraction, f.leaseLifetime)
 	}
 	if f.reloadInterval < 0 || f.drainDelay < 0 || f.shutdownTimeout <= 0 {
 		return errors.New("--reload-interval and --drain-delay must be >= 0, --shutdown-timeout > 0")

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/tiered"
 )
 
 // openStore returns the memory store, or the shared Redis store behind
@@ -36,11 +38,28 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	if f.replicas > 0 {
 		opts = append(opts, failover.WithReplicas(f.replicas))
 	}
-	fs := failover.New(rs, opts...)
+	var shared sluice.Store = rs
+	closeShared := func() { rs.Close() }
+	name := "redis (failover " + policy.String()
+	if f.tiered {
+		topts := []tiered.Option{tiered.WithLogger(log)}
+		if f.leaseMax > 0 {
+			topts = append(topts, tiered.WithLeases(f.leaseMax, f.leaseFraction, f.leaseLifetime))
+			name += ", tiered with leases"
+		} else {
+			name += ", tiered"
+		}
+		ts := tiered.New(rs, topts...)
+		shared = ts
+		closeShared = func() { ts.Close(); rs.Close() }
+	}
+	// The breaker goes outside the local tier: lease spends and cached
+	// denials stay local, and a failing Redis opens the breaker.
+	fs := failover.New(shared, opts...)
 	return &storeSet{
 		store: fs,
-		name:  "redis (failover " + policy.String() + ")",
+		name:  name + ")",
 		ready: fs.Ready,
-		close: func() { fs.Close(); rs.Close() },
+		close: func() { fs.Close(); closeShared() },
 	}, nil
 }
