@@ -289,7 +289,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 }
 
 // noLeak waits (boundedly) until the goroutine count is back to before and
-// no goroutine runs failover code.
+// no goroutine runs failover or tiered code.
 func noLeak(t *testing.T, before int) {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Second)
@@ -297,12 +297,12 @@ func noLeak(t *testing.T, before int) {
 		n := runtime.NumGoroutine()
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
-		ours := strings.Contains(stacks, "sluice/failover.(*Store)")
+		ours := strings.Contains(stacks, "sluice/failover.(*Store)") || strings.Contains(stacks, "sluice/tiered.(*Store)")
 		if n <= before && !ours {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("after Close: %d goroutines, %d before (failover code running: %v):\n%s", n, before, ours, stacks)
+			t.Errorf("after Close: %d goroutines, %d before (failover or tiered code running: %v):\n%s", n, before, ours, stacks)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -32,18 +32,34 @@ func TestConformanceDenialCacheOnly(t *testing.T) {
 	}))
 }
 
-// TestConformanceLeases runs the suite on leases over the exact fake, which
-// has no AllowMulti: storeOnly hides tiered's pass-through AllowMulti.
+// TestConformanceLeases runs the suite on leases over memstore (a
+// sluice.Leaser), and over the exact fake of fake_test.go.
 func TestConformanceLeases(t *testing.T) {
-	sluicetest.Run(t, func(t *testing.T) sluice.Store {
-		s := tiered.New(newExact(time.Now), tiered.WithLeases(64, 0.5, 50*time.Millisecond))
-		t.Cleanup(func() { s.Close() })
-		return storeOnly{s}
-	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
-		s := tiered.New(newExact(c.Now), tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
-		t.Cleanup(func() { s.Close() })
-		return storeOnly{s}
-	}), sluicetest.MayDenyEarly())
+	t.Run("memstore", func(t *testing.T) {
+		sluicetest.Run(t, func(t *testing.T) sluice.Store {
+			m := memstore.New()
+			s := tiered.New(m, tiered.WithLeases(64, 0.5, 50*time.Millisecond))
+			t.Cleanup(func() { s.Close(); m.Close() })
+			return s
+		}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
+			m := memstore.New(memstore.WithClock(c.Now))
+			s := tiered.New(m, tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
+			t.Cleanup(func() { s.Close(); m.Close() })
+			return s
+		}), sluicetest.MayDenyEarly())
+	})
+	// The fake has no AllowMulti: storeOnly hides tiered's pass-through.
+	t.Run("fake", func(t *testing.T) {
+		sluicetest.Run(t, func(t *testing.T) sluice.Store {
+			s := tiered.New(newExact(time.Now), tiered.WithLeases(64, 0.5, 50*time.Millisecond))
+			t.Cleanup(func() { s.Close() })
+			return storeOnly{s}
+		}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
+			s := tiered.New(newExact(c.Now), tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
+			t.Cleanup(func() { s.Close() })
+			return storeOnly{s}
+		}), sluicetest.MayDenyEarly())
+	})
 }
 
 type storeOnly struct{ s sluice.Store }
