@@ -11,6 +11,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
+// errorer is the part of testing.TB that checks report through.
+type errorer interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
 // admission brackets the store's time of one admission: it lies in
 // [before, after], in µs since the epoch.
 type admission struct{ before, after int64 }
@@ -100,7 +106,7 @@ func (e *env) clockNow() time.Time {
 
 // checkInvariant reports admissions that certainly break lim, adm sorted
 // by after.
-func checkInvariant(t *testing.T, lim sluice.Limit, adm []admission) {
+func checkInvariant(t errorer, lim sluice.Limit, adm []admission) {
 	t.Helper()
 	P := lim.Period.Microseconds()
 	rate := int64(lim.Rate)
