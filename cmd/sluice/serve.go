@@ -96,6 +96,10 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	var sum [32]byte
+	if f.config != "" {
+		sum, _ = fingerprint([]string{f.config}) // before loading: a change in between is reloaded
+	}
 	cfg, err := loadConfig(f.config)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: invalid configuration: %v\n", err)
@@ -163,7 +167,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	reloadCtx, stopReload := context.WithCancel(context.Background())
 	if f.config != "" {
 		r := &reloader{paths: []string{f.config}, interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig}
-		r.sum, _ = fingerprint(r.paths)
+		r.sum = sum
 		wg.Go(func() { r.run(reloadCtx) })
 	}
 
