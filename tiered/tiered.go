@@ -93,7 +93,7 @@ type entry struct {
 
 	demand    int64 // units asked since lastLease
 	lastLease time.Duration
-	leasedYet bool
+	leases    int     // leases taken, counting to 2
 	ewma      float64 // units asked per lifetime
 	lastUse   time.Duration
 }
@@ -521,12 +521,17 @@ func (s *Store) viaLease(ctx context.Context, sh *shard, ck ckey, n int) (sluice
 // size is the number of units to lease for a request of n: the demand per
 // lifetime (an exponentially weighted average), within [n, bound].
 func (s *Store) size(e *entry, now time.Duration, n int, lim sluice.Limit) int {
-	if e.leasedYet {
+	if e.leases > 0 {
 		el := max(now-e.lastLease, time.Microsecond)
 		perLife := float64(e.demand) * float64(s.lifetime) / float64(el)
-		e.ewma = 0.5*e.ewma + 0.5*perLife
+		if e.leases == 1 {
+			e.ewma = perLife // the first measure
+		} else {
+			e.ewma = 0.5*e.ewma + 0.5*perLife
+		}
 	}
-	e.leasedYet, e.lastLease, e.demand = true, now, 0
+	e.leases = min(e.leases+1, 2)
+	e.lastLease, e.demand = now, 0
 	bound := max(min(s.leaseMax, int(s.leaseFraction*float64(lim.Capacity()))), 1)
 	k := min(int(math.Ceil(e.ewma)), bound)
 	return max(k, n)
