@@ -84,7 +84,7 @@ func randLimit(rng *rand.Rand) sluice.Limit {
 
 // sequence runs one random sequence of (time step, n) for one limit through
 // the store and internal/algo and reports the first difference.
-func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
+func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	lim := randLimit(rng)
 	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
@@ -110,6 +110,22 @@ func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
 		default:
 			now += rng.Int64N(per/int64(lim.Rate) + 2)
 		}
+		if rng.IntN(15) == 0 {
+			// Same key, algorithm and period, another Rate or Burst: the
+			// state is kept and read under the new limit.
+			for {
+				l2 := randLimit(rng)
+				l2.Algorithm, l2.Period = lim.Algorithm, lim.Period
+				if l2.Algorithm != sluice.TokenBucket && l2.Algorithm != sluice.GCRA {
+					l2.Burst = 0
+				}
+				if l2.Validate() == nil && (l2.Algorithm != sluice.SlidingLog || l2.Rate <= 300) {
+					lim = l2
+					break
+				}
+			}
+			p = algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+		}
 		n := int64(1)
 		switch rng.IntN(5) {
 		case 0:
@@ -118,19 +134,22 @@ func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
 			n = 1 + rng.Int64N(p.Cap)
 		}
 		clock.Store(now)
-		d, err := s.AllowN(context.Background(), key, lim, int(n))
-		if err != nil {
-			t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d: %v", seed, i, lim, n, now, err)
-		}
 		r := m.step(now, p, n)
 		want := sluice.Decision{Allowed: r.Allowed, Limit: lim, Remaining: int(r.Remaining),
 			RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond}
-		if d != want {
-			t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, d, want)
+		// The same sequence on three keys: the flat script of the
+		// algorithm, the batch script and the AllowMulti script (both
+		// built from the lib_*.lua functions).
+		for _, s := range []*Store{st.flat, st.batched} {
+			d, err := s.AllowN(context.Background(), key, lim, int(n))
+			if err != nil {
+				t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d (%v): %v", seed, i, lim, n, now, s, err)
+			}
+			if d != want {
+				t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d (%v) = %+v, internal/algo says %+v", seed, i, lim, n, now, s, d, want)
+			}
 		}
-		// The same sequence on another key through AllowMulti, whose
-		// script is built from the lib_*.lua functions.
-		ds, err := s.AllowMulti(context.Background(), []sluice.Request{{Key: key + "/multi", Limit: lim, N: int(n)}})
+		ds, err := st.flat.AllowMulti(context.Background(), []sluice.Request{{Key: key + "/multi", Limit: lim, N: int(n)}})
 		if err != nil {
 			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d: %v", seed, i, lim, n, now, err)
 		}
@@ -140,11 +159,17 @@ func sequence(t testing.TB, s *Store, clock *atomic.Int64, seed uint64) {
 	}
 }
 
-func newFuzzStore(t testing.TB) (*Store, *atomic.Int64) {
+type fuzzStores struct{ flat, batched *Store }
+
+func newFuzzStore(t testing.TB) (fuzzStores, *atomic.Int64) {
 	srv := redistest.Server(t)
 	clock := new(atomic.Int64)
 	c := newRueidis(t, srv.Addr)
-	return NewRueidis(c, WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })), clock
+	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
+	return fuzzStores{
+		flat:    NewRueidis(c, tc, WithBatching(false), WithPrefix("flat:")),
+		batched: NewRueidis(c, tc, WithPrefix("batched:")),
+	}, clock
 }
 
 // FuzzScripts drives every Lua script (the flat one of AllowN and the

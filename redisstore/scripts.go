@@ -54,6 +54,7 @@ var (
 	singleScripts [kindSeedLog + 1]*script
 	multiScript   *script
 	returnScript  *script
+	batchScript   *script
 )
 
 func init() {
@@ -64,4 +65,5 @@ func init() {
 	}
 	multiScript = newScript("multi", append(all, "multi")...)
 	returnScript = newScript("return", append(all, "return")...)
+	batchScript = newScript("batch", append(all, "batch")...)
 }

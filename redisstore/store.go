@@ -35,20 +35,24 @@ const DefaultPrefix = "sluice:"
 // test's clock stands still.
 const testSlackMs = 3_600_000
 
-// Store is a sluice.Store on Redis: every decision is one Lua script run
-// with EVALSHA, on Redis's clock. It is safe for concurrent use; concurrent
-// decisions share round trips through rueidis's auto-pipelining.
+// Store is a sluice.Store on Redis: every decision is made by a Lua script
+// run with EVALSHA, on Redis's clock, in one round trip. It is safe for
+// concurrent use; concurrent decisions share round trips (rueidis's
+// auto-pipelining) and script runs (WithBatching).
 type Store struct {
 	c      scripter
 	prefix string
 	seed   bool
+	// batching is WithBatching's choice; batch is nil when off.
+	batching bool
 	// slotKey picks the part of a key that chooses its Cluster slot.
 	slotKey func(string) string
 	clock   func() time.Time // test only; nil means Redis TIME
 	closed  atomic.Bool
 	once    sync.Once
 
-	argCache  sync.Map // sluice.Limit -> []string, the flat script's ARGV after n
+	argCache  sync.Map // sluice.Limit -> *limitArgs
+	batch     *batcher // nil: one flat script per decision
 	argCached atomic.Int64
 }
 
@@ -84,12 +88,23 @@ func WithSeedLayout() Option { return func(s *Store) { s.seed = true } }
 func WithTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
 func newStore(c scripter, opts []Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix}
+	s := &Store{c: c, prefix: DefaultPrefix, batching: !c.isCluster()}
 	for _, o := range opts {
 		o(s)
 	}
+	if s.batching && !c.isCluster() {
+		s.batch = &batcher{s: s}
+	}
 	return s
 }
+
+// WithBatching turns batching on or off (default on, except on Cluster,
+// where it is always off). With batching, the decisions of concurrent
+// callers that arrive while earlier ones are in flight go to Redis in one
+// script run, each still one atomic decision, so that Redis spends its time
+// deciding rather than starting scripts. Off, every decision is one run of
+// its algorithm's own script.
+func WithBatching(on bool) Option { return func(s *Store) { s.batching = on } }
 
 // NewRueidis returns a Store deciding through c, the fast path: rueidis
 // pipelines concurrent decisions automatically. Close does not close c.
@@ -145,20 +160,25 @@ func params(lim sluice.Limit) algo.Params {
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
 
-// singleParams returns the flat script's ARGV after n, cached per Limit.
-func (s *Store) singleParams(lim sluice.Limit) []string {
+// limitArgs are a Limit's script arguments, cached per Limit.
+type limitArgs struct {
+	single []string  // the flat script's ARGV after n
+	lib    [5]string // rate, period, cap, R, P for the lib_*.lua functions
+}
+
+func (s *Store) limitArgs(lim sluice.Limit) *limitArgs {
 	if v, ok := s.argCache.Load(lim); ok {
-		return v.([]string)
+		return v.(*limitArgs)
 	}
 	p := params(lim)
-	var a []string
+	a := &limitArgs{lib: [5]string{i64(p.Rate), i64(p.Period), i64(p.Cap), i64(p.R), i64(p.P)}}
 	switch s.kind(lim) {
 	case int(sluice.TokenBucket), int(sluice.GCRA):
-		a = []string{i64(p.Cap * p.P), i64(p.P), i64(p.R)}
+		a.single = []string{i64(p.Cap * p.P), i64(p.P), i64(p.R)}
 	case kindSeedLog:
-		a = []string{i64(p.Rate), i64(p.Period / 1000)} // + a random number per call
+		a.single = []string{i64(p.Rate), i64(p.Period / 1000)} // + a random number per call
 	default:
-		a = []string{i64(p.Rate), i64(p.Period)}
+		a.single = []string{i64(p.Rate), i64(p.Period)}
 	}
 	if s.argCached.Load() < maxArgCache {
 		s.argCached.Add(1)
@@ -170,16 +190,16 @@ func (s *Store) singleParams(lim sluice.Limit) []string {
 // maxArgCache bounds the Limits whose script arguments a Store keeps.
 const maxArgCache = 4096
 
-// appendLibParams appends kind, n and the limit in the form of the
-// lib_*.lua functions (AllowMulti).
+// appendLibParams appends kind, n, the limit and the extra value in the
+// form of the lib_*.lua functions (AllowMulti, batches).
 func (s *Store) appendLibParams(args []string, lim sluice.Limit, n int) []string {
-	p := params(lim)
+	k := s.kind(lim)
+	a := s.limitArgs(lim)
 	x := ""
-	if s.kind(lim) == kindSeedLog {
+	if k == kindSeedLog {
 		x = strconv.FormatUint(uint64(rand.Uint32()), 10)
 	}
-	return append(args, strconv.Itoa(s.kind(lim)), strconv.Itoa(n), i64(p.Rate), i64(p.Period),
-		i64(p.Cap), i64(p.R), i64(p.P), x)
+	return append(args, strconv.Itoa(k), strconv.Itoa(n), a.lib[0], a.lib[1], a.lib[2], a.lib[3], a.lib[4], x)
 }
 
 func (s *Store) testNow() string {
@@ -200,9 +220,19 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return sluice.Decision{}, 0, err
 	}
 	kind := s.kind(lim)
+	if s.batch != nil {
+		c := &call{key: s.redisKey(key, lim)}
+		s.appendLibParams(c.args[:0], lim, n)
+		c.args[8] = s.testNow()
+		s.batch.do(ctx, c)
+		if c.err != nil {
+			return sluice.Decision{}, 0, c.err
+		}
+		return decision(lim, c.res[:]), c.res[4], nil
+	}
 	args := make([]string, 0, 7)
 	args = append(args, strconv.Itoa(n))
-	args = append(args, s.singleParams(lim)...)
+	args = append(args, s.limitArgs(lim).single...)
 	if kind == kindSeedLog {
 		args = append(args, strconv.FormatUint(uint64(rand.Uint32()), 10))
 	}
@@ -261,5 +291,5 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 
 // String describes the store for logs.
 func (s *Store) String() string {
-	return fmt.Sprintf("redisstore(prefix %q, cluster %v)", s.prefix, s.c.isCluster())
+	return fmt.Sprintf("redisstore(prefix %q, cluster %v, batching %v)", s.prefix, s.c.isCluster(), s.batch != nil)
 }

@@ -38,6 +38,6 @@ if n == 0 then
 end
 c = c + n
 local s
-if c < per then s = string.format('%.0f', ws + c) else s = string.format('%.0f:%.0f', ws, c) end
-redis.call('SET', key, s, 'PX', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
+redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 return {1, rate - c, 0, e, now}

@@ -24,11 +24,24 @@ if v then
   else
     at, frac = tonumber(v), 0
   end
-  if not (at == 0 and frac == 0) and (at > now or (at == now and frac > 0)) then
-    if at - now > floor(full / R) + 1 then
-      d = full
-    else
-      d = math.min((at - now) * R + frac, full)
+  if not (at == 0 and frac == 0) then -- the zero TAT is an untouched key
+    -- Read under this limit: {-1, R} stands for the epoch; a frac written
+    -- under another Rate is cut to R-1, within the same µs.
+    if at == -1 and frac == R then
+      at, frac = 0, 0
+    elseif frac >= R then
+      frac = R - 1
+    end
+    if at > now or (at == now and frac > 0) then
+      if at - now > floor(full / R) + 1 then
+        -- More than a full bucket ahead (Burst lowered, clock behind):
+        -- nothing is admitted, and the times count exactly from the TAT.
+        local ahead = at - now
+        local reset = ahead + floor((frac + R - 1) / R)
+        if n > 0 then return {0, 0, ahead - floor(-(frac + n * P - full) / R), reset, now} end
+        return {1, 0, 0, reset, now}
+      end
+      d = (at - now) * R + frac
     end
   end
 end
@@ -42,7 +55,7 @@ if n > 0 then
   local at, frac = now + q, d2 - q * R
   if at == 0 and frac == 0 then at, frac = -1, R end
   local s
-  if frac == 0 then s = string.format('%.0f', at) else s = string.format('%.0f:%.0f', at, frac) end
-  redis.call('SET', key, s, 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0))
+  if frac == 0 then s = string.format('%d', at) else s = string.format('%d:%d', at, frac) end
+  redis.call('SET', key, s, 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
 end
 return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}

@@ -4,7 +4,7 @@
 --
 -- Every number is an integer below 2^53 (internal/algo.CheckBounds), so
 -- doubles are exact; divisions go through idiv, which corrects the rounding
--- of a / b, and numbers are written with %.0f, never tostring (1e+15).
+-- of a / b, and numbers are written with %d, never tostring (1e+15).
 local floor, fmt = math.floor, string.format
 
 local function idiv(a, b)
@@ -20,7 +20,7 @@ end
 
 local function imod(a, b) return a - idiv(a, b) * b end
 local function ceildiv(a, b) return idiv(a + b - 1, b) end
-local function str(x) return fmt('%.0f', x) end
+local function str(x) return fmt('%d', x) end
 
 -- now_us is Redis's own time in µs, or the time a test injected.
 local function now_us(v)

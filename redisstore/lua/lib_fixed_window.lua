@@ -42,7 +42,7 @@ end
 ALG[1].commit = function(key, st, p, slack)
   local v
   if st[2] < p.period then v = str(st[1] + st[2]) else v = str(st[1]) .. ':' .. str(st[2]) end
-  redis.call('SET', key, v, 'PX', ttl_ms(st[3], slack))
+  redis.call('SET', key, v, 'PX', string.format('%d', ttl_ms(st[3], slack)))
 end
 
 ALG[1].ret = function(key, now, at, n, p)

@@ -44,7 +44,7 @@ ALG[6].commit = function(key, st, p, slack)
   local args, t = {}, str(ms)
   for i = 0, st[3] - 1 do
     args[#args + 1] = t
-    args[#args + 1] = string.format('%.0f-%08x', ms, imod(r + i, 4294967296))
+    args[#args + 1] = string.format('%d-%08x', ms, imod(r + i, 4294967296))
   end
   local i, m = 1, #args
   while i <= m do

@@ -56,7 +56,7 @@ end
 local function sw_val(st) return str(st[1]) .. ':' .. str(st[2]) .. ':' .. str(st[3]) end
 
 ALG[3].commit = function(key, st, p, slack)
-  redis.call('SET', key, sw_val(st), 'PX', ttl_ms(st[4], slack))
+  redis.call('SET', key, sw_val(st), 'PX', string.format('%d', ttl_ms(st[4], slack)))
 end
 
 ALG[3].ret = function(key, now, at, n, p)

@@ -24,7 +24,7 @@ ALG[4].decide = function(key, now, n, p, st)
 end
 
 ALG[4].commit = function(key, st, p, slack)
-  redis.call('SET', key, str(st[1]) .. ':' .. str(st[2]), 'PX', ttl_ms(st[3], slack))
+  redis.call('SET', key, str(st[1]) .. ':' .. str(st[2]), 'PX', string.format('%d', ttl_ms(st[3], slack)))
 end
 
 ALG[4].ret = function(key, now, at, n, p)

@@ -18,7 +18,7 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local ms = math.floor(now / 1000)
-local lo = '(' .. string.format('%.0f', ms - W)
+local lo = '(' .. string.format('%d', ms - W)
 local count = redis.call('ZCOUNT', key, lo, '+inf')
 local newest = -1
 if count > 0 then
@@ -34,15 +34,15 @@ if n == 0 then
   if count > 0 then reset = (newest + W) * 1000 - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%.0f', ms - W))
-local t = string.format('%.0f', ms)
+redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', ms - W))
+local t = string.format('%d', ms)
 local args = {}
 local i = 0
 while i < n do
   local j = math.min(i + 499, n - 1)
   for k = i, j do
     args[#args + 1] = t
-    args[#args + 1] = string.format('%.0f-%08x', ms, (rnd + k) % 4294967296)
+    args[#args + 1] = string.format('%d-%08x', ms, (rnd + k) % 4294967296)
   end
   redis.call('ZADD', key, unpack(args))
   args = {}

@@ -22,7 +22,7 @@ local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
 if top[2] then newest = math.max(tonumber(top[2]), -1) end
 if now < newest then now = newest end
 local cut = now - per
-local lo = '(' .. string.format('%.0f', math.max(cut, -1))
+local lo = '(' .. string.format('%d', math.max(cut, -1))
 local count = 0
 if newest > cut then count = redis.call('ZCOUNT', key, lo, '+inf') end
 if n > 0 and count + n > rate then
@@ -34,22 +34,22 @@ if n == 0 then
   if count > 0 then reset = newest + per - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-if newest >= 0 and cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%.0f', cut)) end
+if newest >= 0 and cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', cut)) end
 local seq = 0
 local s = redis.call('ZSCORE', key, '#')
 if s then seq = -tonumber(s) end
-local t = string.format('%.0f', now)
-local args = {string.format('%.0f', -(seq + n)), '#'}
+local t = string.format('%d', now)
+local args = {string.format('%d', -(seq + n)), '#'}
 local i = 1
 while i <= n do
   local j = math.min(i + 499, n)
   for k = i, j do
     args[#args + 1] = t
-    args[#args + 1] = string.format('%.0f', seq + k)
+    args[#args + 1] = string.format('%d', seq + k)
   end
   redis.call('ZADD', key, unpack(args))
   args = {}
   i = j + 1
 end
-redis.call('PEXPIRE', key, math.floor((per + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+redis.call('PEXPIRE', key, string.format('%d', math.floor((per + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 return {1, math.max(rate - count - n, 0), 0, per, now}

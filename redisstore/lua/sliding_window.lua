@@ -55,5 +55,5 @@ if n == 0 then
 end
 cur = cur + n
 local reset = ws + 2 * P - now
-redis.call('SET', key, string.format('%.0f:%.0f:%.0f', ws, prev, cur), 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 return {1, rate - count - n, 0, reset, now}

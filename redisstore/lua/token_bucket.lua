@@ -31,6 +31,6 @@ if n > 0 and d2 > full then
 end
 local reset = floor((d2 + R - 1) / R)
 if n > 0 then
-  redis.call('SET', key, string.format('%.0f:%.0f', d2, now), 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0))
+  redis.call('SET', key, string.format('%d:%d', d2, now), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
 end
 return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}

@@ -1,0 +1,154 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// batcher gathers the decisions of concurrent callers into one script run
+// (batch.lua) while earlier runs are in flight, as auto-pipelining gathers
+// commands into one write: a lone caller is sent at once, and under load
+// the cost of running a script and of reading TIME is shared by a batch.
+// Each decision in a batch is still exactly one atomic AllowN; a batch is
+// never retried. Batching needs every key on one node, so it is off on
+// Cluster.
+type batcher struct {
+	s       *Store
+	mu      sync.Mutex
+	pending []*call
+	running int // batches in flight
+}
+
+// maxRunning is how many batches may be in flight at once: two keep Redis
+// busy while the client reads one reply and writes the next batch.
+const maxRunning = 2
+
+// maxBatch bounds the decisions of one script run.
+const maxBatch = 256
+
+type call struct {
+	key  string
+	args [9]string
+	res  [5]int64
+	err  error
+	wake chan struct{} // closed when res/err are set, or to hand over the lead
+	lead []*call       // set (under mu) when this caller must run this batch
+	ctx  context.Context
+}
+
+// do decides c, leading a batch or joining the next one.
+func (b *batcher) do(ctx context.Context, c *call) {
+	c.ctx = ctx
+	b.mu.Lock()
+	if b.running < maxRunning {
+		b.running++
+		batch := append(b.take(), c)
+		b.mu.Unlock()
+		b.run(c, batch)
+		return
+	}
+	c.wake = make(chan struct{})
+	b.pending = append(b.pending, c)
+	b.mu.Unlock()
+	select {
+	case <-c.wake:
+	case <-ctx.Done():
+		b.mu.Lock()
+		for i, p := range b.pending {
+			if p == c { // not sent: no decision was made
+				b.pending = append(b.pending[:i], b.pending[i+1:]...)
+				b.mu.Unlock()
+				c.err = ctx.Err()
+				return
+			}
+		}
+		lead := c.lead
+		b.mu.Unlock()
+		if lead == nil {
+			// In a batch in flight: it may still count, as a timed-out
+			// single call may.
+			c.err = ctx.Err()
+			return
+		}
+		<-c.wake
+	}
+	if c.lead != nil {
+		b.run(c, c.lead)
+	}
+}
+
+// take removes and returns up to maxBatch-1 pending calls. b.mu is held.
+func (b *batcher) take() []*call {
+	n := min(len(b.pending), maxBatch-1)
+	batch := make([]*call, n, n+1)
+	copy(batch, b.pending)
+	b.pending = append(b.pending[:0], b.pending[n:]...)
+	return batch
+}
+
+// run sends batch (self among it), then hands the lead of the next batch to
+// one of the pending callers, or retires.
+func (b *batcher) run(self *call, batch []*call) {
+	b.exec(batch)
+	for _, c := range batch {
+		if c != self {
+			close(c.wake)
+		}
+	}
+	b.mu.Lock()
+	if len(b.pending) == 0 {
+		b.running--
+		b.mu.Unlock()
+		return
+	}
+	next := b.take()
+	next[0].lead = next
+	b.mu.Unlock()
+	close(next[0].wake)
+}
+
+// exec runs one batch script and sets every call's result.
+func (b *batcher) exec(batch []*call) {
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	keys := make([]string, len(batch))
+	args := make([]string, 1, 1+9*len(batch))
+	args[0] = "0"
+	if b.s.clock != nil {
+		args[0] = strconv.Itoa(testSlackMs)
+	}
+	for i, c := range batch {
+		keys[i] = c.key
+		args = append(args, c.args[:]...)
+	}
+	res, err := b.s.run(ctx, batchScript, keys, args)
+	if err == nil && len(res) != 5*len(batch) {
+		err = fmt.Errorf("redisstore: eval batch: reply has %d values, want %d", len(res), 5*len(batch))
+	}
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		copy(c.res[:], res[5*i:])
+	}
+}
+
+// batchContext is the context of a batch: not cancelled with any one
+// caller, and with the latest deadline among them (none if one has none).
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, c := range batch {
+		d, ok := c.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
