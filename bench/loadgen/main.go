@@ -47,6 +47,9 @@ func main() {
 	domain := flag.String("domain", "bench", "RLS domain")
 	descKey := flag.String("descriptor", "user", "descriptor key")
 	flag.Parse()
+	if *keys < 1 || *conc < 1 || *conns < 1 || *dur <= 0 {
+		fatal(fmt.Errorf("-keys %d, -c %d, -conns %d, -d %v: want positive values", *keys, *conc, *conns, *dur))
+	}
 
 	var call func(ctx context.Context, worker, i int) error
 	switch *mode {
@@ -60,11 +63,16 @@ func main() {
 			defer cc.Close()
 			clients[i] = pb.NewRateLimitServiceClient(cc)
 		}
-		call = func(ctx context.Context, worker, i int) error {
-			req := &pb.RateLimitRequest{Domain: *domain, Descriptors: []*rlpb.RateLimitDescriptor{{
-				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: *descKey, Value: "u" + strconv.Itoa(i%*keys)}},
+		// Requests are built once: the generator shares the CPU with the
+		// service, so it should spend as little of it as it can.
+		reqs := make([]*pb.RateLimitRequest, *keys)
+		for k := range reqs {
+			reqs[k] = &pb.RateLimitRequest{Domain: *domain, Descriptors: []*rlpb.RateLimitDescriptor{{
+				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: *descKey, Value: "u" + strconv.Itoa(k)}},
 			}}}
-			resp, err := clients[worker%len(clients)].ShouldRateLimit(ctx, req)
+		}
+		call = func(ctx context.Context, worker, i int) error {
+			resp, err := clients[worker%len(clients)].ShouldRateLimit(ctx, reqs[i%len(reqs)])
 			if err != nil {
 				return err
 			}
@@ -78,9 +86,12 @@ func main() {
 			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 		client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 		url := "http://" + *addr + "/v1/check"
+		bodies := make([][]byte, *keys)
+		for k := range bodies {
+			bodies[k] = []byte(`{"key":"u` + strconv.Itoa(k) + `","algorithm":"fixed_window","rate":10000000,"period":"1s"}`)
+		}
 		call = func(ctx context.Context, worker, i int) error {
-			body := `{"key":"u` + strconv.Itoa(i%*keys) + `","algorithm":"fixed_window","rate":10000000,"period":"1s"}`
-			req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewBufferString(body))
+			req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(bodies[i%len(bodies)]))
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			if err != nil {
