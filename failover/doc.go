@@ -41,10 +41,24 @@
 // to the *slog.Logger of WithLogger (discarding by default). Ready reports
 // whether the breaker is closed, for readiness probes.
 //
+// What counts as a failure: any error of the shared store but invalid input
+// and sluice.ErrClosed; the deadline; and the caller's own deadline when it
+// expires during the call (the store did not answer in the time it was
+// given). A caller's cancellation is not counted, and returns its error.
+//
+// One breaker covers the whole shared store. On a Redis Cluster, a failed
+// master makes about a third of the calls fail, which is enough to open it
+// for every key until a probe answers: the probe (a peek on one key) reaches
+// one master only, so the breaker may close while the failed master's slots
+// still fail, and open again. The fault test of a master killed in a
+// 3-master cluster shows it; decisions stay correct under every policy.
+//
 // # Composition
 //
 // With package tiered, put the breaker outside:
-// failover.New(tiered.New(shared)). Lease spends and cached denials then
-// stay local, and a shared store that fails makes tiered's calls fail,
-// which opens the breaker.
+// failover.New(tiered.New(shared)). tiered implements LocalFirst, so lease
+// spends and cached denials are decided without a deadline, with the
+// breaker closed or open (units leased before an outage were admitted by the
+// shared store and are spent as usual); only the calls that need the shared
+// store go through the deadline and the breaker.
 package failover
