@@ -129,13 +129,14 @@ type faultReport struct {
 	leaseSpends                                          int // admitted without the store during the outage, from leases
 	p50, p99, max                                        time.Duration
 	recovery, lastDegraded                               time.Duration
+	opens                                                int64
 }
 
 func (r faultReport) String() string {
 	return fmt.Sprintf("decisions %d (admitted %d, denied %d, errors %d); degraded %d (FailClosed denied %d; FailOpen admitted %d, denied %d); "+
-		"lease spends during the outage %d; with breaker open %d, latency p50 %v p99 %v max %v; breaker closed %v after the server returned, last degraded decision %v after",
+		"lease spends during the outage %d; breaker opened %d times; with breaker open %d, latency p50 %v p99 %v max %v; breaker closed %v after the server returned, last degraded decision %v after",
 		r.decisions, r.admitted, r.denied, r.errors, r.degraded, r.closedDenied, r.openAdmitted, r.openDenied, r.leaseSpends,
-		r.openDecisions, r.p50, r.p99, r.max, r.recovery, r.lastDegraded)
+		r.opens, r.openDecisions, r.p50, r.p99, r.max, r.recovery, r.lastDegraded)
 }
 
 // runScenario runs the load over store for a healthy moment, breaks it,
@@ -288,6 +289,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 		}
 	}
 	rep.recovery = recovery
+	rep.opens = st.BreakerOpens
 	return rep
 }
 

@@ -72,6 +72,13 @@
 // processes × floor(Rate×f) per Period (for the buckets, also their scaled
 // bursts). It is available only by that explicit option.
 //
+// # Deadlines and failures
+//
+// tiered adds no deadline and no failure policy: a shared call runs under the
+// caller's context, and a failed one returns its error (callers waiting for
+// a key's lease in flight wait for it, bounded by their own contexts). Wrap
+// it in package failover for both: failover.New(tiered.New(shared)).
+//
 // # Counters
 //
 // Stats reports decisions served locally (lease spends, cached denials,
