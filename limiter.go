@@ -25,6 +25,10 @@ type Option func(*Limiter)
 // The jitter is also at most a tenth of the RetryAfter.
 const DefaultMaxJitter = 5 * time.Millisecond
 
+// MinWaitRetry is the shortest sleep of Wait between two attempts, used
+// when a store denies with a RetryAfter of 0 (which exact stores never do).
+const MinWaitRetry = time.Millisecond
+
 // WithMaxJitter sets the largest delay Wait adds to each RetryAfter
 // (default DefaultMaxJitter); 0 makes Wait sleep exactly RetryAfter.
 func WithMaxJitter(d time.Duration) Option {
@@ -84,24 +88,28 @@ func (l *Limiter) Wait(ctx context.Context, key string, lim Limit, n int) (Decis
 			t.Stop()
 		}
 	}()
+	var last Decision
 	for {
 		if err := ctx.Err(); err != nil {
-			return Decision{}, err
+			return last, err
 		}
 		d, err := l.AllowN(ctx, key, lim, n)
 		if err != nil || d.Allowed {
 			return d, err
 		}
-		sleep := d.RetryAfter
+		last = d
+		// A store that denies without a wait would make Wait spin: poll no
+		// faster than MinWaitRetry then.
+		retry := max(d.RetryAfter, MinWaitRetry)
+		sleep := retry + l.jitter(retry)
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
-			if left <= sleep {
+			if left <= retry {
 				return d, fmt.Errorf("%w: %q needs %v, deadline in %v", ErrWouldExceedDeadline, key, d.RetryAfter, max(left, 0))
 			}
-			sleep += l.jitter(d.RetryAfter)
-			sleep = min(sleep, left)
-		} else {
-			sleep += l.jitter(d.RetryAfter)
+			if sleep >= left {
+				sleep = retry // no jitter past the deadline
+			}
 		}
 		if t == nil {
 			t = time.NewTimer(sleep)

@@ -179,7 +179,6 @@ func TestWaitDeadline(t *testing.T) {
 // within the jitter, must not fail the Wait: the jitter is no reason to
 // miss a deadline the request itself meets.
 func TestWaitDeadlineAfterRetry(t *testing.T) {
-	t.Skip("limiter.go: Wait sleeps min(RetryAfter+jitter, left), wakes at the deadline and returns context.DeadlineExceeded; see the report to the lead")
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t, sluice.WithMaxJitter(time.Hour))
 		lim := sluice.PerSecond(3)
