@@ -19,9 +19,10 @@ import (
 // none is counted.
 type Policy struct {
 	// Name identifies the policy in the RateLimit headers, in problem
-	// bodies and in metrics, and namespaces its keys in the store: two
-	// policies never share state. Non-empty printable ASCII, unique within a
-	// Middleware.
+	// bodies and in metrics, and namespaces its keys in the store (the
+	// store key is Name + ":" + key, or Name + ":sha256:" + the key's hex
+	// digest when too long for a store): two policies never share state.
+	// Non-empty printable ASCII, unique within a Middleware.
 	Name string
 	// Limit is the quota.
 	Limit sluice.Limit

@@ -491,3 +491,58 @@ func TestLongKeyIsHashed(t *testing.T) {
 		t.Errorf("statuses %d, %d, %d; want 200, 429, 200", r1.StatusCode, r2.StatusCode, r3.StatusCode)
 	}
 }
+
+// TestMiddlewareConcurrentAllOrNothing: 60 concurrent requests from three
+// tenants against a per-tenant limit of 10 and a global limit of 25, both
+// per minute. Exactly 25 are served, no tenant more than 10, and since a
+// denial counts nothing, the counts in the store match what was served.
+func TestMiddlewareConcurrentAllOrNothing(t *testing.T) {
+	clock := newClock(t0)
+	lim := sluice.New(newMemStore(t, memstoreClock(clock)))
+	window := func(rate int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.FixedWindow, Rate: rate, Period: time.Minute}
+	}
+	mw, err := httplimit.New(lim, []httplimit.Policy{
+		{Name: "tenant", Limit: window(10), Key: httplimit.Header("X-Tenant")},
+		{Name: "global", Limit: window(25), Key: httplimit.Constant("all")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw.Handler(okHandler()))
+	defer srv.Close()
+	var mu sync.Mutex
+	served := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range 60 {
+		tenant := []string{"a", "b", "c"}[i%3]
+		wg.Go(func() {
+			resp, _ := get(t, srv.Client(), srv.URL, "X-Tenant", tenant)
+			if resp.StatusCode == 200 {
+				mu.Lock()
+				served[tenant]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for tenant, n := range served {
+		total += n
+		if n > 10 {
+			t.Errorf("tenant %s served %d, more than its 10", tenant, n)
+		}
+		// The store counted exactly what was served for the tenant.
+		d, err := lim.AllowN(context.Background(), "tenant:"+tenant, window(10), 0)
+		if err != nil || d.Remaining != 10-n {
+			t.Errorf("tenant %s: store has %d remaining, %v; want %d", tenant, d.Remaining, err, 10-n)
+		}
+	}
+	if total != 25 {
+		t.Errorf("served %d in all (%v), want 25", total, served)
+	}
+	d, _ := lim.AllowN(context.Background(), "global:all", window(25), 0)
+	if d.Remaining != 0 {
+		t.Errorf("global remaining %d, want 0", d.Remaining)
+	}
+}
