@@ -400,6 +400,17 @@ func TestE2EDefaultExampleAndEnv(t *testing.T) {
 	if !strings.Contains(p.stderr.String(), `config="built-in example"`) {
 		t.Errorf("log does not name the built-in example:\n%s", p.stderr)
 	}
+	// SIGHUP without --config neither kills the process nor changes anything.
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.stderr.String(), "nothing to reload"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log of the SIGHUP:\n%s", p.stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, _ := p.get(t, "/healthz"); code != 200 {
+		t.Errorf("/healthz after SIGHUP = %d", code)
+	}
 }
 
 func TestE2EReload(t *testing.T) {

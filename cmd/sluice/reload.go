@@ -33,7 +33,7 @@ func (r *reloader) run(ctx context.Context) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	var tick <-chan time.Time
-	if r.interval > 0 {
+	if r.interval > 0 && len(r.paths) > 0 {
 		t := time.NewTicker(r.interval)
 		defer t.Stop()
 		tick = t.C
@@ -43,6 +43,10 @@ func (r *reloader) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-hup:
+			if len(r.paths) == 0 {
+				r.log.Info("SIGHUP: no --config, nothing to reload")
+				continue
+			}
 			r.log.Info("SIGHUP: reloading configuration")
 			r.reload(true)
 		case <-tick:

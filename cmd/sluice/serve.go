@@ -165,11 +165,11 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(context.Background())
+	r := &reloader{interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig, sum: sum}
 	if f.config != "" {
-		r := &reloader{paths: []string{f.config}, interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig}
-		r.sum = sum
-		wg.Go(func() { r.run(reloadCtx) })
+		r.paths = []string{f.config}
 	}
+	wg.Go(func() { r.run(reloadCtx) }) // also without --config, so that SIGHUP does not kill the process
 
 	code := 0
 	select {
