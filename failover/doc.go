@@ -45,6 +45,10 @@
 // and sluice.ErrClosed; the deadline; and the caller's own deadline when it
 // expires during the call (the store did not answer in the time it was
 // given). A caller's cancellation is not counted, and returns its error.
+// A shared call that timed out may still have been counted by the store
+// (Redis runs the script when it gets it; nothing is replayed), so a
+// FailOpen decision after a timeout can admit a request that the store
+// also counted: at most one per timed-out call.
 //
 // One breaker covers the whole shared store. On a Redis Cluster, a failed
 // master makes about a third of the calls fail, which is enough to open it
