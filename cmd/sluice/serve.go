@@ -40,6 +40,7 @@ type serveFlags struct {
 	readyzBreaker   bool
 	authDomain      string
 	authDescriptors string
+	authDenyStatus  int
 	redisTimeout    time.Duration
 	tiered          bool
 	leaseMax        int
@@ -72,6 +73,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.BoolVar(&f.readyzBreaker, "readyz-breaker", false, "make /readyz fail while the shared store's circuit breaker is open")
 	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
 	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: one per key with a header present, valued by the first present of its headers: `key=Header|Header,...`")
+	fs.IntVar(&f.authDenyStatus, "auth-deny-status", 429, "HTTP `status` of a GET /v1/auth denial (403 for nginx auth_request, which turns 429 into 500)")
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
 	fs.BoolVar(&f.tiered, "tiered", false, "with --redis: put a local tier in front of Redis (cached denials: exact, no extra admissions)")
 	fs.IntVar(&f.leaseMax, "lease-max", 0, "with --tiered: take up to `N` units per Redis call and spend them locally (fixed and sliding windows; 0: no leases)")
@@ -124,7 +126,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders))
 	sopts := []server.Option{
 		server.WithMetrics(metrics), server.WithLogger(log),
-		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources}),
+		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus}),
 	}
 	if f.readyzBreaker && st.ready != nil {
 		sopts = append(sopts, server.WithReadiness(func() (bool, string) {
@@ -203,6 +205,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.failureMode == "open" && f.redis != "" && f.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
+	}
+	if f.authDenyStatus < 400 || f.authDenyStatus > 599 {
+		return fmt.Errorf("--auth-deny-status %d: want a 4xx or 5xx status", f.authDenyStatus)
 	}
 	if (f.tiered || f.leaseMax > 0) && f.redis == "" {
 		return errors.New("--tiered and --lease-max apply to --redis only")

@@ -19,6 +19,10 @@ import (
 type Auth struct {
 	Domain  string
 	Sources []Source
+	// DenyStatus is the status of a denial: 429 when 0. nginx's
+	// auth_request turns every status but 2xx, 401 and 403 into 500, so
+	// nginx set-ups use 403 and map it back with error_page.
+	DenyStatus int
 }
 
 // Source is one descriptor of an auth request: Key, valued by the first of
@@ -127,7 +131,11 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
-		writeProblem(w, http.StatusTooManyRequests, "", "rate limit exceeded")
+		code := s.auth.DenyStatus
+		if code == 0 {
+			code = http.StatusTooManyRequests
+		}
+		writeProblem(w, code, "", "rate limit exceeded")
 		return
 	}
 	w.WriteHeader(http.StatusOK)

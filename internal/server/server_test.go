@@ -169,6 +169,14 @@ func TestAuth(t *testing.T) {
 	if w := do(t, s, "GET", "/v1/auth", ""); w.Code != 200 {
 		t.Errorf("no headers = %d, want 200", w.Code)
 	}
+	// For nginx: denials as 403.
+	s403, _ := newTestServer(t, WithAuth(Auth{Domain: "example", Sources: DefaultAuth().Sources, DenyStatus: 403}))
+	for range 5 {
+		do(t, s403, "GET", "/v1/auth", "", "X-Api-Key", "k")
+	}
+	if w := do(t, s403, "GET", "/v1/auth", "", "X-Api-Key", "k"); w.Code != 403 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("denial with DenyStatus 403 = %d %v, want 403 with Retry-After", w.Code, w.Header())
+	}
 }
 
 func TestProbes(t *testing.T) {
