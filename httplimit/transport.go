@@ -219,7 +219,9 @@ func (t *Transport) Backoff(ctx context.Context, key string) (time.Duration, err
 }
 
 // await waits for the back-off of key, then for one unit of quota, within
-// ctx and deadline.
+// ctx and deadline. When the quota made it sleep, it checks the back-off
+// again: another replica may have heard a 429 meanwhile (the unit taken is
+// then spent, which errs on the side of the upstream).
 func (t *Transport) await(ctx context.Context, key string, deadline time.Time) error {
 	wctx := ctx
 	if !deadline.IsZero() {
@@ -227,6 +229,27 @@ func (t *Transport) await(ctx context.Context, key string, deadline time.Time) e
 		wctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	if err := t.awaitBackoff(ctx, wctx, key); err != nil {
+		return err
+	}
+	if t.Limit == (sluice.Limit{}) {
+		return nil
+	}
+	d, err := t.Limiter.AllowN(wctx, key, t.Limit, 1)
+	if err == nil && d.Allowed {
+		return nil // the common case: no wait, two store calls in all
+	}
+	if err == nil {
+		d, err = t.Limiter.Wait(wctx, key, t.Limit, 1)
+	}
+	if err != nil {
+		return t.waitErr(ctx, wctx, key, d, false, err)
+	}
+	return t.awaitBackoff(ctx, wctx, key)
+}
+
+// awaitBackoff sleeps until no back-off is recorded for key.
+func (t *Transport) awaitBackoff(ctx, wctx context.Context, key string) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -242,7 +265,7 @@ func (t *Transport) await(ctx context.Context, key string, deadline time.Time) e
 			return t.waitErr(ctx, wctx, key, sluice.Decision{}, false, err)
 		}
 		if left <= 0 {
-			break
+			return nil
 		}
 		dec := sluice.Decision{Limit: backoffLimit(msCeil(t.maxBackoff())), RetryAfter: left, ResetAfter: left}
 		if dl, ok := wctx.Deadline(); ok && time.Until(dl) <= left {
@@ -260,14 +283,6 @@ func (t *Transport) await(ctx context.Context, key string, deadline time.Time) e
 		case <-timer.C:
 		}
 	}
-	if t.Limit == (sluice.Limit{}) {
-		return nil
-	}
-	d, err := t.Limiter.Wait(wctx, key, t.Limit, 1)
-	if err != nil {
-		return t.waitErr(ctx, wctx, key, d, false, err)
-	}
-	return nil
 }
 
 // waitErr classifies a wait error: the caller's context error as is, a

@@ -633,3 +633,29 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 	})
 }
+
+// TestTransportBackoffWhileWaitingForQuota: a request waiting for quota
+// when another replica records a back-off does not go before the back-off
+// ends.
+func TestTransportBackoffWhileWaitingForQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &upstream{}
+		lim := sluice.New(newMemStore(t))
+		rt := &httplimit.Transport{Base: handlerTransport(up), Limiter: lim,
+			Limit: sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Second}}
+		start := time.Now()
+		if st, err := doGet(context.Background(), rt, "http://api.example/"); st != 200 || err != nil {
+			t.Fatal(st, err)
+		}
+		time.AfterFunc(500*time.Millisecond, func() {
+			rt.RecordBackoff(context.Background(), "api.example", 3*time.Second)
+		})
+		if st, err := doGet(context.Background(), rt, "http://api.example/"); st != 200 || err != nil {
+			t.Fatal(st, err)
+		}
+		ts := up.times()
+		if got := ts[1].Sub(start); got < 3500*time.Millisecond {
+			t.Errorf("second request sent after %v, inside the back-off that ends at 3.5s", got)
+		}
+	})
+}
