@@ -48,6 +48,7 @@ type Store struct {
 	log           *slog.Logger
 	sweepEvery    time.Duration
 	idle          time.Duration
+	shardCap      int // entries per shard
 
 	seed   maphash.Seed
 	shards [numShards]shard
@@ -156,6 +157,22 @@ func WithApproximateLocalShare(f float64) Option {
 	}
 }
 
+// DefaultMaxKeys bounds the (key, limit) states kept locally.
+const DefaultMaxKeys = 1 << 20
+
+// WithMaxKeys bounds the (key, limit) states kept locally (default
+// DefaultMaxKeys; idle ones are forgotten after a second or two lifetimes).
+// When full, a new key's decisions go to the shared store directly, with
+// neither a cached denial nor a lease, until room is made: exact, only
+// slower.
+func WithMaxKeys(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.shardCap = max(n/numShards, 1)
+		}
+	}
+}
+
 // WithReturnTimeout bounds each background Return and all of Close's
 // (default DefaultReturnTimeout).
 func WithReturnTimeout(d time.Duration) Option {
@@ -188,6 +205,7 @@ func New(shared sluice.Store, opts ...Option) *Store {
 	s := &Store{
 		shared:        shared,
 		returnTimeout: DefaultReturnTimeout,
+		shardCap:      DefaultMaxKeys / numShards,
 		log:           slog.New(slog.DiscardHandler),
 		seed:          maphash.MakeSeed(),
 		stop:          make(chan struct{}),
@@ -394,7 +412,7 @@ func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, n int) (sluice.D
 	}
 	sh.mu.Lock()
 	e := sh.m[ck]
-	if e == nil && !d.Allowed {
+	if e == nil && !d.Allowed && len(sh.m) < s.shardCap {
 		e = &entry{}
 		sh.m[ck] = e
 	}
@@ -465,6 +483,10 @@ func (s *Store) viaLease(ctx context.Context, sh *shard, ck ckey, n int) (sluice
 		sh.mu.Lock()
 		e := sh.m[ck]
 		if e == nil {
+			if len(sh.m) >= s.shardCap {
+				sh.mu.Unlock()
+				return s.direct(ctx, sh, ck, n)
+			}
 			e = &entry{}
 			sh.m[ck] = e
 		}

@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,5 +359,28 @@ func TestSharedErrorsPassThrough(t *testing.T) {
 			t.Errorf("AllowN with a failing store error = %v, want %v", err, errDown)
 		}
 		s.Close()
+	}
+}
+
+func TestMaxKeysFallsBackToTheStore(t *testing.T) {
+	clock := sluicetest.NewClock(sluicetest.Epoch)
+	x := newExact(clock.Now)
+	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithMaxKeys(1), tiered.WithLeases(10, 1, time.Hour))
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
+	// 64 shards hold one key each: 200 keys cannot all have a local state.
+	for i := range 200 {
+		for range 5 {
+			if d, err := s.AllowN(ctx, fmt.Sprint("key", i), lim, 1); err != nil || !d.Allowed {
+				t.Fatalf("AllowN(key%d) = %+v, %v", i, d, err)
+			}
+		}
+	}
+	st := s.Stats()
+	if st.Leases > 64*2 || st.Shared <= 200*2 {
+		t.Errorf("Stats() = %+v: want at most 64 keys leased (two leases each), the rest decided by the store", st)
+	}
+	s.Close()
+	if got := x.admitted.Load(); got != 1000 {
+		t.Errorf("after Close the store counts %d units net, want exactly the 1000 admitted", got)
 	}
 }
