@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,6 +44,7 @@ type serveFlags struct {
 	authDenyStatus  int
 	redisTimeout    time.Duration
 	tiered          bool
+	debugAddr       string
 	leaseMax        int
 	leaseFraction   float64
 	leaseLifetime   time.Duration
@@ -79,6 +81,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.IntVar(&f.leaseMax, "lease-max", 0, "with --tiered: take up to `N` units per Redis call and spend them locally (fixed and sliding windows; 0: no leases)")
 	fs.Float64Var(&f.leaseFraction, "lease-fraction", 0.1, "with --lease-max: a lease is at most this fraction of a limit's capacity")
 	fs.DurationVar(&f.leaseLifetime, "lease-lifetime", time.Second, "with --lease-max: longest time a lease is spent")
+	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's /debug/pprof on this `address` (off when empty; keep it private)")
 	withEnv(fs)
 	if code, done := parse(fs, args); done {
 		return code
@@ -154,6 +157,23 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	grpcSrv := grpc.NewServer(grpc.MaxRecvMsgSize(server.DefaultMaxBody))
 	health := rls.Register(grpcSrv, svc)
 
+	if f.debugAddr != "" {
+		dl, err := net.Listen("tcp", f.debugAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "sluice serve: --debug-addr: %v\n", err)
+			return 1
+		}
+		dmux := http.NewServeMux()
+		dmux.HandleFunc("/debug/pprof/", pprof.Index)
+		dmux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		ds := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
+		go ds.Serve(dl)
+		defer ds.Close()
+		log.Info("debug listener", "addr", dl.Addr().String())
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- fmt.Errorf("http: %w", httpSrv.Serve(hl)) }()
 	go func() { errc <- fmt.Errorf("grpc: %w", grpcSrv.Serve(gl)) }()
