@@ -29,6 +29,11 @@ type ClientIP struct {
 	// (RFC 7239, for= parameters). Only the one named is read: a header the
 	// proxies do not write may come straight from the client.
 	Header string
+	// IPv6Bits, when between 1 and 127, makes Key group IPv6 clients by
+	// that prefix ("2001:db8:1:2::/64" for 64): one host usually holds a
+	// whole /64, so keying by full address lets it rotate freely. IPv4
+	// clients are keyed by address. Addr is not affected.
+	IPv6Bits int
 }
 
 // ParsePrefixes parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") and
@@ -55,11 +60,18 @@ func ParsePrefixes(s ...string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// Key is a KeyFunc: the client's address as text.
+// Key is a KeyFunc: the client's address as text, or its IPv6 prefix
+// with IPv6Bits.
 func (c ClientIP) Key(r *http.Request) (string, error) {
 	a, err := c.Addr(r)
 	if err != nil {
 		return "", err
+	}
+	if a.Is6() && c.IPv6Bits > 0 && c.IPv6Bits < 128 {
+		p, err := a.Prefix(c.IPv6Bits)
+		if err == nil {
+			return p.String(), nil
+		}
 	}
 	return a.String(), nil
 }

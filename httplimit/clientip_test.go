@@ -199,3 +199,26 @@ func FuzzParseForwarded(f *testing.F) {
 		}
 	})
 }
+
+func TestClientIPKeyIPv6Bits(t *testing.T) {
+	tests := []struct {
+		remote string
+		bits   int
+		want   string
+	}{
+		{"[2001:db8:1:2:aaaa::1]:5", 64, "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:5", 64, "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:5", 48, "2001:db8:1::/48"},
+		{"[2001:db8:1:2:bbbb::9]:5", 0, "2001:db8:1:2:bbbb::9"},
+		{"192.0.2.7:5", 64, "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:5", 64, "192.0.2.7"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		got, err := httplimit.ClientIP{IPv6Bits: tt.bits}.Key(r)
+		if err != nil || got != tt.want {
+			t.Errorf("Key(%s, IPv6Bits %d) = %q, %v; want %q", tt.remote, tt.bits, got, err, tt.want)
+		}
+	}
+}
