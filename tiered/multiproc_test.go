@@ -70,6 +70,9 @@ type mpGrant struct {
 type mpChildResult struct {
 	Grants   map[string][]mpGrant // by algorithm
 	Admitted map[string]int
+	// Fixed are the fixed-window admissions, as the wall-clock µs before
+	// and after their call (the same clock as Redis TIME on this host).
+	Fixed    [][2]int64
 	Errors   int
 	FirstErr string
 }
@@ -129,9 +132,11 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			admitted := map[string]int{}
+			var fixed [][2]int64
 			errs, first := 0, ""
 			for i := 0; time.Now().Before(end); i++ {
 				lim := lims[rand.IntN(len(lims))]
+				before := time.Now().UnixMicro()
 				d, err := s.AllowN(context.Background(), cfg.Prefix+lim.Algorithm.String(), lim, 1)
 				switch {
 				case err != nil:
@@ -141,6 +146,9 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 					}
 				case d.Allowed:
 					admitted[lim.Algorithm.String()]++
+					if lim.Algorithm == sluice.FixedWindow {
+						fixed = append(fixed, [2]int64{before, time.Now().UnixMicro()})
+					}
 				}
 				if i%4 == 0 {
 					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
@@ -151,6 +159,7 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 				res.Admitted[k] += v
 			}
 			res.Errors += errs
+			res.Fixed = append(res.Fixed, fixed...)
 			if res.FirstErr == "" {
 				res.FirstErr = first
 			}
@@ -214,6 +223,7 @@ func TestMultiProcessLeases(t *testing.T) {
 	}
 	wg.Wait()
 	merged := map[string][]mpGrant{}
+	fixedWin := map[int64]int{} // admissions certainly within one window
 	for i := range procs {
 		if !cmds[i].ProcessState.Success() {
 			t.Fatalf("child %d failed: %s", i, outputs[i])
@@ -228,6 +238,12 @@ func TestMultiProcessLeases(t *testing.T) {
 		}
 		if res.Errors > 0 {
 			t.Errorf("child %d: %d errors, first: %s", i, res.Errors, res.FirstErr)
+		}
+		p := mpPeriod.Microseconds()
+		for _, a := range res.Fixed {
+			if w := a[0] / p; w == a[1]/p {
+				fixedWin[w]++
+			}
 		}
 		for _, lim := range mpLimits() {
 			a := lim.Algorithm.String()
@@ -246,6 +262,16 @@ func TestMultiProcessLeases(t *testing.T) {
 			merged[a] = append(merged[a], res.Grants[a]...)
 		}
 	}
+	// Fixed-window leases are spent within their window: in real time too,
+	// no window holds more than Rate admissions.
+	fixedRate, most := mpLimits()[0].Rate, 0
+	for w, n := range fixedWin {
+		most = max(most, n)
+		if n > fixedRate {
+			t.Errorf("fixed_window: %d admissions in real time within the window starting at %dµs, want at most %d", n, w*mpPeriod.Microseconds(), fixedRate)
+		}
+	}
+	t.Logf("fixed_window: at most %d admissions in one window in real time (limit %d)", most, fixedRate)
 	for _, lim := range mpLimits() {
 		a := lim.Algorithm.String()
 		net := netStamps(merged[a])
