@@ -148,6 +148,18 @@ func (p *proc) wait(t *testing.T, within time.Duration) int {
 	return 0
 }
 
+// waitLog waits until the process's stderr contains s: it is copied from a
+// pipe, so a line may arrive after the event it reports.
+func (p *proc) waitLog(t *testing.T, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(p.stderr.String(), s); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks %q after 10s", s)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (p *proc) should(t *testing.T, domain string, hits uint32, ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -397,17 +409,10 @@ func TestE2EDefaultExampleAndEnv(t *testing.T) {
 	if code, _ := p.get(t, "/readyz"); code != 200 {
 		t.Errorf("/readyz = %d, want 200", code)
 	}
-	if !strings.Contains(p.stderr.String(), `config="built-in example"`) {
-		t.Errorf("log does not name the built-in example:\n%s", p.stderr)
-	}
+	p.waitLog(t, `config="built-in example"`)
 	// SIGHUP without --config neither kills the process nor changes anything.
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.stderr.String(), "nothing to reload"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log of the SIGHUP:\n%s", p.stderr)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	p.waitLog(t, "nothing to reload")
 	if code, _ := p.get(t, "/healthz"); code != 200 {
 		t.Errorf("/healthz after SIGHUP = %d", code)
 	}
@@ -507,9 +512,7 @@ func TestE2ESIGTERMDrains(t *testing.T) {
 	if code := p.wait(t, 10*time.Second); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	if !strings.Contains(p.stderr.String(), "draining") {
-		t.Errorf("log lacks the drain:\n%s", p.stderr)
-	}
+	p.waitLog(t, "draining")
 }
 
 func TestE2EInvalidConfigAtStartup(t *testing.T) {
@@ -572,10 +575,10 @@ func TestE2ERedis(t *testing.T) {
 	r := redistest.Server(t)
 	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
 	writeFile(t, cfg, e2eConfig)
-	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr)
-	if !strings.Contains(p.stderr.String(), "store=\"redis") {
-		t.Errorf("log does not name the redis store:\n%s", p.stderr)
-	}
+	// A generous deadline: a loaded test machine must not turn into
+	// degraded decisions (the outage test covers those).
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--redis-timeout", "5s")
+	p.waitLog(t, `store="redis (failover fail_closed)"`)
 	testReferenceBehaviour(t, p)
 }
 
@@ -583,10 +586,8 @@ func TestE2ERedisTiered(t *testing.T) {
 	r := redistest.Server(t)
 	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
 	writeFile(t, cfg, e2eConfig)
-	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--tiered", "--lease-max", "10", "--lease-fraction", "0.5")
-	if !strings.Contains(p.stderr.String(), "tiered with leases") {
-		t.Errorf("log does not name the tiered store:\n%s", p.stderr)
-	}
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--redis-timeout", "5s", "--tiered", "--lease-max", "10", "--lease-fraction", "0.5")
+	p.waitLog(t, "tiered with leases")
 	testReferenceBehaviour(t, p)
 }
 
@@ -597,7 +598,7 @@ func TestE2ERedisOutage(t *testing.T) {
 	r := redistest.Server(t)
 	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
 	writeFile(t, cfg, e2eConfig)
-	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--readyz-breaker", "--redis-timeout", "50ms")
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--readyz-breaker", "--redis-timeout", "500ms")
 	if resp := p.should(t, "e2e", 0, d("key1", "outage")); resp.OverallCode != pb.RateLimitResponse_OK {
 		t.Fatalf("before the outage: %v", resp)
 	}
@@ -622,8 +623,8 @@ func TestE2ERedisOutage(t *testing.T) {
 		p.should(t, "e2e", 0, d("key1", "outage"))
 		fastest = min(fastest, time.Since(start))
 	}
-	if fastest > 40*time.Millisecond {
-		t.Errorf("decisions with the breaker open took at least %v, want well under the 50ms timeout", fastest)
+	if fastest > 250*time.Millisecond {
+		t.Errorf("decisions with the breaker open took at least %v, want well under the 500ms timeout", fastest)
 	}
 	_, m := p.get(t, "/metrics")
 	if !strings.Contains(m, `sluice_breaker_open 1`) || !strings.Contains(m, `sluice_degraded_decisions_total{allowed="false",policy="fail_closed"}`) {
