@@ -12,7 +12,8 @@ import (
 // Lease implements sluice.Leaser: it admits n like AllowN and also returns
 // the time at which the units were counted, which Return needs.
 func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
-	d, at, err := s.allow(ctx, key, lim, n)
+	var at int64
+	d, err := s.allow(ctx, key, lim, n, &at)
 	if err != nil {
 		return d, time.Time{}, err
 	}
@@ -35,13 +36,14 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	sh := rf.sh
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.lookup(&rf)
-	if e == nil {
+	i := sh.lookup(&rf)
+	if i < 0 {
 		return nil
 	}
+	e := &sh.slots[i]
 	now := s.nowMicro()
 	if e.expires <= now {
-		sh.remove(e)
+		sh.removeAt(i)
 		return nil
 	}
 	us, nn := at.UnixMicro(), int64(n)
@@ -66,7 +68,7 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	e.expires = e.expiry(p)
 	sh.noteExpiry(e.expires)
 	if e.expires <= now {
-		sh.remove(e)
+		sh.removeAt(i)
 	}
 	return nil
 }

@@ -93,7 +93,6 @@ func New(opts ...Option) *Store {
 	s.shards = make([]shard, n)
 	s.mask = uint64(n - 1)
 	for i := range s.shards {
-		s.shards[i].m = make(map[uint64]*entry)
 		if s.maxKeys > 0 {
 			s.shards[i].cap = s.maxKeys / n
 			if i < s.maxKeys%n {
@@ -168,7 +167,7 @@ type ref struct {
 	key    string
 	kind   algo.Kind
 	period int64
-	h      uint64 // the shard map's key
+	h      uint64 // the hash of key, kind and period; never 0
 	si     int    // the shard's index
 	sh     *shard
 }
@@ -179,9 +178,10 @@ func (s *Store) ref(key string, p *algo.Params) ref {
 		key:    key,
 		kind:   p.Kind,
 		period: p.Period,
-		// Mix the period and algorithm in, so that one key's states
-		// rarely share a chain; the shard is chosen by the key alone.
-		h:  h ^ (uint64(p.Period)<<8|uint64(p.Kind))*0x9e3779b97f4a7c15,
+		// The shard is chosen by the key's low bits, the slot by the high
+		// bits of a hash that mixes in the period and algorithm, so that
+		// one key's states go to different slots of the same shard.
+		h:  (h ^ (uint64(p.Period)<<8|uint64(p.Kind))*0x9e3779b97f4a7c15) | 1,
 		si: int(h & s.mask),
 		sh: &s.shards[h&s.mask],
 	}
@@ -189,17 +189,16 @@ func (s *Store) ref(key string, p *algo.Params) ref {
 
 // AllowN implements sluice.Store.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	d, _, err := s.allow(ctx, key, lim, n)
-	return d, err
+	return s.allow(ctx, key, lim, n, nil)
 }
 
-// allow decides n for key and also returns the time (µs) at which an
-// admission was stamped: now, or the state's own time when the clock ran
-// backwards for the key.
-func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, int64, error) {
+// allow decides n for key and, when stampOut is not nil, reports there the
+// time (µs) at which an admission was counted: now, or the state's own time
+// when the clock ran backwards for the key.
+func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, stampOut *int64) (sluice.Decision, error) {
 	p, err := s.check(ctx, key, lim, n)
 	if err != nil {
-		return sluice.Decision{}, 0, err
+		return sluice.Decision{}, err
 	}
 	rf := s.ref(key, p)
 	// The clock is read before locking, to keep the lock short: a time a
@@ -208,9 +207,12 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	now := s.nowMicro()
 	sh := rf.sh
 	sh.mu.Lock()
-	e := sh.lookup(&rf)
+	i := sh.lookup(&rf)
 	var r algo.Result
-	stamp := now
+	var e *entry
+	if i >= 0 {
+		e = &sh.slots[i]
+	}
 	switch {
 	case e == nil:
 		var fresh entry
@@ -225,16 +227,19 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		e.reset()
 		r = e.step(now, p, int64(n), true)
 		if !r.Allowed || n == 0 {
-			sh.remove(e)
+			sh.removeAt(i)
 		}
 	default:
 		r = e.step(now, p, int64(n), true)
-		if r.Allowed && n > 0 {
-			stamp = e.stamp(now, p)
+		if stampOut != nil && r.Allowed && n > 0 {
+			now = e.stamp(now, p)
 		}
 	}
 	sh.mu.Unlock()
-	return decision(lim, r), stamp, nil
+	if stampOut != nil {
+		*stampOut = now
+	}
+	return decision(lim, r), nil
 }
 
 // nowMicro is the store's time in µs since the Unix epoch.

@@ -81,7 +81,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		it := &items[i]
 		g := &items[it.first]
 		if it.first == i {
-			if e := it.rf.sh.lookup(&it.rf); e != nil {
+			if e := it.rf.sh.find(&it.rf); e != nil {
 				if e.expires > now {
 					g.tmp = *e
 				} else if e.log != nil {
@@ -116,7 +116,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 					r = stepLog(items[it.first].log, now, *it.p, 0)
 				} else {
 					var cur entry
-					if e := it.rf.sh.lookup(&it.rf); e != nil && e.expires > now {
+					if e := it.rf.sh.find(&it.rf); e != nil && e.expires > now {
 						cur = *e
 					}
 					r = cur.step(now, it.p, 0, false)
@@ -160,7 +160,7 @@ func stepLog(log *algo.Log, now int64, p algo.Params, n int64) algo.Result {
 // lookupOrInsert returns the live entry for sk, resetting an expired one,
 // or inserts a new one. sh.mu is held.
 func (sh *shard) lookupOrInsert(rf *ref, now int64, s *Store) *entry {
-	e := sh.lookup(rf)
+	e := sh.find(rf)
 	if e == nil {
 		return sh.insert(rf, now, s)
 	}
@@ -172,4 +172,13 @@ func (sh *shard) lookupOrInsert(rf *ref, now int64, s *Store) *entry {
 
 func sameState(a, b *ref) bool {
 	return a.h == b.h && a.kind == b.kind && a.period == b.period && a.key == b.key
+}
+
+// find returns the state rf names, or nil; the pointer is valid until the
+// shard's next insert. sh.mu is held.
+func (sh *shard) find(rf *ref) *entry {
+	if i := sh.lookup(rf); i >= 0 {
+		return &sh.slots[i]
+	}
+	return nil
 }

@@ -2,60 +2,117 @@ package memstore
 
 import (
 	"math"
+	"math/bits"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-// shard is one lock and the states it guards, in a map from a 64-bit hash
-// of (key, algorithm, period) to a chain of entries (a chain longer than one
-// only on a hash collision).
+// shard is one lock and the states it guards, in an open-addressing table
+// (linear probing, backward-shift deletion) that holds the states
+// themselves: finding a state costs one probe into one array, and a new
+// state allocates nothing but, now and then, a larger table.
 type shard struct {
-	mu  sync.Mutex
-	m   map[uint64]*entry
-	n   int // states held
-	cap int // 0: unbounded
+	mu    sync.Mutex
+	slots []entry // len is 0 or a power of two; h == 0 marks a free slot
+	shift uint8   // 64 - log2(len(slots)): a hash's home slot is h >> shift
+	n     int     // states held
+	cap   int     // 0: unbounded
 	// minExp is at most the expiry of every state held: until now reaches
 	// it, no state here has expired (expiries only grow, but by Return,
 	// which lowers minExp too).
 	minExp int64
-	_      [24]byte // keep shards on separate cache lines
+	_      [16]byte // keep shards on separate cache lines
 }
 
 // entry is one state: three words that hold the state of every algorithm
-// but the log, or the log. The fields a decision reads come first, in one
-// cache line.
+// but the log, or the log.
 type entry struct {
+	h       uint64 // hash of key, kind and period, never 0; 0: a free slot
 	key     string
 	period  int64
 	expires int64 // µs: at and after this, the state no longer matters
 	a, b, c int64
 	kind    algo.Kind
 	log     *algo.Log
-	h       uint64 // the key of the shard map
-	next    *entry // the next state in the same chain
 }
 
-// lookup returns the state rf names, or nil. sh.mu is held.
-func (sh *shard) lookup(rf *ref) *entry {
-	for e := sh.m[rf.h]; e != nil; e = e.next {
-		if e.period == rf.period && e.kind == rf.kind && e.key == rf.key {
-			return e
+// minSlots is the size of a shard's first table.
+const minSlots = 8
+
+// lookup returns the index of the state rf names, or -1. sh.mu is held.
+func (sh *shard) lookup(rf *ref) int {
+	if sh.n == 0 {
+		return -1
+	}
+	mask := len(sh.slots) - 1
+	for i := int(rf.h >> sh.shift); ; i = (i + 1) & mask {
+		e := &sh.slots[i]
+		if e.h == rf.h && e.period == rf.period && e.kind == rf.kind && e.key == rf.key {
+			return i
+		}
+		if e.h == 0 {
+			return -1
 		}
 	}
-	return nil
 }
 
 // insert adds an empty state for rf, which must not be held, making room
-// first when the shard is full. sh.mu is held.
+// first when the shard is full. The pointer is valid until the shard's
+// next insert. sh.mu is held.
 func (sh *shard) insert(rf *ref, now int64, s *Store) *entry {
 	if sh.cap > 0 && sh.n >= sh.cap {
 		sh.makeRoom(now, s)
 	}
-	e := &entry{key: rf.key, kind: rf.kind, period: rf.period, h: rf.h, next: sh.m[rf.h]}
-	sh.m[rf.h] = e
+	if (sh.n+1)*4 > len(sh.slots)*3 {
+		sh.resize(max(2*len(sh.slots), minSlots))
+	}
+	e := sh.place(rf.h)
+	e.key, e.kind, e.period = rf.key, rf.kind, rf.period
 	sh.n++
 	return e
+}
+
+// place returns the free slot where a state hashed h goes, marked used.
+func (sh *shard) place(h uint64) *entry {
+	mask := len(sh.slots) - 1
+	i := int(h >> sh.shift)
+	for sh.slots[i].h != 0 {
+		i = (i + 1) & mask
+	}
+	e := &sh.slots[i]
+	e.h = h
+	return e
+}
+
+// resize moves the states to a table of size slots (a power of two).
+func (sh *shard) resize(size int) {
+	old := sh.slots
+	sh.slots = make([]entry, size)
+	sh.shift = uint8(64 - bits.TrailingZeros(uint(size)))
+	for i := range old {
+		if old[i].h != 0 {
+			*sh.place(old[i].h) = old[i]
+		}
+	}
+}
+
+// removeAt frees slot i, shifting back the states after it that probed
+// past it. sh.mu is held.
+func (sh *shard) removeAt(i int) {
+	mask := len(sh.slots) - 1
+	for j := (i + 1) & mask; sh.slots[j].h != 0; j = (j + 1) & mask {
+		home := int(sh.slots[j].h >> sh.shift)
+		// The state at j stays when its home lies cyclically in (i, j].
+		if i <= j && i < home && home <= j || i > j && (i < home || home <= j) {
+			continue
+		}
+		sh.slots[i] = sh.slots[j]
+		i = j
+	}
+	sh.slots[i] = entry{}
+	sh.n--
 }
 
 // setState copies the state of f (a fresh entry that was stepped) into e.
@@ -63,54 +120,46 @@ func (e *entry) setState(f *entry) {
 	e.expires, e.a, e.b, e.c, e.log = f.expires, f.a, f.b, f.c, f.log
 }
 
-// remove drops e from the shard. sh.mu is held.
-func (sh *shard) remove(e *entry) {
-	head := sh.m[e.h]
-	if head == e {
-		if e.next == nil {
-			delete(sh.m, e.h)
-		} else {
-			sh.m[e.h] = e.next
-		}
-	} else {
-		for p := head; p != nil; p = p.next {
-			if p.next == e {
-				p.next = e.next
-				break
-			}
-		}
-	}
-	e.next = nil
-	sh.n--
-}
-
 // noteExpiry keeps minExp a lower bound after a state's expiry was set.
 func (sh *shard) noteExpiry(exp int64) {
 	sh.minExp = min(sh.minExp, exp)
 }
 
-// sweep removes the expired states and recomputes minExp. sh.mu is held.
+// sweep removes the expired states, recomputes minExp and shrinks a
+// mostly empty table. sh.mu is held.
 func (sh *shard) sweep(now int64) {
 	if now < sh.minExp {
 		return // nothing has expired yet
 	}
 	least := int64(math.MaxInt64)
-	for _, head := range sh.m {
-		for e := head; e != nil; {
-			next := e.next
-			if e.expires <= now {
-				sh.remove(e)
-			} else {
-				least = min(least, e.expires)
-			}
-			e = next
+	for i := 0; i < len(sh.slots); {
+		e := &sh.slots[i]
+		switch {
+		case e.h == 0:
+			i++
+		case e.expires <= now:
+			sh.removeAt(i) // a later state may move into i: look again
+		default:
+			least = min(least, e.expires)
+			i++
 		}
 	}
 	sh.minExp = least
+	if sh.n == 0 {
+		sh.slots = nil
+		return
+	}
+	if len(sh.slots) > minSlots && sh.n*8 < len(sh.slots) {
+		size := minSlots
+		for size*3 < sh.n*4*2 {
+			size *= 2
+		}
+		sh.resize(size)
+	}
 }
 
-// evictSample is how many chains a full shard looks at to choose a live
-// state to evict.
+// evictSample is how many states a full shard looks at to choose a live
+// one to evict.
 const evictSample = 16
 
 // makeRoom frees one place in a full shard: every expired state when there
@@ -118,23 +167,20 @@ const evictSample = 16
 // of a sample that expires soonest. sh.mu is held.
 func (sh *shard) makeRoom(now int64, s *Store) {
 	sh.sweep(now)
-	if sh.n < sh.cap {
+	if sh.n < sh.cap || sh.n == 0 {
 		return
 	}
-	var victim *entry
-	seen := 0
-	for _, head := range sh.m { // map iteration starts at a random entry
-		for e := head; e != nil; e = e.next {
-			if victim == nil || e.expires < victim.expires {
-				victim = e
-			}
+	mask := len(sh.slots) - 1
+	victim, seen := -1, 0
+	for i := rand.IntN(len(sh.slots)); seen < evictSample && seen < sh.n; i = (i + 1) & mask {
+		if sh.slots[i].h == 0 {
+			continue
 		}
-		if seen++; seen >= evictSample {
-			break
+		if victim < 0 || sh.slots[i].expires < sh.slots[victim].expires {
+			victim = i
 		}
+		seen++
 	}
-	if victim != nil {
-		sh.remove(victim)
-		s.evictions.Add(1)
-	}
+	sh.removeAt(victim)
+	s.evictions.Add(1)
 }
