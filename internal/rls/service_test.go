@@ -71,7 +71,7 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newService(t *testing.T, opts ...Option) (*Service, *clock) {
+func newService(t testing.TB, opts ...Option) (*Service, *clock) {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
