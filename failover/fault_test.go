@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -315,10 +316,15 @@ func noLeak(t *testing.T, before int) {
 }
 
 // single starts a redis-server, then counts goroutines, then starts a
-// rueidis client and a redisstore.
-func single(t *testing.T) (*redistest.Instance, *redisstore.Store, func(), int) {
+// client (rueidis or go-redis) and a redisstore.
+func single(t *testing.T, client string) (*redistest.Instance, *redisstore.Store, func(), int) {
 	srv := redistest.Server(t)
 	before := runtime.NumGoroutine()
+	if client == "go-redis" {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+		rs := redisstore.NewGoRedis(c)
+		return srv, rs, func() { rs.Close(); c.Close() }, before
+	}
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
 	if err != nil {
 		t.Fatalf("rueidis.NewClient(%s): %v", srv.Addr, err)
@@ -355,17 +361,26 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, rs, closeAll, before := single(t)
+			srv, rs, closeAll, before := single(t, "rueidis")
 			rep := runScenario(t, tt.sc(srv), rs, keyOf(t.Name()), closeAll)
 			noLeak(t, before)
 			t.Logf("%s: %v", tt.name, rep)
+		})
+	}
+	// The go-redis adapter (MaxRetries -1) through the two outages.
+	for _, tt := range tests[:2] {
+		t.Run(tt.name+"/go-redis", func(t *testing.T) {
+			srv, rs, closeAll, before := single(t, "go-redis")
+			rep := runScenario(t, tt.sc(srv), rs, keyOf(t.Name()), closeAll)
+			noLeak(t, before)
+			t.Logf("%s/go-redis: %v", tt.name, rep)
 		})
 	}
 	// failover(tiered(redis)) with leases: the same kill. Units leased before
 	// the outage are spent during it (not degraded: the store admitted
 	// them); everything else is decided by policy.
 	t.Run("KilledBehindTiered", func(t *testing.T) {
-		srv, rs, closeAll, before := single(t)
+		srv, rs, closeAll, before := single(t, "rueidis")
 		ts := tiered.New(rs, tiered.WithLeases(50, 0.25, 100*time.Millisecond), tiered.WithStampedLeases())
 		sc := scenario{outage: 800 * time.Millisecond, inject: srv.Kill, restore: srv.Restart, leases: true}
 		rep := runScenario(t, sc, ts, keyOf(t.Name()), func() {
