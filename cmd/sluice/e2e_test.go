@@ -645,3 +645,44 @@ func TestE2ERedisOutage(t *testing.T) {
 		t.Errorf("after recovery: %v, want OK with 19 remaining", resp)
 	}
 }
+
+// SIGTERM lets an in-flight gRPC call finish: the call waits on a paused
+// Redis, SIGTERM arrives, Redis resumes, the call is answered, then sluice
+// exits 0.
+func TestE2ESIGTERMDrainsGRPC(t *testing.T) {
+	r := redistest.Server(t)
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--redis-timeout", "10s")
+	p.should(t, "e2e", 0, d("key1", "warm")) // scripts loaded, connection up
+	r.Pause()
+	type result struct {
+		resp *pb.RateLimitResponse
+		err  error
+	}
+	resc := make(chan result, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "e2e", Descriptors: []*rlpb.RateLimitDescriptor{d("key1", "inflight")}})
+		resc <- result{resp, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is waiting on Redis
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(t, "draining")
+	select {
+	case <-p.done:
+		t.Fatal("sluice exited with a call in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	r.Resume()
+	res := <-resc
+	if res.err != nil || res.resp.OverallCode != pb.RateLimitResponse_OK || res.resp.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("in-flight call = %v, %v, want OK with 19 remaining", res.resp, res.err)
+	}
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+}
