@@ -61,11 +61,11 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, now, *p, nn)
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:
-		if e.log != nil {
-			algo.SlidingLogReturn(e.log, us, nn)
+		if l := sh.log(e); l != nil {
+			algo.SlidingLogReturn(l, us, nn)
 		}
 	}
-	e.expires = e.expiry(p)
+	e.expires = sh.expiry(e, p)
 	sh.noteExpiry(e.expires)
 	if e.expires <= now {
 		sh.removeAt(i)

@@ -165,9 +165,8 @@ func (s *Store) Sweep() {
 // it, and its shard.
 type ref struct {
 	key    string
-	kind   algo.Kind
 	period int64
-	h      uint64 // the hash of key, kind and period; never 0
+	h      uint64 // the hash of key and period, the algorithm in the low bits
 	si     int    // the shard's index
 	sh     *shard
 }
@@ -176,12 +175,11 @@ func (s *Store) ref(key string, p *algo.Params) ref {
 	h := maphash.String(s.seed, key)
 	return ref{
 		key:    key,
-		kind:   p.Kind,
 		period: p.Period,
 		// The shard is chosen by the key's low bits, the slot by the high
-		// bits of a hash that mixes in the period and algorithm, so that
-		// one key's states go to different slots of the same shard.
-		h:  (h ^ (uint64(p.Period)<<8|uint64(p.Kind))*0x9e3779b97f4a7c15) | 1,
+		// bits of a hash that mixes in the period, so that one key's
+		// states go to different slots of the same shard.
+		h:  (h^uint64(p.Period)*0x9e3779b97f4a7c15)&^kindMask | uint64(p.Kind),
 		si: int(h & s.mask),
 		sh: &s.shards[h&s.mask],
 	}
@@ -215,8 +213,8 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	}
 	switch {
 	case e == nil:
-		var fresh entry
-		r = fresh.step(now, p, int64(n), true)
+		fresh := entry{h: rf.h}
+		r = sh.step(&fresh, now, p, int64(n), true)
 		if r.Allowed && n > 0 {
 			sh.insert(&rf, now, s).setState(&fresh)
 			sh.noteExpiry(fresh.expires)
@@ -224,15 +222,15 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	case e.expires <= now:
 		// The state no longer matters: start afresh, and drop it unless
 		// this request is counted.
-		e.reset()
-		r = e.step(now, p, int64(n), true)
+		sh.reset(e)
+		r = sh.step(e, now, p, int64(n), true)
 		if !r.Allowed || n == 0 {
 			sh.removeAt(i)
 		}
 	default:
-		r = e.step(now, p, int64(n), true)
+		r = sh.step(e, now, p, int64(n), true)
 		if stampOut != nil && r.Allowed && n > 0 {
-			now = e.stamp(now, p)
+			now = sh.stamp(e, now, p)
 		}
 	}
 	sh.mu.Unlock()

@@ -82,12 +82,14 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		g := &items[it.first]
 		if it.first == i {
 			if e := it.rf.sh.find(&it.rf); e != nil {
+				if it.p.Kind == algo.SlidingLog {
+					g.log = it.rf.sh.log(e)
+				}
 				if e.expires > now {
 					g.tmp = *e
-				} else if e.log != nil {
-					e.log.Reset() // expired: nothing in it counts any more
+				} else if g.log != nil {
+					g.log.Reset() // expired: nothing in it counts any more
 				}
-				g.log = e.log
 			}
 		}
 		n := int64(reqs[i].N)
@@ -99,7 +101,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 				r.Remaining = max(r.Remaining-before, 0)
 			}
 		} else {
-			r = g.tmp.step(now, it.p, n, true)
+			r = it.rf.sh.step(&g.tmp, now, it.p, n, true)
 		}
 		g.changed = g.changed || n > 0
 		out[i] = decision(reqs[i].Limit, r)
@@ -119,7 +121,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 					if e := it.rf.sh.find(&it.rf); e != nil && e.expires > now {
 						cur = *e
 					}
-					r = cur.step(now, it.p, 0, false)
+					r = it.rf.sh.step(&cur, now, it.p, 0, false)
 				}
 				out[i] = decision(reqs[i].Limit, r)
 				out[i].Allowed = false
@@ -134,7 +136,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		if it.p.Kind == algo.SlidingLog {
 			if n > 0 {
 				e := it.rf.sh.lookupOrInsert(&it.rf, now, s)
-				e.step(now, it.p, n, true)
+				it.rf.sh.step(e, now, it.p, n, true)
 				it.rf.sh.noteExpiry(e.expires)
 			}
 			continue
@@ -165,13 +167,13 @@ func (sh *shard) lookupOrInsert(rf *ref, now int64, s *Store) *entry {
 		return sh.insert(rf, now, s)
 	}
 	if e.expires <= now {
-		e.reset()
+		sh.reset(e)
 	}
 	return e
 }
 
 func sameState(a, b *ref) bool {
-	return a.h == b.h && a.kind == b.kind && a.period == b.period && a.key == b.key
+	return a.h == b.h && a.period == b.period && a.key == b.key
 }
 
 // find returns the state rf names, or nil; the pointer is valid until the

@@ -7,16 +7,24 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
-func (e *entry) reset() {
-	e.a, e.b, e.c = 0, 0, 0
-	if e.log != nil {
-		e.log.Reset()
+// kind is the algorithm of e, kept in the low bits of its hash.
+func (e *entry) kind() algo.Kind { return algo.Kind(e.h & kindMask) }
+
+// reset empties e's state, keeping a log's buffer.
+func (sh *shard) reset(e *entry) {
+	if e.kind() == algo.SlidingLog {
+		if l := sh.log(e); l != nil {
+			l.Reset()
+		}
+		return
 	}
+	e.a, e.b, e.c = 0, 0, 0
 }
 
 // step applies one algorithm step to e; with commit false nothing changes
-// but the dropping of expired log entries.
-func (e *entry) step(now int64, p *algo.Params, n int64, commit bool) algo.Result {
+// but the dropping of expired log entries. e need not be held by sh (a
+// fresh state on the stack) unless it is a log.
+func (sh *shard) step(e *entry, now int64, p *algo.Params, n int64, commit bool) algo.Result {
 	var r algo.Result
 	switch p.Kind {
 	case algo.FixedWindow:
@@ -44,17 +52,18 @@ func (e *entry) step(now int64, p *algo.Params, n int64, commit bool) algo.Resul
 			e.a, e.b = t.At, t.Frac
 		}
 	case algo.SlidingLog:
-		if e.log == nil {
+		l := sh.log(e)
+		if l == nil {
 			if !commit || n == 0 {
 				var empty algo.Log
 				return algo.SlidingLogStep(&empty, now, *p, n, false)
 			}
-			e.log = new(algo.Log)
+			l = sh.attachLog(e)
 		}
-		r = algo.SlidingLogStep(e.log, now, *p, n, commit)
+		r = algo.SlidingLogStep(l, now, *p, n, commit)
 	}
 	if commit && r.Allowed && n > 0 {
-		e.expires = e.expiry(p)
+		e.expires = sh.expiry(e, p)
 	}
 	return r
 }
@@ -62,14 +71,14 @@ func (e *entry) step(now int64, p *algo.Params, n int64, commit bool) algo.Resul
 // stamp returns the time (µs) at which the admission just made on e was
 // counted: now, unless the algorithm clamped a clock that ran backwards to
 // the state's own time.
-func (e *entry) stamp(now int64, p *algo.Params) int64 {
+func (sh *shard) stamp(e *entry, now int64, p *algo.Params) int64 {
 	switch p.Kind {
 	case algo.FixedWindow, algo.SlidingWindow:
 		return max(now, e.a) // the window start
 	case algo.TokenBucket:
 		return e.b // the time of the last admission
 	case algo.SlidingLog:
-		return e.log.Newest()
+		return sh.log(e).Newest()
 	}
 	return now
 }
@@ -78,7 +87,7 @@ func (e *entry) stamp(now int64, p *algo.Params) int64 {
 // matters, computed from the state itself rather than from the time of the
 // call: an algorithm clamps a clock that ran backwards to the state's own
 // time, so now + ResetAfter could end the state too early.
-func (e *entry) expiry(p *algo.Params) int64 {
+func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 	switch p.Kind {
 	case algo.FixedWindow:
 		if e.b > 0 {
@@ -99,8 +108,8 @@ func (e *entry) expiry(p *algo.Params) int64 {
 		}
 		return e.a
 	case algo.SlidingLog:
-		if e.log != nil && e.log.Len() > 0 {
-			return e.log.Newest() + p.Period
+		if l := sh.log(e); l != nil && l.Len() > 0 {
+			return l.Newest() + p.Period
 		}
 	}
 	return 0

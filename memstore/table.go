@@ -18,7 +18,11 @@ type shard struct {
 	slots []entry // len is 0 or a power of two; h == 0 marks a free slot
 	shift uint8   // 64 - log2(len(slots)): a hash's home slot is h >> shift
 	n     int     // states held
-	cap   int     // 0: unbounded
+	// logs holds the sliding logs, found by index from their states so
+	// that a state stays 64 bytes; freeLogs lists the unused indexes.
+	logs     []*algo.Log
+	freeLogs []int32
+	cap      int // 0: unbounded
 	// minExp is at most the expiry of every state held: until now reaches
 	// it, no state here has expired (expiries only grow, but by Return,
 	// which lowers minExp too).
@@ -26,16 +30,51 @@ type shard struct {
 	_      [16]byte // keep shards on separate cache lines
 }
 
-// entry is one state: three words that hold the state of every algorithm
-// but the log, or the log.
+// entry is one state, in 64 bytes: three words that hold the state of
+// every algorithm; a sliding log keeps in a the index (plus one) of its
+// log in shard.logs.
 type entry struct {
-	h       uint64 // hash of key, kind and period, never 0; 0: a free slot
 	key     string
+	h       uint64 // hash of key and period, with the algorithm in the low bits; 0: a free slot
 	period  int64
 	expires int64 // µs: at and after this, the state no longer matters
 	a, b, c int64
-	kind    algo.Kind
-	log     *algo.Log
+}
+
+// kindMask selects the algorithm in the low bits of a hash.
+const kindMask = 7
+
+// log returns e's sliding log, or nil.
+func (sh *shard) log(e *entry) *algo.Log {
+	if e.kind() != algo.SlidingLog || e.a == 0 {
+		return nil
+	}
+	return sh.logs[e.a-1]
+}
+
+// attachLog gives e, a sliding-log state without one, an empty log.
+func (sh *shard) attachLog(e *entry) *algo.Log {
+	var i int
+	if n := len(sh.freeLogs); n > 0 {
+		i = int(sh.freeLogs[n-1])
+		sh.freeLogs = sh.freeLogs[:n-1]
+	} else {
+		sh.logs = append(sh.logs, nil)
+		i = len(sh.logs) - 1
+	}
+	l := new(algo.Log)
+	sh.logs[i] = l
+	e.a = int64(i + 1)
+	return l
+}
+
+// detachLog frees the log of e, a sliding-log state, if it has one.
+func (sh *shard) detachLog(e *entry) {
+	if e.a != 0 {
+		sh.logs[e.a-1] = nil
+		sh.freeLogs = append(sh.freeLogs, int32(e.a-1))
+		e.a = 0
+	}
 }
 
 // minSlots is the size of a shard's first table.
@@ -49,7 +88,7 @@ func (sh *shard) lookup(rf *ref) int {
 	mask := len(sh.slots) - 1
 	for i := int(rf.h >> sh.shift); ; i = (i + 1) & mask {
 		e := &sh.slots[i]
-		if e.h == rf.h && e.period == rf.period && e.kind == rf.kind && e.key == rf.key {
+		if e.h == rf.h && e.period == rf.period && e.key == rf.key {
 			return i
 		}
 		if e.h == 0 {
@@ -69,7 +108,7 @@ func (sh *shard) insert(rf *ref, now int64, s *Store) *entry {
 		sh.resize(max(2*len(sh.slots), minSlots))
 	}
 	e := sh.place(rf.h)
-	e.key, e.kind, e.period = rf.key, rf.kind, rf.period
+	e.key, e.period = rf.key, rf.period
 	sh.n++
 	return e
 }
@@ -101,6 +140,9 @@ func (sh *shard) resize(size int) {
 // removeAt frees slot i, shifting back the states after it that probed
 // past it. sh.mu is held.
 func (sh *shard) removeAt(i int) {
+	if sh.slots[i].kind() == algo.SlidingLog {
+		sh.detachLog(&sh.slots[i])
+	}
 	mask := len(sh.slots) - 1
 	for j := (i + 1) & mask; sh.slots[j].h != 0; j = (j + 1) & mask {
 		home := int(sh.slots[j].h >> sh.shift)
@@ -117,7 +159,7 @@ func (sh *shard) removeAt(i int) {
 
 // setState copies the state of f (a fresh entry that was stepped) into e.
 func (e *entry) setState(f *entry) {
-	e.expires, e.a, e.b, e.c, e.log = f.expires, f.a, f.b, f.c, f.log
+	e.expires, e.a, e.b, e.c = f.expires, f.a, f.b, f.c
 }
 
 // noteExpiry keeps minExp a lower bound after a state's expiry was set.
@@ -147,6 +189,9 @@ func (sh *shard) sweep(now int64) {
 	sh.minExp = least
 	if sh.n == 0 {
 		sh.slots = nil
+		if len(sh.freeLogs) == len(sh.logs) { // no log is held, not even by a state being inserted
+			sh.logs, sh.freeLogs = nil, nil
+		}
 		return
 	}
 	if len(sh.slots) > minSlots && sh.n*8 < len(sh.slots) {
