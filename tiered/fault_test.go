@@ -1,0 +1,104 @@
+package tiered_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/tiered"
+)
+
+// TestHungRedis: tiered alone over a redis-server that stops answering
+// (SIGSTOP) while it holds leases. Callers are bounded by their own
+// contexts; Close, which gives the unspent units back, is bounded by the
+// return timeout; no goroutine is left.
+func TestHungRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a redis-server; skipped with -short")
+	}
+	srv := redistest.Server(t)
+	before := runtime.NumGoroutine()
+	c := newRueidis(t, srv.Addr)
+	rs := redisstore.NewRueidis(c)
+	s := tiered.New(rs, tiered.WithLeases(100, 0.5, time.Hour), tiered.WithReturnTimeout(200*time.Millisecond))
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	ctx := context.Background()
+	for range 20 { // lease for 10 keys
+		for k := range 10 {
+			if _, err := s.AllowN(ctx, "hung/"+string(rune('a'+k)), lim, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	srv.Pause()
+	defer srv.Resume()
+	var admitted, failed, slow atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 24 {
+				cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				start := time.Now()
+				key := "hung/" + string(rune('a'+(g+i)%12)) // two keys have no lease
+				d, err := s.AllowN(cctx, key, lim, 1)
+				took := time.Since(start)
+				cancel()
+				switch {
+				case err != nil:
+					failed.Add(1)
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("AllowN on a hung server error = %v, want the caller's deadline", err)
+					}
+				case d.Allowed:
+					admitted.Add(1)
+				}
+				if took > time.Second {
+					slow.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted.Load() == 0 || failed.Load() == 0 || slow.Load() != 0 {
+		t.Errorf("admitted %d (from leases), failed %d (no lease, hung server), %d calls over 1s; want some of each and none slow",
+			admitted.Load(), failed.Load(), slow.Load())
+	}
+	start := time.Now()
+	err := s.Close()
+	took := time.Since(start)
+	if took > time.Second {
+		t.Errorf("Close on a hung server took %v, want about the return timeout (200ms)", took)
+	}
+	st := s.Stats()
+	if err == nil || st.ReturnErrors == 0 {
+		t.Errorf("Close = %v, stats %+v: want the failed returns reported", err, st)
+	}
+	t.Logf("hung: %d admitted from leases, %d failed at the caller's deadline; Close took %v: %v; %+v", admitted.Load(), failed.Load(), took, err, st)
+	srv.Resume()
+	rs.Close()
+	c.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		ours := strings.Contains(stacks, "sluice/tiered.(*Store)")
+		n := runtime.NumGoroutine()
+		if !ours && n <= before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after Close: %d goroutines, %d before (tiered code running: %v):\n%s", n, before, ours, stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
