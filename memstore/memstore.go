@@ -173,16 +173,15 @@ type ref struct {
 
 func (s *Store) ref(key string, p *algo.Params) ref {
 	h := maphash.String(s.seed, key)
-	return ref{
-		key:    key,
-		period: p.Period,
-		// The shard is chosen by the key's low bits, the slot by the high
-		// bits of a hash that mixes in the period, so that one key's
-		// states go to different slots of the same shard.
-		h:  (h^uint64(p.Period)*0x9e3779b97f4a7c15)&^kindMask | uint64(p.Kind),
-		si: int(h & s.mask),
-		sh: &s.shards[h&s.mask],
-	}
+	return ref{key: key, period: p.Period, h: stateHash(h, p), si: int(h & s.mask), sh: &s.shards[h&s.mask]}
+}
+
+// stateHash is the hash of a state from its key's hash: the shard is chosen
+// by the key's low bits, the slot by the high bits of a hash that mixes in
+// the period, so that one key's states go to different slots of the same
+// shard; the algorithm is in the low bits.
+func stateHash(keyHash uint64, p *algo.Params) uint64 {
+	return (keyHash^uint64(p.Period)*0x9e3779b97f4a7c15)&^kindMask | uint64(p.Kind)
 }
 
 // AllowN implements sluice.Store.
@@ -193,19 +192,21 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 // allow decides n for key and, when stampOut is not nil, reports there the
 // time (µs) at which an admission was counted: now, or the state's own time
 // when the clock ran backwards for the key.
-func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, stampOut *int64) (sluice.Decision, error) {
+func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, stampOut *int64) (d sluice.Decision, err error) {
 	p, err := s.check(ctx, key, lim, n)
 	if err != nil {
 		return sluice.Decision{}, err
 	}
-	rf := s.ref(key, p)
+	// Scalars rather than a ref: the hot path copies no structs.
+	kh := maphash.String(s.seed, key)
+	h := stateHash(kh, p)
+	sh := &s.shards[kh&s.mask]
 	// The clock is read before locking, to keep the lock short: a time a
 	// little older than another caller's is clamped per key like any clock
 	// that runs backwards.
 	now := s.nowMicro()
-	sh := rf.sh
 	sh.mu.Lock()
-	i := sh.lookup(&rf)
+	i := sh.lookupH(h, p.Period, key)
 	var r algo.Result
 	var e *entry
 	if i >= 0 {
@@ -213,10 +214,10 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	}
 	switch {
 	case e == nil:
-		fresh := entry{h: rf.h}
+		fresh := entry{h: h}
 		r = sh.step(&fresh, now, p, int64(n), true)
 		if r.Allowed && n > 0 {
-			sh.insert(&rf, now, s).setState(&fresh)
+			sh.insertH(h, p.Period, key, now, s).setState(&fresh)
 			sh.noteExpiry(fresh.expires)
 		}
 	case e.expires <= now:
@@ -237,7 +238,14 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	if stampOut != nil {
 		*stampOut = now
 	}
-	return decision(lim, r), nil
+	// Field by field into the result: building a Decision and copying it
+	// costs a store-forwarding stall per decision.
+	d.Allowed = r.Allowed
+	d.Limit.Algorithm, d.Limit.Rate, d.Limit.Period, d.Limit.Burst = lim.Algorithm, lim.Rate, lim.Period, lim.Burst
+	d.Remaining = int(r.Remaining)
+	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
+	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
+	return d, nil
 }
 
 // nowMicro is the store's time in µs since the Unix epoch.

@@ -81,14 +81,18 @@ func (sh *shard) detachLog(e *entry) {
 const minSlots = 8
 
 // lookup returns the index of the state rf names, or -1. sh.mu is held.
-func (sh *shard) lookup(rf *ref) int {
+func (sh *shard) lookup(rf *ref) int { return sh.lookupH(rf.h, rf.period, rf.key) }
+
+// lookupH returns the index of the state with hash h, period and key, or
+// -1. sh.mu is held.
+func (sh *shard) lookupH(h uint64, period int64, key string) int {
 	if sh.n == 0 {
 		return -1
 	}
 	mask := len(sh.slots) - 1
-	for i := int(rf.h >> sh.shift); ; i = (i + 1) & mask {
+	for i := int(h >> sh.shift); ; i = (i + 1) & mask {
 		e := &sh.slots[i]
-		if e.h == rf.h && e.period == rf.period && e.key == rf.key {
+		if e.h == h && e.period == period && e.key == key {
 			return i
 		}
 		if e.h == 0 {
@@ -101,14 +105,18 @@ func (sh *shard) lookup(rf *ref) int {
 // first when the shard is full. The pointer is valid until the shard's
 // next insert. sh.mu is held.
 func (sh *shard) insert(rf *ref, now int64, s *Store) *entry {
+	return sh.insertH(rf.h, rf.period, rf.key, now, s)
+}
+
+func (sh *shard) insertH(h uint64, period int64, key string, now int64, s *Store) *entry {
 	if sh.cap > 0 && sh.n >= sh.cap {
 		sh.makeRoom(now, s)
 	}
 	if (sh.n+1)*4 > len(sh.slots)*3 {
 		sh.resize(max(2*len(sh.slots), minSlots))
 	}
-	e := sh.place(rf.h)
-	e.key, e.period = rf.key, rf.period
+	e := sh.place(h)
+	e.key, e.period = key, period
 	sh.n++
 	return e
 }
