@@ -220,8 +220,10 @@ func (t *Transport) Backoff(ctx context.Context, key string) (time.Duration, err
 
 // await waits for the back-off of key, then for one unit of quota, within
 // ctx and deadline. When the quota made it sleep, it checks the back-off
-// again: another replica may have heard a 429 meanwhile (the unit taken is
-// then spent, which errs on the side of the upstream).
+// again: if another replica heard a 429 meanwhile, the unit it holds would
+// go out when the back-off ends, on top of the quota refilled by then, so
+// it gives the unit up (spent, which errs on the side of the upstream) and
+// waits for the back-off and a fresh unit.
 func (t *Transport) await(ctx context.Context, key string, deadline time.Time) error {
 	wctx := ctx
 	if !deadline.IsZero() {
@@ -229,23 +231,31 @@ func (t *Transport) await(ctx context.Context, key string, deadline time.Time) e
 		wctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	if err := t.awaitBackoff(ctx, wctx, key); err != nil {
-		return err
+	for {
+		if err := t.awaitBackoff(ctx, wctx, key); err != nil {
+			return err
+		}
+		if t.Limit == (sluice.Limit{}) {
+			return nil
+		}
+		d, err := t.Limiter.AllowN(wctx, key, t.Limit, 1)
+		if err == nil && d.Allowed {
+			return nil // the common case: two store calls in all
+		}
+		if err == nil {
+			d, err = t.Limiter.Wait(wctx, key, t.Limit, 1)
+		}
+		if err != nil {
+			return t.waitErr(ctx, wctx, key, d, false, err)
+		}
+		left, err := t.Backoff(wctx, key)
+		if err != nil {
+			return t.waitErr(ctx, wctx, key, sluice.Decision{}, false, err)
+		}
+		if left <= 0 {
+			return nil
+		}
 	}
-	if t.Limit == (sluice.Limit{}) {
-		return nil
-	}
-	d, err := t.Limiter.AllowN(wctx, key, t.Limit, 1)
-	if err == nil && d.Allowed {
-		return nil // the common case: no wait, two store calls in all
-	}
-	if err == nil {
-		d, err = t.Limiter.Wait(wctx, key, t.Limit, 1)
-	}
-	if err != nil {
-		return t.waitErr(ctx, wctx, key, d, false, err)
-	}
-	return t.awaitBackoff(ctx, wctx, key)
 }
 
 // awaitBackoff sleeps until no back-off is recorded for key.
