@@ -49,6 +49,9 @@ const BackoffKeyPrefix = "httplimit-backoff:"
 // The state expires with the back-off (memstore drops it, Redis's TTL
 // ends), and a fresh key costs nothing to peek.
 //
+// A request that need not wait costs two store calls (the back-off peek
+// and the quota unit), on Redis two round trips.
+//
 // Following the RoundTripper contract, the request is never modified
 // (a retry sends a clone) and its body is closed on every path.
 type Transport struct {
