@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -20,6 +21,8 @@ type batcher struct {
 	mu      sync.Mutex
 	pending []*call
 	running int // batches in flight
+
+	batches, decisions atomic.Int64 // for benchmarks
 }
 
 // maxRunning is how many batches may be in flight at once: two keep Redis
@@ -31,7 +34,7 @@ const maxBatch = 256
 
 type call struct {
 	key  string
-	args [9]string
+	args [6]string // kind, n, up to 3 limit values, test time
 	res  [5]int64
 	err  error
 	wake chan struct{} // closed when res/err are set, or to hand over the lead
@@ -112,10 +115,12 @@ func (b *batcher) run(self *call, batch []*call) {
 
 // exec runs one batch script and sets every call's result.
 func (b *batcher) exec(batch []*call) {
+	b.batches.Add(1)
+	b.decisions.Add(int64(len(batch)))
 	ctx, cancel := batchContext(batch)
 	defer cancel()
 	keys := make([]string, len(batch))
-	args := make([]string, 1, 1+9*len(batch))
+	args := make([]string, 1, 1+6*len(batch))
 	args[0] = "0"
 	if b.s.clock != nil {
 		args[0] = strconv.Itoa(testSlackMs)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,36 +42,50 @@ func BenchmarkAllow(b *testing.B) {
 		})
 	})
 	for _, a := range []sluice.Algorithm{sluice.GCRA, sluice.FixedWindow, sluice.TokenBucket, sluice.SlidingWindow, sluice.SlidingLog} {
-		b.Run(fmt.Sprintf("alg=%v", a), func(b *testing.B) {
-			s := NewRueidis(c)
-			lim := sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
-			var i atomic.Uint64
-			b.SetParallelism(par)
-			b.ReportAllocs()
-			stats(b, srv)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					k := keys[i.Add(1)%uint64(len(keys))]
-					if _, err := s.AllowN(context.Background(), k, lim, 1); err != nil {
-						b.Fatal(err)
+		for _, batch := range []bool{true, false} {
+			b.Run(fmt.Sprintf("alg=%v/batching=%v", a, batch), func(b *testing.B) {
+				s := NewRueidis(c, WithBatching(batch))
+				lim := sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
+				var i atomic.Uint64
+				b.SetParallelism(par)
+				b.ReportAllocs()
+				stats(b, srv)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						k := keys[i.Add(1)%uint64(len(keys))]
+						if _, err := s.AllowN(context.Background(), k, lim, 1); err != nil {
+							b.Fatal(err)
+						}
 					}
+				})
+				if s.batch != nil {
+					b.ReportMetric(float64(s.batch.decisions.Load())/float64(s.batch.batches.Load()), "decisions/batch")
 				}
 			})
-		})
+		}
 	}
 }
 
-// stats reports Redis's own time per script call (-v).
+// stats reports Redis's and this process's CPU time per decision, which
+// other processes on the machine disturb less than ns/op.
 func stats(b *testing.B, srv *redistest.Instance) {
-	if !testing.Verbose() {
-		return
-	}
-	srv.MustDo("CONFIG", "RESETSTAT")
-	b.Cleanup(func() {
-		for _, l := range strings.Split(srv.MustDo("INFO", "commandstats"), "\n") {
-			if strings.HasPrefix(l, "cmdstat_evalsha:") {
-				b.Log(l)
+	cpu := func() (redis, self time.Duration) {
+		for _, l := range strings.Split(srv.MustDo("INFO", "cpu"), "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
+			if k == "used_cpu_user" || k == "used_cpu_sys" {
+				f, _ := strconv.ParseFloat(v, 64)
+				redis += time.Duration(f * float64(time.Second))
 			}
 		}
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		return
+	}
+	r0, s0 := cpu()
+	b.Cleanup(func() {
+		r1, s1 := cpu()
+		b.ReportMetric(float64(r1-r0)/float64(b.N), "redis-cpu-ns/op")
+		b.ReportMetric(float64(s1-s0)/float64(b.N), "client-cpu-ns/op")
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -31,6 +32,26 @@ func newScript(name string, parts ...string) *script {
 	}
 	sum := sha1.Sum([]byte(b.String()))
 	return &script{name: name, src: b.String(), sha: hex.EncodeToString(sum[:])}
+}
+
+// newBatchScript wraps every flat script as a function of the batch driver.
+func newBatchScript() *script {
+	var b strings.Builder
+	b.WriteString("local DECIDE = {}\n")
+	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
+		src, err := luaFS.ReadFile("lua/" + algFiles[k] + ".lua")
+		if err != nil {
+			panic("redisstore: missing embedded script " + algFiles[k])
+		}
+		fmt.Fprintf(&b, "DECIDE[%d] = function(KEYS, ARGV)\n%s\nend\n", k, src)
+	}
+	drv, err := luaFS.ReadFile("lua/batch.lua")
+	if err != nil {
+		panic("redisstore: missing embedded script batch")
+	}
+	b.Write(drv)
+	sum := sha1.Sum([]byte(b.String()))
+	return &script{name: "batch", src: b.String(), sha: hex.EncodeToString(sum[:])}
 }
 
 // kindSeedLog numbers the sliding log in the first seed's layout in the
@@ -65,5 +86,5 @@ func init() {
 	}
 	multiScript = newScript("multi", append(all, "multi")...)
 	returnScript = newScript("return", append(all, "return")...)
-	batchScript = newScript("batch", append(all, "batch")...)
+	batchScript = newBatchScript()
 }

@@ -222,8 +222,12 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	kind := s.kind(lim)
 	if s.batch != nil {
 		c := &call{key: s.redisKey(key, lim)}
-		s.appendLibParams(c.args[:0], lim, n)
-		c.args[8] = s.testNow()
+		c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
+		copy(c.args[2:5], s.limitArgs(lim).single)
+		if kind == kindSeedLog {
+			c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
+		}
+		c.args[5] = s.testNow()
 		s.batch.do(ctx, c)
 		if c.err != nil {
 			return sluice.Decision{}, 0, c.err

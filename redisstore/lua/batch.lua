@@ -1,29 +1,33 @@
--- batch.lua: independent decisions of concurrent callers in one script run,
--- so that the cost of running a script (and of TIME) is shared: each is
--- exactly one AllowN, decided one after the other, admitted and written or
--- denied on its own. ARGV = TTL slack ms, then 9 values per key KEYS[i]:
--- kind, n, rate, period, cap, R, P, extra, [now µs, test only, or ''].
--- Returns 5 values per decision: allowed, remaining, retry µs, reset µs,
--- time used µs.
-local slack = tonumber(ARGV[1])
-local now, out = nil, {}
+-- batch.lua: the driver of the batch script, which runs the independent
+-- decisions of concurrent callers in one script run so that the cost of
+-- starting a script and of reading TIME is shared. Go puts before it every
+-- flat script, each wrapped as DECIDE[kind] = function(KEYS, ARGV) <script>
+-- end, so that a batched decision runs exactly the code of a single one.
+-- ARGV = TTL slack ms, then 6 values per key KEYS[i]: kind, n, up to three
+-- limit values ('' when unused), [now µs, test only, or '']. Returns 5
+-- values per decision: allowed, remaining, retry µs, reset µs, time used µs.
+local NP = {3, 3, 3, 4, 4, 4} -- ARGV of each flat script before its now
+local slack = ARGV[1]
+local now
+local out = {}
 for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 9
-  local key = KEYS[i]
-  local A = ALG[tonumber(ARGV[b + 1])]
-  local n = tonumber(ARGV[b + 2])
-  local p = {rate = tonumber(ARGV[b + 3]), period = tonumber(ARGV[b + 4]), cap = tonumber(ARGV[b + 5]),
-    R = tonumber(ARGV[b + 6]), P = tonumber(ARGV[b + 7]), x = ARGV[b + 8]}
-  local t = ARGV[b + 9]
-  if t ~= '' then
-    t = tonumber(t)
-  else
-    if not now then now = now_us(nil) end
+  local b = 1 + (i - 1) * 6
+  local kind = tonumber(ARGV[b + 1])
+  local np = NP[kind]
+  local t = ARGV[b + 6]
+  if t == '' then
+    if not now then
+      local x = redis.call('TIME')
+      now = string.format('%d', x[1] * 1000000 + x[2])
+    end
     t = now
   end
-  local st, ok, rem, retry, reset, used = A.decide(key, t, n, p, nil)
-  if ok == 1 and n > 0 then A.commit(key, st, p, slack) end
+  local a = {ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]}
+  if np == 4 then a[4] = ARGV[b + 5] end
+  a[np + 1] = t
+  a[np + 2] = slack
+  local r = DECIDE[kind]({KEYS[i]}, a)
   local o = (i - 1) * 5
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = ok, rem, retry, reset, used
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], r[5]
 end
 return out
