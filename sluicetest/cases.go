@@ -31,11 +31,10 @@ var retryLimits = []sluice.Limit{
 // request and waiting 1µs less does not (then RetryAfter is exactly 1µs).
 // On real time: RetryAfter - tolerance denies, RetryAfter + tolerance admits.
 func (s *suite) testRetryAfterExact(t *testing.T) {
+	g := s.group(t)
+	defer g.wait()
 	for i, lim := range retryLimits {
-		t.Run(fmt.Sprintf("%v_%v_%d", lim.Algorithm, lim.Period, lim.Rate), func(t *testing.T) {
-			if s.cfg.clocked == nil {
-				t.Parallel()
-			}
+		g.run(fmt.Sprintf("%v_%v_%d", lim.Algorithm, lim.Period, lim.Rate), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim := e.lim(lim)
 			key := newKey(t)

@@ -29,11 +29,10 @@ type admission struct{ before, after int64 }
 //     Burst + Rate·t/Period;
 //   - FixedWindow, SlidingWindow: no epoch-aligned window holds more than Rate.
 func (s *suite) testConcurrent(t *testing.T) {
+	g := s.group(t)
+	defer g.wait()
 	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			if s.cfg.clocked == nil {
-				t.Parallel()
-			}
+		g.run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim := e.lim(sluice.Limit{Algorithm: a, Rate: 10, Period: time.Second})
 			if a == sluice.TokenBucket || a == sluice.GCRA {

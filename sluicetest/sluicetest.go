@@ -36,6 +36,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,6 +117,30 @@ type suite struct {
 	cfg      *config
 	newStore func(t *testing.T) sluice.Store
 }
+
+// group runs subtests in turn on a fake clock, and all at once on real
+// time, where they mostly sleep: calling t.Run from several goroutines runs
+// them together whatever -parallel allows.
+type group struct {
+	t      *testing.T
+	concur bool
+	wg     sync.WaitGroup
+}
+
+func (s *suite) group(t *testing.T) *group {
+	return &group{t: t, concur: s.cfg.clocked == nil}
+}
+
+func (g *group) run(name string, f func(t *testing.T)) {
+	if !g.concur {
+		g.t.Run(name, f)
+		return
+	}
+	g.wg.Go(func() { g.t.Run(name, f) })
+}
+
+// wait returns when every subtest has.
+func (g *group) wait() { g.wg.Wait() }
 
 // env is one subtest's store, key and time.
 type env struct {

@@ -242,14 +242,13 @@ var stepTables = []stepTable{
 }
 
 func (s *suite) testSteps(t *testing.T) {
+	g := s.group(t)
+	defer g.wait()
 	for _, tt := range stepTables {
 		for _, a := range tt.algs {
-			t.Run(tt.name+"/"+a.String(), func(t *testing.T) {
+			g.run(tt.name+"/"+a.String(), func(t *testing.T) {
 				if tt.exact && s.cfg.clocked == nil {
 					t.Skip("needs an injected clock (WithClock)")
-				}
-				if s.cfg.clocked == nil {
-					t.Parallel()
 				}
 				lim := tt.lim
 				lim.Algorithm = a
