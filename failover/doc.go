@@ -50,12 +50,16 @@
 // FailOpen decision after a timeout can admit a request that the store
 // also counted: at most one per timed-out call.
 //
-// One breaker covers the whole shared store. On a Redis Cluster, a failed
-// master makes about a third of the calls fail, which is enough to open it
-// for every key until a probe answers: the probe (a peek on one key) reaches
-// one master only, so the breaker may close while the failed master's slots
-// still fail, and open again. The fault test of a master killed in a
-// 3-master cluster shows it; decisions stay correct under every policy.
+// One breaker covers the whole shared store. On a Redis Cluster a failed
+// master makes its share of the calls fail (and, with the default
+// cluster-require-full-coverage, the whole cluster refuses queries from the
+// moment it marks the master failed until a replica is promoted). With a
+// low failure threshold that share opens the breaker for every key; the
+// probe (a peek on one key) may reach a live master and close it, and it
+// opens again: the fault test of a master killed in a 3-master cluster
+// reports how often. Decisions stay correct under every policy; a higher
+// WithFailureThreshold leaves the opening to the error rate, so that the
+// live masters' keys keep being served.
 //
 // # Composition
 //

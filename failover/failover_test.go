@@ -79,7 +79,7 @@ func (c *counting) Degraded(key string, lim sluice.Limit, p failover.Policy, all
 	if allowed {
 		c.allowed++
 	}
-	if len(c.causes) < 100 {
+	if !errors.Is(cause, failover.ErrBreakerOpen) && len(c.causes) < 1000 {
 		c.causes = append(c.causes, cause)
 	}
 }

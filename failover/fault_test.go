@@ -121,6 +121,7 @@ type scenario struct {
 	noOut   bool          // the fault must cause no degraded decision at all
 	partial bool          // only part of the store fails (a cluster's master)
 	leases  bool          // the shared store is tiered with leases: units leased before the outage are spent during it
+	opts    []failover.Option
 }
 
 type faultReport struct {
@@ -145,8 +146,8 @@ func (r faultReport) String() string {
 func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(failover.Policy) string, closeAll func()) faultReport {
 	t.Helper()
 	obs := &counting{}
-	s := failover.New(shared, failover.WithReplicas(faultReplicas), failover.WithObserver(obs),
-		failover.WithProbeInterval(100*time.Millisecond), failover.WithFailureThreshold(3))
+	s := failover.New(shared, append([]failover.Option{failover.WithReplicas(faultReplicas), failover.WithObserver(obs),
+		failover.WithProbeInterval(100 * time.Millisecond), failover.WithFailureThreshold(3)}, sc.opts...)...)
 	l := startLoad(s, keyOf)
 	time.Sleep(300 * time.Millisecond)
 	injectStart := time.Now()
@@ -291,6 +292,13 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 	}
 	rep.recovery = recovery
 	rep.opens = st.BreakerOpens
+	seen := map[string]bool{}
+	for _, c := range obs.causes {
+		if msg := c.Error(); !seen[msg] && len(seen) < 6 {
+			seen[msg] = true
+			t.Logf("a cause: %v", c)
+		}
+	}
 	return rep
 }
 
@@ -409,13 +417,9 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 		t.Fatalf("rueidis.NewClient(%v): %v", cl.Addrs(), err)
 	}
 	rs := redisstore.NewRueidis(c)
-	sc := scenario{
-		inject:  func() { cl.KillMaster(0) },
-		restore: cl.WaitPromoted,
-		partial: true,
-	}
 	// Keys spread over the slots of all three masters.
 	keys := func(p failover.Policy) string { return "spread:" + p.String() + ":" }
+	sc := scenario{inject: func() { cl.KillMaster(0) }, restore: cl.WaitPromoted, partial: true}
 	rep := runScenario(t, sc, rs, keys, func() { rs.Close(); c.Close() })
 	noLeak(t, before)
 	t.Logf("ClusterMasterKilled: %v", rep)
