@@ -5,9 +5,12 @@
 // # Denial cache (always on)
 //
 // After the shared store denies n units of (key, limit) with RetryAfter r,
-// requests for at least n units of the same key and limit are denied
+// requests for the same n units of the same key and limit are denied
 // locally until r has passed, measured from before the call was sent (so
-// never longer than r after the store's decision). The cache only ever
+// never longer than r after the store's decision). Another n goes to the
+// store: r is the exact wait of n only. A cached denial reports the
+// remaining wait as RetryAfter and the store's Remaining at the denial (for
+// the buckets, plus what has refilled since, rounded down). The cache only ever
 // denies: it cannot admit what the shared store would deny. And it denies
 // no longer than r, which is the store's exact wait absent other traffic;
 // other processes' traffic can only make the store deny longer, except
@@ -23,7 +26,10 @@
 // a fraction of the limit's capacity. Units left when a lease ends are given
 // back with Return: before the next lease of the key, by the background
 // sweeper within a quarter of the lifetime after the lease ends, and on
-// Close. Leased units are admitted units, counted by the shared store from
+// Close. (For TokenBucket and GCRA, only the units that cannot have
+// refilled since the lease are given back: the stores' Return moves the
+// bucket back by whole units whatever time has passed, which would
+// otherwise credit the refill twice.) Leased units are admitted units, counted by the shared store from
 // the lease's time, so the fleet as a whole never exceeds the limit as the
 // shared store counts it. When a lease of k > n units is denied, the call
 // asks once more for what the store's Remaining says it has (or for n, to
