@@ -1,11 +1,17 @@
 // Package memstore is the in-process sluice.Store: sharded (no global lock),
 // bounded by WithMaxKeys, removing state once it can no longer matter, with
 // a clock that tests can inject. A decision on an existing key allocates
-// nothing.
+// nothing; a new key allocates nothing either but, now and then, a larger
+// table for its shard (and a sliding log its ring).
 //
 // State is kept per (key, Algorithm, Period): the same key may carry a
 // per-second and a per-day limit at once, and changing a limit's Rate or
 // Burst keeps what was counted.
+//
+// Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
+// all-or-nothing under the locks of every shard involved), sluice.Leaser
+// (Lease and Return, for tiered) and io.Closer (Close stops the sweeper and
+// waits for it).
 package memstore
 
 import (

@@ -306,3 +306,33 @@ func TestClockBackwards(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseClockBackwards: when the clock ran back for a key, Lease reports
+// the time at which the units were really counted (the key's own time), so
+// that Return finds them. (GCRA keeps no time of last use: a clock behind
+// its TAT is simply fuller, so it is not part of this test.)
+func TestLeaseClockBackwards(t *testing.T) {
+	for _, a := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow, sluice.TokenBucket} {
+		t.Run(a.String(), func(t *testing.T) {
+			c := sluicetest.NewClock(sluicetest.Epoch)
+			s := newStore(t, memstore.WithClock(c.Now))
+			lim := sluice.Limit{Algorithm: a, Rate: 3, Period: time.Hour}
+			c.Set(sluicetest.Epoch.Add(500 * time.Millisecond))
+			allow(t, s, "k", lim, 1)
+			c.Set(sluicetest.Epoch.Add(400 * time.Millisecond))
+			d, at, err := s.Lease(ctx, "k", lim, 2)
+			if err != nil || !d.Allowed {
+				t.Fatalf("Lease = %+v, %v, want allowed", d, err)
+			}
+			if at.Before(sluicetest.Epoch) || at.After(sluicetest.Epoch.Add(500*time.Millisecond)) {
+				t.Errorf("Lease time = %v, want within the first 500ms", at)
+			}
+			if err := s.Return(ctx, "k", lim, 2, at); err != nil {
+				t.Fatal(err)
+			}
+			if d := allow(t, s, "k", lim, 0); d.Remaining != 2 {
+				t.Errorf("peek after returning the lease = %+v, want Remaining 2", d)
+			}
+		})
+	}
+}
