@@ -3,6 +3,8 @@ package failover_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -504,3 +506,41 @@ func TestLocalFirstIsAskedFirst(t *testing.T) {
 }
 
 var ctx0 = context.Background()
+
+func TestLoggerReportsBreakerChanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		f := newFaulty(t, memstore.WithSweepInterval(0))
+		s := failover.New(f, failover.WithFailureThreshold(1), failover.WithLogger(log))
+		defer s.Close()
+		f.mode.Store(failing)
+		s.AllowN(context.Background(), "k", perSec, 1)
+		f.mode.Store(healthy)
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		out := buf.String()
+		for _, want := range []string{"level=WARN msg=\"failover: breaker opened", "cause=\"failover: shared store unavailable: boom", "level=DEBUG msg=\"failover: degraded decision\" key=k", "level=INFO msg=\"failover: breaker closed"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("log lacks %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
