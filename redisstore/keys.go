@@ -3,6 +3,7 @@ package redisstore
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -40,10 +41,23 @@ var algLetter = [...]byte{
 	sluice.GCRA:          'g',
 }
 
+// appendSuffix appends the algorithm and period of a state: the algorithm's
+// letter and the period in base 36, in seconds when it is a whole number
+// of seconds (the letter in upper case: 1m is "G1o" for GCRA) and else in
+// µs (lower case: 1500ms is "gw5ls"). Short, since key names count in
+// every key's memory.
+func appendSuffix(b []byte, lim sluice.Limit) []byte {
+	l := algLetter[lim.Algorithm]
+	if lim.Period%time.Second == 0 {
+		return strconv.AppendInt(append(b, l-'a'+'A'), int64(lim.Period/time.Second), 36)
+	}
+	return strconv.AppendInt(append(b, l), lim.Period.Microseconds(), 36)
+}
+
 // redisKey is the name of the state of (key, algorithm, period):
-// <prefix>{<escaped key>}<letter><period in µs, base 36>, with WithSlotKey
-// <prefix>{<escaped slot key>}<escaped key>}<letter><period>, or rl:<key>
-// for a sliding log in the seed's layout.
+// <prefix>{<escaped key>}<suffix>, with WithSlotKey
+// <prefix>{<escaped slot key>}<escaped key>}<suffix>, or rl:<key> for a
+// sliding log in the seed's layout.
 func (s *Store) redisKey(key string, lim sluice.Limit) string {
 	if s.seed && lim.Algorithm == sluice.SlidingLog {
 		return "rl:" + key
@@ -59,9 +73,8 @@ func (s *Store) redisKey(key string, lim sluice.Limit) string {
 		b = append(b, '}')
 	}
 	b = append(b, e...)
-	b = append(b, '}', algLetter[lim.Algorithm])
-	b = strconv.AppendInt(b, lim.Period.Microseconds(), 36)
-	return string(b)
+	b = append(b, '}')
+	return string(appendSuffix(b, lim))
 }
 
 // slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash

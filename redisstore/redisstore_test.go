@@ -2,10 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
@@ -90,22 +91,82 @@ func TestConformanceCluster(t *testing.T) {
 	})
 }
 
+func TestParseURL(t *testing.T) {
+	tests := []struct {
+		url                string
+		addrs              []string
+		user, pass, master string
+		sentUser, sentPass string
+		tls                bool
+		db                 int
+	}{
+		{url: "redis://127.0.0.1:7000", addrs: []string{"127.0.0.1:7000"}},
+		{url: "redis://u:p%40ss@127.0.0.1:7000/2", addrs: []string{"127.0.0.1:7000"}, user: "u", pass: "p@ss", db: 2},
+		{url: "redis://:secret@127.0.0.1", addrs: []string{"127.0.0.1:6379"}, pass: "secret"},
+		{url: "rediss://h.example:7000", addrs: []string{"h.example:7000"}, tls: true},
+		{url: "redis://a:1?addr=b:2&addr=c:3", addrs: []string{"a:1", "b:2", "c:3"}},
+		{url: "redis+cluster://u:p@a:1,b:2,c:3", addrs: []string{"a:1", "b:2", "c:3"}, user: "u", pass: "p"},
+		{url: "rediss+cluster://a:1,b:2", addrs: []string{"a:1", "b:2"}, tls: true},
+		{url: "redis+sentinel://u:p@s1:26379,s2:26379?master=mymaster&sentinel_password=sp", addrs: []string{"s1:26379", "s2:26379"}, user: "u", pass: "p", master: "mymaster", sentPass: "sp"},
+	}
+	for _, tt := range tests {
+		o, err := parseURL(tt.url)
+		if err != nil {
+			t.Errorf("parseURL(%q): %v", tt.url, err)
+			continue
+		}
+		got := []any{o.InitAddress, o.Username, o.Password, o.Sentinel.MasterSet, o.Sentinel.Username, o.Sentinel.Password, o.TLSConfig != nil, o.SelectDB}
+		want := []any{tt.addrs, tt.user, tt.pass, tt.master, tt.sentUser, tt.sentPass, tt.tls, tt.db}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("parseURL(%q) (-want +got):\n%s", tt.url, d)
+		}
+	}
+	for _, bad := range []string{"127.0.0.1:6379", "http://a:1", "redis+foo://a:1", "redis+sentinel://s:1", "redis://a:1/x/y"} {
+		if _, err := parseURL(bad); err == nil {
+			t.Errorf("parseURL(%q) = nil error, want one", bad)
+		}
+	}
+	if got := redact("redis://u:secret@h:1/0"); strings.Contains(got, "secret") {
+		t.Errorf("redact kept the password: %q", got)
+	}
+}
+
 func TestOpen(t *testing.T) {
-	srv := redistest.Server(t)
 	ctx := context.Background()
-	s, err := Open(ctx, "redis://"+srv.Addr)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
+	lim := sluice.PerSecond(2)
+	check := func(t *testing.T, url string, cluster bool) {
+		t.Helper()
+		s, err := Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open(%q): %v", url, err)
+		}
+		if s.c.isCluster() != cluster {
+			t.Errorf("Open(%q): cluster = %v, want %v", url, s.c.isCluster(), cluster)
+		}
+		d, err := s.AllowN(ctx, "k", lim, 2)
+		if err != nil || !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("Open(%q): AllowN = %+v, %v; want allowed, remaining 0", url, d, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if _, err := s.AllowN(ctx, "k", lim, 1); !errors.Is(err, sluice.ErrClosed) {
+			t.Fatalf("AllowN after Close: err = %v, want ErrClosed", err)
+		}
 	}
-	d, err := s.AllowN(ctx, "k", sluice.PerSecond(2), 2)
-	if err != nil || !d.Allowed || d.Remaining != 0 {
-		t.Fatalf("AllowN = %+v, %v; want allowed, remaining 0", d, err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if _, err := s.AllowN(ctx, "k", sluice.PerSecond(2), 1); err != sluice.ErrClosed {
-		t.Fatalf("AllowN after Close: err = %v, want ErrClosed", err)
-	}
-	_ = time.Second
+	t.Run("acl", func(t *testing.T) {
+		srv := redistest.Server(t, redistest.WithUser("app", "s3cret"))
+		check(t, "redis://app:s3cret@"+srv.Addr, false)
+		if _, err := Open(ctx, "redis://app:wrong@"+srv.Addr); err == nil || strings.Contains(err.Error(), "wrong") {
+			t.Errorf("Open with a wrong password: error = %v, want one that hides the password", err)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.Cluster(t, 3, 0)
+		check(t, "redis+cluster://"+strings.Join(cl.Addrs(), ","), true)
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		si := redistest.Sentinel(t, 0)
+		check(t, "redis+sentinel://"+si.Addr()+"?master="+redistest.MasterName, false)
+	})
 }
