@@ -25,6 +25,20 @@
 // the suite sleeps until each step's time, and durations are checked to
 // within the tolerance; Allowed and Remaining are still exact.
 //
+// What the suite holds every store to, beyond the step tables: waiting
+// RetryAfter admits and 1µs less does not; n = 0 is a peek; n > Capacity
+// is sluice.ErrExceedsCapacity, a negative n ErrInvalidCost; every invalid
+// Limit field is ErrInvalidLimit naming the field; empty keys and keys over
+// sluice.MaxKeyLen are ErrInvalidKey, and keys are opaque bytes (braces,
+// colons, NUL, invalid UTF-8) with states of their own; a denial counts
+// nothing; state is per (key, algorithm, period) and a Rate change keeps the
+// count; a cancelled or expired context is an error that counts nothing;
+// many goroutines on one key never break the limit (see testConcurrent).
+// AllowMulti is all-or-nothing, requests on one state are decided one after
+// the other, and costs on one state whose sum exceeds its capacity are
+// ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
+// key exactly, never beyond untouched.
+//
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
 // tiered store holding leases). AllowMulti cases run when the store
