@@ -1,0 +1,110 @@
+// Package redisstore is the Redis sluice.Store: a fleet of processes shares
+// one exact quota through Redis. Every decision is one Lua script run on
+// Redis, atomic, in one round trip, on Redis's own clock (TIME, in integer
+// microseconds), with the integer math of internal/algo: the five
+// algorithms give the same decisions here as in memstore, to the
+// microsecond (differential tests hold every script to internal/algo).
+//
+// # Clients
+//
+// NewRueidis takes a rueidis.Client, the fast path: rueidis pipelines
+// concurrent commands automatically. NewGoRedis takes an existing go-redis
+// UniversalClient (*redis.Client, *redis.ClusterClient, or the failover
+// client of Sentinel); give it MaxRetries: -1, since go-redis otherwise
+// resends a command after a network error and a resent decision may count
+// twice. Open builds a rueidis client from a URL:
+//
+//	redis://[user:password@]host:port[/db]        one node (a Cluster is detected)
+//	rediss://...                                  TLS
+//	redis://host:port?addr=host2:port&addr=...    several seed addresses
+//	redis+cluster://[user:password@]h1:p1,h2:p2   Redis Cluster
+//	redis+sentinel://s1:p1,s2:p2?master=mymaster  the master Sentinel names
+//	                                              (sentinel_user, sentinel_password
+//	                                              authenticate to the sentinels)
+//	rediss+cluster://..., rediss+sentinel://...   the same over TLS
+//
+// Scripts are called with EVALSHA; on a NOSCRIPT reply only (a restarted
+// server, SCRIPT FLUSH, a failover) the script is sent once with EVAL. No
+// call is ever repeated after a timeout or a connection error: the script
+// may have run, and a repeat could count the request twice. Such an error
+// means "no decision"; package failover decides what happens then.
+//
+// Under load, the store gathers the decisions of concurrent callers that
+// arrive while earlier ones are in flight into one script run (batch.lua),
+// each still exactly one atomic decision, so that Redis spends its time
+// deciding rather than starting scripts and reading TIME. Batching needs
+// the keys on one node: it is off on Cluster (WithBatching).
+//
+// # Keys and values
+//
+// The state of (key, algorithm, period) lives in one Redis key:
+//
+//	<prefix>{<escaped key>}<suffix>
+//
+// The prefix is "sluice:" (WithPrefix). In the escaped key, '%', '{' and '}'
+// become %25, %7B and %7D: two different keys never share a name, and no
+// key can end the hash tag early, so a key's slot on Cluster is the slot of
+// its escaped text, whatever bytes it holds (any bytes are allowed: ':',
+// NUL, invalid UTF-8). The suffix is the algorithm's letter (f fixed
+// window, l sliding log, s sliding window, t token bucket, g GCRA) and the
+// period in base 36: in seconds, with the letter in upper case, when the
+// period is whole seconds ("G1o" is GCRA per minute), else in µs
+// ("lw5eo" is a log per 1.5 s). With WithSlotKey the name is
+// <prefix>{<escaped slot key>}<escaped key>}<suffix>.
+//
+// Values are short strings, integers where possible, since a string key
+// costs 40 bytes (dict entry and object) plus its name: MEMORY USAGE after
+// 100 admissions at 100/minute is 72 bytes for GCRA and the fixed window
+// with the default prefix and a 6-byte key, 56 bytes without a prefix.
+//
+//	fixed window    start+count as one integer (start is a multiple of the
+//	                period and count < period), else "start:count"
+//	sliding window  "start:prev:cur"
+//	token bucket    "deficit:last", the deficit in units of 1/R token
+//	GCRA            the theoretical arrival time in µs, or "tat:frac"
+//	sliding log     a ZSET: one entry per admitted event, scored by its
+//	                time in µs, member a per-key sequence number; the last
+//	                number is the member "#", scored minus itself
+//
+// Every write sets the key's TTL to the time its state matters (the
+// decision's ResetAfter, rounded up to a millisecond): idle keys leave
+// nothing behind. A denied request and a peek (n = 0) write nothing.
+//
+// # The sliding log's memory
+//
+// A log entry costs about 13.5 bytes while the ZSET is a listpack, that is
+// up to zset-max-listpack-entries entries (128 by default; the "#" member
+// takes one). Beyond, Redis converts the ZSET to a skiplist and each entry
+// costs about 94 bytes: a log of 200 entries takes 20 KB (the first seed
+// guide's layout, 25 KB). For a Rate above 127, prefer the sliding-window
+// counter (sluice.SlidingWindow), which keeps two counts per key for any
+// Rate, or raise zset-max-listpack-entries knowingly.
+//
+// # The first seed guide's layout
+//
+// WithSeedLayout keeps sliding-log limits in the layout of the first seed
+// guide's Python script, so that a fleet still running that script shares
+// one quota with sluice workers: key rl:<key>, a ZSET scored in
+// milliseconds, members "<ms>-<8 hex digits>", trimmed of entries scored at
+// or below now-window and given PEXPIRE window on admission, counting what
+// remains (the guide's ZREMRANGEBYSCORE then ZCARD). sluice uses Redis's
+// clock for its own entries; the guide's workers use theirs.
+//
+// # AllowMulti and Cluster
+//
+// AllowMulti decides all requests in one script, all or nothing. On a
+// single node (or Sentinel) any keys can be combined. On Cluster the keys
+// must share a hash slot: one key's limits always do (every algorithm and
+// period of a key shares its hash tag); keys of different subjects do with
+// WithSlotKey (for example the tenant of "tenant42/route/x"); otherwise
+// AllowMulti returns an error wrapping ErrCrossSlot that names two keys,
+// before sending anything.
+//
+// # Differences from internal/algo
+//
+// The sliding log drops expired entries when it admits, not when it denies
+// or peeks (those write nothing); the two differ only when the clock then
+// runs back past those entries' expiry, which Redis's TIME does not do.
+// The sliding log's times must not be before 1970 (the "#" member is
+// scored below zero). WithTestClock replaces TIME for exact tests only.
+package redisstore
