@@ -2,6 +2,7 @@ package failover_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -10,15 +11,18 @@ import (
 )
 
 // A healthy shared store behind failover decides exactly as it would alone.
+// The deadline is long: on a loaded machine under -race a goroutine can be
+// descheduled past the default 50ms, and a degraded decision is not what
+// this test is about.
 func TestConformance(t *testing.T) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
 		m := memstore.New()
-		s := failover.New(m)
+		s := failover.New(m, failover.WithTimeout(5*time.Second))
 		t.Cleanup(func() { s.Close(); m.Close() })
 		return s
 	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
 		m := memstore.New(memstore.WithClock(c.Now))
-		s := failover.New(m, failover.WithClock(c.Now))
+		s := failover.New(m, failover.WithClock(c.Now), failover.WithTimeout(5*time.Second))
 		t.Cleanup(func() { s.Close(); m.Close() })
 		return s
 	}))

@@ -105,7 +105,7 @@ var perSec = sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.S
 func TestHealthyPassesThrough(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f)
+	s := failover.New(f, failover.WithTimeout(time.Minute)) // no spurious deadline on a loaded machine
 	defer s.Close()
 	for i := range 12 {
 		got, err := s.AllowN(ctx, "k", perSec, 1)
@@ -373,7 +373,7 @@ func TestLocalLimit(t *testing.T) {
 func TestAllowMultiDegraded(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2))
+	s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2), failover.WithTimeout(time.Minute))
 	defer s.Close()
 	reqs := []sluice.Request{
 		{Key: "a", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 4, Period: time.Hour}, N: 1},
