@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"context"
 	"flag"
 	"testing"
 	"time"
@@ -39,4 +40,27 @@ func TestConformanceRealTime(t *testing.T) {
 
 func BenchmarkMemstore(b *testing.B) {
 	sluicetest.Bench(b, func(b *testing.B) sluice.Store { return newStore(b) })
+}
+
+// BenchmarkAllowMulti: a per-second and a per-day limit on one tenant, and
+// a per-route limit, decided together.
+func BenchmarkAllowMulti(b *testing.B) {
+	s := newStore(b)
+	keys := sluicetest.BenchKeys(10000)
+	perSecond := sluice.Limit{Algorithm: sluice.GCRA, Rate: 1000, Period: time.Second}
+	perDay := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 30, Period: 24 * time.Hour}
+	route := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 20, Period: time.Minute}
+	reqs := make([]sluice.Request, 3)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := keys[i%len(keys)]
+		reqs[0] = sluice.Request{Key: k, Limit: perSecond, N: 1}
+		reqs[1] = sluice.Request{Key: k, Limit: perDay, N: 1}
+		reqs[2] = sluice.Request{Key: "route:/v1/items", Limit: route, N: 1}
+		if _, err := s.AllowMulti(context.Background(), reqs); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
 }

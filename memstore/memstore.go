@@ -285,7 +285,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 }
 
 // paramSlots is the size of the cache of validated limits.
-const paramSlots = 16
+const paramSlots = 64
 
 // limitParams is a validated limit and its parameters.
 type limitParams struct {
@@ -293,19 +293,32 @@ type limitParams struct {
 	p   algo.Params
 }
 
-// paramsOf validates lim and returns its parameters, from a small cache of
-// the limits seen last so that a decision neither validates nor divides.
+// paramsOf validates lim and returns its parameters, from a cache of the
+// limits seen so that a decision neither validates nor divides. The cache
+// is two-way: a limit lives in its slot or the slot's neighbour, so that
+// two limits used in turn (a per-second and a per-day limit) never evict
+// each other.
 func (s *Store) paramsOf(lim sluice.Limit) (*algo.Params, error) {
-	h := uint64(lim.Rate)*0x9e3779b97f4a7c15 ^ uint64(lim.Period)*0xbf58476d1ce4e5b9 ^ uint64(lim.Burst)<<8 ^ uint64(lim.Algorithm)
-	slot := &s.params[(h>>59)%paramSlots]
-	if lp := slot.Load(); lp != nil && lp.lim == lim {
+	h := uint64(lim.Rate)*0x9e3779b97f4a7c15 ^ uint64(lim.Period)*0xbf58476d1ce4e5b9 ^ uint64(lim.Burst)*0x94d049bb133111eb ^ uint64(lim.Algorithm)
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	i := (h >> 58) % paramSlots
+	if lp := s.params[i].Load(); lp != nil && lp.lim == lim {
+		return &lp.p, nil
+	}
+	if lp := s.params[i^1].Load(); lp != nil && lp.lim == lim {
 		return &lp.p, nil
 	}
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
 	lp := &limitParams{lim: lim, p: params(lim)}
-	slot.Store(lp)
+	if s.params[i].Load() != nil {
+		// Keep the limit already here: move it to the neighbour, unless
+		// that slot was just the one in use.
+		s.params[i^1].Store(s.params[i].Load())
+	}
+	s.params[i].Store(lp)
 	return &lp.p, nil
 }
 

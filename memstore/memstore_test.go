@@ -64,6 +64,29 @@ func TestNoAllocs(t *testing.T) {
 			}
 		})
 	}
+	t.Run("LimitsInTurn", func(t *testing.T) {
+		// A request checked against a per-second, a per-minute and a
+		// per-day limit in turn: the validated limits stay cached.
+		s := newStore(t)
+		lims := []sluice.Limit{
+			sluice.PerSecond(1000),
+			{Algorithm: sluice.SlidingWindow, Rate: 1 << 20, Period: time.Minute},
+			{Algorithm: sluice.FixedWindow, Rate: 1 << 30, Period: 24 * time.Hour},
+		}
+		for _, lim := range lims {
+			allow(t, s, "k", lim, 1)
+		}
+		got := testing.AllocsPerRun(1000, func() {
+			for _, lim := range lims {
+				if _, err := s.AllowN(ctx, "k", lim, 1); err != nil {
+					panic(err)
+				}
+			}
+		})
+		if got != 0 {
+			t.Errorf("AllocsPerRun(three limits in turn) = %v, want 0", got)
+		}
+	})
 	t.Run("Lease", func(t *testing.T) {
 		s := newStore(t)
 		lim := sluice.PerSecond(1000)

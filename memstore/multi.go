@@ -30,18 +30,14 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	type item struct {
-		rf    ref
-		p     *algo.Params
-		first int   // index of the first request on the same state
-		sum   int64 // costs of the requests on this state up to this one
-		// On the first request of a state only:
-		tmp     entry // the state as the requests so far leave it (not the log)
-		log     *algo.Log
-		changed bool // some request on the state has n > 0
+	// Small calls, the usual, keep their bookkeeping on the stack.
+	var itemBuf [8]item
+	var shardBuf [8]int
+	items, shards := itemBuf[:0], shardBuf[:0]
+	if len(reqs) > len(itemBuf) {
+		items, shards = make([]item, 0, len(reqs)), make([]int, 0, len(reqs))
 	}
-	items := make([]item, len(reqs))
-	shards := make([]int, 0, len(reqs))
+	items = items[:len(reqs)]
 	for i, rq := range reqs {
 		it := &items[i]
 		it.p, _ = s.paramsOf(rq.Limit) // validated above
@@ -65,11 +61,15 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
-	defer func() {
-		for _, i := range shards {
-			s.shards[i].mu.Unlock()
-		}
-	}()
+	out := s.decideMulti(reqs, items)
+	for _, i := range shards {
+		s.shards[i].mu.Unlock()
+	}
+	return out, nil
+}
+
+// decideMulti decides reqs under the locks of all their shards.
+func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decision {
 	now := s.nowMicro()
 
 	// Decide every request without counting anything. Bucket and window
@@ -127,7 +127,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 				out[i].Allowed = false
 			}
 		}
-		return out, nil
+		return out
 	}
 	// Commit: every request is admitted.
 	for i := range items {
@@ -147,7 +147,19 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			it.rf.sh.noteExpiry(e.expires)
 		}
 	}
-	return out, nil
+	return out
+}
+
+// item is one request of an AllowMulti call.
+type item struct {
+	rf    ref
+	p     *algo.Params
+	first int   // index of the first request on the same state
+	sum   int64 // costs of the requests on this state up to this one
+	// On the first request of a state only:
+	tmp     entry // the state as the requests so far leave it (not the log)
+	log     *algo.Log
+	changed bool // some request on the state has n > 0
 }
 
 // stepLog decides n on log (nil: empty) without counting it.
