@@ -180,12 +180,15 @@ func (s *suite) env(t *testing.T, align time.Duration) *env {
 	e.s = s.newStore(t)
 	e.unit = 20 * s.cfg.tol
 	if align > 0 {
-		a := e.scale(align)
+		// The next multiple of a since the Unix epoch (fixed windows are
+		// epoch-aligned; time.Truncate counts from year 1).
+		a := e.scale(align).Microseconds()
 		now := time.Now()
-		e.start = now.Truncate(a).Add(a)
-		if e.start.Sub(now) < 2*s.cfg.tol {
-			e.start = e.start.Add(a)
+		next := (now.UnixMicro()/a + 1) * a
+		if time.UnixMicro(next).Sub(now) < 2*s.cfg.tol {
+			next += a
 		}
+		e.start = time.UnixMicro(next)
 		time.Sleep(time.Until(e.start))
 	} else {
 		e.start = time.Now()
