@@ -42,8 +42,10 @@ type call struct {
 	ctx  context.Context
 }
 
-// do decides c, leading a batch or joining the next one.
-func (b *batcher) do(ctx context.Context, c *call) {
+// do decides c, leading a batch or joining the next one. It returns an
+// error when the caller gives up (ctx) before c's result is in; c is then
+// left to the batch, which may still write it.
+func (b *batcher) do(ctx context.Context, c *call) error {
 	c.ctx = ctx
 	b.mu.Lock()
 	if b.running < maxRunning {
@@ -51,7 +53,7 @@ func (b *batcher) do(ctx context.Context, c *call) {
 		batch := append(b.take(), c)
 		b.mu.Unlock()
 		b.run(c, batch)
-		return
+		return nil
 	}
 	c.wake = make(chan struct{})
 	b.pending = append(b.pending, c)
@@ -64,8 +66,7 @@ func (b *batcher) do(ctx context.Context, c *call) {
 			if p == c { // not sent: no decision was made
 				b.pending = append(b.pending[:i], b.pending[i+1:]...)
 				b.mu.Unlock()
-				c.err = ctx.Err()
-				return
+				return ctx.Err()
 			}
 		}
 		lead := c.lead
@@ -73,14 +74,14 @@ func (b *batcher) do(ctx context.Context, c *call) {
 		if lead == nil {
 			// In a batch in flight: it may still count, as a timed-out
 			// single call may.
-			c.err = ctx.Err()
-			return
+			return ctx.Err()
 		}
-		<-c.wake
+		<-c.wake // handed the lead: run the batch, others wait on it
 	}
 	if c.lead != nil {
 		b.run(c, c.lead)
 	}
+	return nil
 }
 
 // take removes and returns up to maxBatch-1 pending calls. b.mu is held.

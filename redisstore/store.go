@@ -228,7 +228,9 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 			c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
 		}
 		c.args[5] = s.testNow()
-		s.batch.do(ctx, c)
+		if err := s.batch.do(ctx, c); err != nil {
+			return sluice.Decision{}, 0, err
+		}
 		if c.err != nil {
 			return sluice.Decision{}, 0, c.err
 		}

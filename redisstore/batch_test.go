@@ -1,0 +1,149 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestBatchDeadlines: callers queued behind batches in flight on a server
+// that does not answer return at their own deadline, and the store works
+// again once the server does.
+func TestBatchDeadlines(t *testing.T) {
+	srv := redistest.Server(t)
+	s := NewRueidis(newRueidis(t, srv.Addr))
+	lim := sluice.PerSecond(1000)
+	if _, err := s.AllowN(context.Background(), "warm", lim, 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause()
+	var wg sync.WaitGroup
+	var late atomic.Int64
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			_, err := s.AllowN(ctx, "k", lim, 1)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("caller %d: AllowN on a paused server: error = %v, want DeadlineExceeded", i, err)
+			}
+			if time.Since(start) > time.Second {
+				late.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := late.Load(); n > 0 {
+		t.Errorf("%d callers returned more than 1s after their 100ms deadline", n)
+	}
+	srv.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Batches still in flight drain; a new decision goes through.
+	if d, err := s.AllowN(ctx, "after", lim, 1); err != nil || !d.Allowed {
+		t.Fatalf("AllowN after the server resumed = %+v, %v", d, err)
+	}
+	if s.batch.running != 0 || len(s.batch.pending) != 0 {
+		t.Errorf("batcher after the storm: %d running, %d pending; want 0, 0", s.batch.running, len(s.batch.pending))
+	}
+}
+
+// TestBatchConcurrent: many callers on one key through batches never admit
+// more than the limit, and decisions on one key in one batch see each
+// other.
+func TestBatchConcurrent(t *testing.T) {
+	srv := redistest.Server(t)
+	s := NewRueidis(newRueidis(t, srv.Addr))
+	for _, a := range algorithms {
+		lim := sluice.Limit{Algorithm: a, Rate: 50, Period: time.Hour}
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 4 {
+					d, err := s.AllowN(context.Background(), "hot/"+a.String(), lim, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := admitted.Load(); got != 50 {
+			t.Errorf("%v: 256 concurrent requests on a limit of 50 admitted %d, want 50", a, got)
+		}
+	}
+	if b := s.batch.batches.Load(); b >= s.batch.decisions.Load() {
+		t.Logf("no batch held more than one decision (%d batches)", b)
+	}
+}
+
+// TestSeedLayoutExact runs the seed layout's semantics (milliseconds,
+// entries above now-window) on a test clock through the flat, batch and
+// multi scripts.
+func TestSeedLayoutExact(t *testing.T) {
+	srv := redistest.Server(t)
+	var now atomic.Int64
+	clock := WithTestClock(func() time.Time { return time.UnixMicro(now.Load()) })
+	c := newRueidis(t, srv.Addr)
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second}
+	base := int64(1_800_000_000_000_000)
+	steps := []struct {
+		at   int64 // µs after base
+		n    int
+		want sluice.Decision
+	}{
+		{0, 1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 2, ResetAfter: time.Second}},
+		{100_400, 1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 1, ResetAfter: 999600 * time.Microsecond}},
+		{200_000, 1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 0, ResetAfter: time.Second}},
+		{300_500, 1, sluice.Decision{Limit: lim, RetryAfter: 699500 * time.Microsecond, ResetAfter: 899500 * time.Microsecond}},
+		{300_500, 0, sluice.Decision{Allowed: true, Limit: lim, ResetAfter: 899500 * time.Microsecond}},
+		{999_999, 1, sluice.Decision{Limit: lim, RetryAfter: time.Microsecond, ResetAfter: 200001 * time.Microsecond}},
+		// At 1000 ms the entry scored 0 is at now-window: gone.
+		{1_000_000, 1, sluice.Decision{Allowed: true, Limit: lim, Remaining: 0, ResetAfter: time.Second}},
+		// At 1100 ms the entry scored 100 has gone too; 2 do not fit in
+		// the 1 left until the entry scored 200 leaves.
+		{1_100_000, 2, sluice.Decision{Limit: lim, Remaining: 1, RetryAfter: 100 * time.Millisecond, ResetAfter: 900 * time.Millisecond}},
+	}
+	paths := map[string]func(key string, n int) (sluice.Decision, error){}
+	for _, batch := range []bool{true, false} {
+		s := NewRueidis(c, clock, WithSeedLayout(), WithBatching(batch))
+		name := map[bool]string{true: "batch", false: "flat"}[batch]
+		paths[name] = func(key string, n int) (sluice.Decision, error) {
+			return s.AllowN(context.Background(), key, lim, n)
+		}
+		if !batch {
+			paths["multi"] = func(key string, n int) (sluice.Decision, error) {
+				ds, err := s.AllowMulti(context.Background(), []sluice.Request{{Key: key, Limit: lim, N: n}})
+				if err != nil {
+					return sluice.Decision{}, err
+				}
+				return ds[0], nil
+			}
+		}
+	}
+	for name, allow := range paths {
+		for _, st := range steps {
+			now.Store(base + st.at)
+			d, err := allow("seed-exact-"+name, st.n)
+			if err != nil || d != st.want {
+				t.Errorf("%s: AllowN(%d) at +%dµs = %+v, %v; want %+v", name, st.n, st.at, d, err, st.want)
+			}
+		}
+	}
+}
