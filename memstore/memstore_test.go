@@ -259,7 +259,8 @@ func TestStateRemoved(t *testing.T) {
 // every order and with repeated keys, never deadlock, and every key counts
 // exactly the admitted calls that named it.
 func TestMultiAtomic(t *testing.T) {
-	s := newStore(t)
+	c := sluicetest.NewClock(sluicetest.Epoch) // no window ends during the test
+	s := newStore(t, memstore.WithClock(c.Now))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 300, Period: time.Hour}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
 	var mu sync.Mutex
