@@ -37,7 +37,7 @@ type call struct {
 	args [6]string // kind, n, up to 3 limit values, test time
 	res  [5]int64
 	err  error
-	wake chan struct{} // closed when res/err are set, or to hand over the lead
+	wake chan struct{} // signalled once: res/err are set, or the lead is handed over
 	lead []*call       // set (under mu) when this caller must run this batch
 	ctx  context.Context
 }
@@ -55,7 +55,6 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 		b.run(c, batch)
 		return nil
 	}
-	c.wake = make(chan struct{})
 	b.pending = append(b.pending, c)
 	b.mu.Unlock()
 	select {
@@ -84,6 +83,19 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	return nil
 }
 
+// calls recycles the calls of decisions that completed; a call whose
+// caller gave up is left to the garbage collector, since its batch may
+// still write it.
+var calls = sync.Pool{New: func() any { return &call{wake: make(chan struct{}, 1)} }}
+
+func getCall() *call { return calls.Get().(*call) }
+
+func putCall(c *call) {
+	w := c.wake
+	*c = call{wake: w}
+	calls.Put(c)
+}
+
 // take removes and returns up to maxBatch-1 pending calls. b.mu is held.
 func (b *batcher) take() []*call {
 	n := min(len(b.pending), maxBatch-1)
@@ -99,7 +111,7 @@ func (b *batcher) run(self *call, batch []*call) {
 	b.exec(batch)
 	for _, c := range batch {
 		if c != self {
-			close(c.wake)
+			c.wake <- struct{}{}
 		}
 	}
 	b.mu.Lock()
@@ -111,7 +123,7 @@ func (b *batcher) run(self *call, batch []*call) {
 	next := b.take()
 	next[0].lead = next
 	b.mu.Unlock()
-	close(next[0].wake)
+	next[0].wake <- struct{}{}
 }
 
 // exec runs one batch script and sets every call's result.

@@ -221,7 +221,8 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	}
 	kind := s.kind(lim)
 	if s.batch != nil {
-		c := &call{key: s.redisKey(key, lim)}
+		c := getCall()
+		c.key = s.redisKey(key, lim)
 		c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
 		copy(c.args[2:5], s.limitArgs(lim).single)
 		if kind == kindSeedLog {
@@ -229,12 +230,15 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		}
 		c.args[5] = s.testNow()
 		if err := s.batch.do(ctx, c); err != nil {
+			return sluice.Decision{}, 0, err // c stays with its batch
+		}
+		if err := c.err; err != nil {
+			putCall(c)
 			return sluice.Decision{}, 0, err
 		}
-		if c.err != nil {
-			return sluice.Decision{}, 0, c.err
-		}
-		return decision(lim, c.res[:]), c.res[4], nil
+		d, at := decision(lim, c.res[:]), c.res[4]
+		putCall(c)
+		return d, at, nil
 	}
 	args := make([]string, 0, 7)
 	args = append(args, strconv.Itoa(n))
