@@ -13,13 +13,14 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local start, count = 0, 0
+local start, count, packed = 0, 0, false
 local v = redis.call('GET', key)
 if v then
   local i = string.find(v, ':', 1, true)
   if i then
     start, count = tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
   else
+    packed = true
     local x = tonumber(v)
     count = x % per
     start = x - count
@@ -36,8 +37,14 @@ if n == 0 then
   if c > 0 then reset = e end
   return {1, math.max(rate - c, 0), 0, reset, now}
 end
+local same = packed and c > 0
 c = c + n
-local s
-if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
-redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+if same and c < per then
+  -- The window's key already expires at the window's end: count on.
+  redis.call('INCRBY', key, n)
+else
+  local s
+  if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
+  redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+end
 return {1, rate - c, 0, e, now}

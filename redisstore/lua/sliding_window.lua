@@ -53,7 +53,13 @@ if n == 0 then
   if cur > 0 then reset = ws + 2 * P - now elseif prev > 0 then reset = ws + P - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
+local same = start == ws and scur > 0
 cur = cur + n
 local reset = ws + 2 * P - now
-redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+if same then
+  -- The key already expires when this window's count stops mattering.
+  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'KEEPTTL')
+else
+  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+end
 return {1, rate - count - n, 0, reset, now}
