@@ -11,12 +11,14 @@ import (
 )
 
 // scripter is what the store needs from a Redis client: EVALSHA, EVAL (which
-// also loads the script) and whether keys of one call must share a slot.
+// also loads the script) and whether keys of one call must share a slot
+// (Cluster) or a hash tag (a go-redis Ring, which shards by key).
 type scripter interface {
 	// evalSha runs a cached script; noScript reports a NOSCRIPT reply.
 	evalSha(ctx context.Context, sha string, keys, args []string) (res []int64, noScript bool, err error)
 	eval(ctx context.Context, src string, keys, args []string) ([]int64, error)
 	isCluster() bool
+	isRing() bool
 	close()
 }
 
@@ -45,6 +47,8 @@ func (r rueidisClient) eval(ctx context.Context, src string, keys, args []string
 }
 
 func (r rueidisClient) isCluster() bool { return r.c.Mode() == rueidis.ClientModeCluster }
+
+func (r rueidisClient) isRing() bool { return false }
 
 func (r rueidisClient) close() {
 	if r.owned {
@@ -85,6 +89,11 @@ func (g goRedisClient) eval(ctx context.Context, src string, keys, args []string
 
 func (g goRedisClient) isCluster() bool {
 	_, ok := g.c.(*redis.ClusterClient)
+	return ok
+}
+
+func (g goRedisClient) isRing() bool {
+	_, ok := g.c.(*redis.Ring)
 	return ok
 }
 

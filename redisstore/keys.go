@@ -80,13 +80,18 @@ func (s *Store) redisKey(key string, lim sluice.Limit) string {
 // slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash
 // tag (the text between the first '{' and the next '}', when not empty) or
 // of the whole key, modulo 16384.
-func slot(key string) uint16 {
+func slot(key string) uint16 { return crc16(hashTag(key)) & 16383 }
+
+// hashTag is the part of a key that Redis Cluster (and a go-redis Ring)
+// hashes: the text between the first '{' and the next '}', when not empty,
+// or else the whole key.
+func hashTag(key string) string {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
+			return key[i+1 : i+1+j]
 		}
 	}
-	return crc16(key) & 16383
+	return key
 }
 
 func crc16(s string) uint16 {

@@ -50,6 +50,16 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	for _, rq := range reqs {
 		args = s.appendLibParams(args, rq.Limit, rq.N)
 	}
+	if s.c.isRing() {
+		// A Ring shards by hash tag: the keys must share it.
+		t0 := hashTag(keys[0])
+		for i := 1; i < len(keys); i++ {
+			if ti := hashTag(keys[i]); ti != t0 {
+				return nil, fmt.Errorf("%w: key %q (Redis key %q) and key %q (Redis key %q) have different hash tags on a Ring",
+					ErrCrossSlot, reqs[0].Key, keys[0], reqs[i].Key, keys[i])
+			}
+		}
+	}
 	if s.c.isCluster() {
 		s0 := slot(keys[0])
 		for i := 1; i < len(keys); i++ {

@@ -88,18 +88,19 @@ func WithSeedLayout() Option { return func(s *Store) { s.seed = true } }
 func WithTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
 func newStore(c scripter, opts []Option) *Store {
-	s := &Store{c: c, prefix: DefaultPrefix, batching: !c.isCluster()}
+	sharded := c.isCluster() || c.isRing()
+	s := &Store{c: c, prefix: DefaultPrefix, batching: !sharded}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.batching && !c.isCluster() {
+	if s.batching && !sharded {
 		s.batch = &batcher{s: s}
 	}
 	return s
 }
 
-// WithBatching turns batching on or off (default on, except on Cluster,
-// where it is always off). With batching, the decisions of concurrent
+// WithBatching turns batching on or off (default on, except on Cluster
+// and a go-redis Ring, where it is always off). With batching, the decisions of concurrent
 // callers that arrive while earlier ones are in flight go to Redis in one
 // script run, each still one atomic decision, so that Redis spends its time
 // deciding rather than starting scripts. Off, every decision is one run of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -430,5 +431,36 @@ func TestMultiCrossSlot(t *testing.T) {
 	got, err := s.AllowMulti(ctx, []sluice.Request{{Key: "solo", Limit: lim, N: 1}})
 	if err != nil || cmp.Diff(want, got) != "" {
 		t.Errorf("AllowMulti(one request) on Cluster = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestRing: a go-redis Ring shards by hash tag, so batching is off and
+// AllowMulti needs one tag; every decision still lands on its key's shard.
+func TestRing(t *testing.T) {
+	a, b := redistest.Server(t), redistest.Server(t)
+	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}, MaxRetries: -1})
+	t.Cleanup(func() { r.Close() })
+	s := NewGoRedis(r)
+	if s.batch != nil {
+		t.Fatal("batching is on with a Ring")
+	}
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Minute}
+	for i := range 20 {
+		k := fmt.Sprintf("ring-%d", i)
+		for j := range 4 {
+			d, err := s.AllowN(ctx, k, lim, 1)
+			if err != nil || d.Allowed != (j < 3) {
+				t.Fatalf("AllowN(%q) #%d = %+v, %v; want allowed %v", k, j, d, err, j < 3)
+			}
+		}
+	}
+	_, err := s.AllowMulti(ctx, []sluice.Request{{Key: "x", Limit: lim, N: 1}, {Key: "y", Limit: lim, N: 1}})
+	if !errors.Is(err, ErrCrossSlot) {
+		t.Errorf("AllowMulti(x, y) on a Ring: error = %v, want ErrCrossSlot", err)
+	}
+	ds, err := s.AllowMulti(ctx, []sluice.Request{{Key: "x", Limit: lim, N: 1}, {Key: "x", Limit: sluice.PerSecond(2), N: 1}})
+	if err != nil || !ds[0].Allowed || !ds[1].Allowed {
+		t.Errorf("AllowMulti(two limits of x) on a Ring = %+v, %v; want both allowed", ds, err)
 	}
 }
