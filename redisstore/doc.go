@@ -33,7 +33,8 @@
 // arrive while earlier ones are in flight into one script run (batch.lua),
 // each still exactly one atomic decision, so that Redis spends its time
 // deciding rather than starting scripts and reading TIME. Batching needs
-// the keys on one node: it is off on Cluster (WithBatching).
+// the keys on one node: it is off on Cluster and on a go-redis Ring
+// (WithBatching).
 //
 // # Keys and values
 //
@@ -98,7 +99,8 @@
 // period of a key shares its hash tag); keys of different subjects do with
 // WithSlotKey (for example the tenant of "tenant42/route/x"); otherwise
 // AllowMulti returns an error wrapping ErrCrossSlot that names two keys,
-// before sending anything.
+// before sending anything. A go-redis Ring shards by hash tag: there the
+// keys must share it.
 //
 // # Differences from internal/algo
 //
