@@ -99,12 +99,12 @@ func newStore(c scripter, opts []Option) *Store {
 	return s
 }
 
-// WithBatching turns batching on or off (default on, except on Cluster
-// and a go-redis Ring, where it is always off). With batching, the decisions of concurrent
-// callers that arrive while earlier ones are in flight go to Redis in one
-// script run, each still one atomic decision, so that Redis spends its time
-// deciding rather than starting scripts. Off, every decision is one run of
-// its algorithm's own script.
+// WithBatching turns batching on or off (default on, except on Cluster and
+// on a go-redis Ring, where it is always off). With batching, the decisions
+// of concurrent callers that arrive while earlier ones are in flight go to
+// Redis in one script run, each still one atomic decision made by its
+// algorithm's own script, so that Redis spends its time deciding rather
+// than starting scripts. Off, every decision is one script run.
 func WithBatching(on bool) Option { return func(s *Store) { s.batching = on } }
 
 // NewRueidis returns a Store deciding through c, the fast path: rueidis
@@ -114,7 +114,8 @@ func NewRueidis(c rueidis.Client, opts ...Option) *Store {
 }
 
 // NewGoRedis returns a Store deciding through an existing go-redis client
-// (*redis.Client, *redis.ClusterClient, or a failover client for Sentinel).
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, or a failover client
+// for Sentinel).
 // go-redis retries commands after network errors unless MaxRetries is -1;
 // a retried decision may be counted twice, so prefer a client with
 // MaxRetries: -1. Close does not close c.
