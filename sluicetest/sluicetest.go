@@ -33,7 +33,11 @@
 // colons, NUL, invalid UTF-8) with states of their own; a denial counts
 // nothing; state is per (key, algorithm, period) and a Rate change keeps the
 // count; a cancelled or expired context is an error that counts nothing;
-// many goroutines on one key never break the limit (see testConcurrent).
+// many goroutines on one key never break the limit: every admission's time
+// is bracketed by clock reads around the call, and what the brackets prove
+// is checked (SlidingLog: no interval of length Period holds more than
+// Rate; TokenBucket and GCRA: at most Burst + Rate·t/Period in any interval
+// t; FixedWindow and SlidingWindow: at most Rate per epoch-aligned window).
 // AllowMulti is all-or-nothing, requests on one state are decided one after
 // the other, and costs on one state whose sum exceeds its capacity are
 // ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
