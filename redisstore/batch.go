@@ -126,27 +126,59 @@ func (b *batcher) run(self *call, batch []*call) {
 	next[0].wake <- struct{}{}
 }
 
-// exec runs one batch script and sets every call's result.
+// exec runs one batch script and sets every call's result. Calls with
+// equal arguments (kind, n, limit, test time) form a group: the script
+// reads a group's arguments once, and its keys follow each other in KEYS,
+// so that a decision costs Redis one key and no arguments of its own.
 func (b *batcher) exec(batch []*call) {
 	b.batches.Add(1)
 	b.decisions.Add(int64(len(batch)))
 	ctx, cancel := batchContext(batch)
 	defer cancel()
-	keys := make([]string, len(batch))
-	args := make([]string, 1, 1+6*len(batch))
+	// group[i] is the group of batch[i]; heads[g] the first call of group g.
+	group := make([]int, len(batch))
+	heads := make([]int, 0, 4)
+	for i, c := range batch {
+		g := -1
+		// Only the latest groups are searched: batches hold few limits, and
+		// a group of one is merely slower (the seed layout's random member
+		// makes every one of its calls a group of its own).
+		for h := len(heads) - 1; h >= 0 && h >= len(heads)-maxGroupScan; h-- {
+			if batch[heads[h]].args == c.args {
+				g = h
+				break
+			}
+		}
+		if g < 0 {
+			g = len(heads)
+			heads = append(heads, i)
+		}
+		group[i] = g
+	}
+	keys := make([]string, 0, len(batch))
+	order := make([]*call, 0, len(batch)) // the calls in KEYS order
+	args := make([]string, 1, 1+7*len(heads))
 	args[0] = "0"
 	if b.s.clock != nil {
 		args[0] = strconv.Itoa(testSlackMs)
 	}
-	for i, c := range batch {
-		keys[i] = c.key
-		args = append(args, c.args[:]...)
+	for g, h := range heads {
+		args = append(args, batch[h].args[:]...)
+		n := 0
+		for i, c := range batch[h:] {
+			if group[h+i] == g {
+				keys = append(keys, c.key)
+				order = append(order, c)
+				n++
+			}
+		}
+		args = append(args, strconv.Itoa(n))
 	}
 	res, err := b.s.run(ctx, batchScript, keys, args)
 	if err == nil && len(res) != 5*len(batch) {
 		err = fmt.Errorf("redisstore: eval batch: reply has %d values, want %d", len(res), 5*len(batch))
 	}
-	for i, c := range batch {
+	for i, c := range order {
 		if err != nil {
 			c.err = err
 			continue
@@ -154,6 +186,9 @@ func (b *batcher) exec(batch []*call) {
 		copy(c.res[:], res[5*i:])
 	}
 }
+
+// maxGroupScan bounds the groups a call is compared with.
+const maxGroupScan = 8
 
 // batchContext is the context of a batch: not cancelled with any one
 // caller, and with the latest deadline among them (none if one has none).

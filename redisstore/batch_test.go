@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,5 +147,83 @@ func TestSeedLayoutExact(t *testing.T) {
 				t.Errorf("%s: AllowN(%d) at +%dµs = %+v, %v; want %+v", name, st.n, st.at, d, err, st.want)
 			}
 		}
+	}
+}
+
+// TestBatchGroups: a batch mixing algorithms, limits, costs and test times
+// (so that its calls form several groups, interleaved) decides every call
+// as the flat script decides it alone.
+func TestBatchGroups(t *testing.T) {
+	srv := redistest.Server(t)
+	c := newRueidis(t, srv.Addr)
+	var clock atomic.Int64
+	clock.Store(1_700_000_000_000_000)
+	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
+	batched := NewRueidis(c, tc, WithPrefix("b:"))
+	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	lims := []sluice.Limit{
+		{Algorithm: sluice.GCRA, Rate: 5, Period: time.Second},
+		{Algorithm: sluice.GCRA, Rate: 7, Period: time.Second, Burst: 3},
+		{Algorithm: sluice.GCRA, Rate: 3, Period: time.Minute},
+		{Algorithm: sluice.FixedWindow, Rate: 4, Period: time.Second},
+		{Algorithm: sluice.FixedWindow, Rate: 9, Period: 1500 * time.Millisecond},
+		{Algorithm: sluice.SlidingLog, Rate: 4, Period: time.Second},
+		{Algorithm: sluice.SlidingWindow, Rate: 6, Period: time.Second},
+		{Algorithm: sluice.TokenBucket, Rate: 5, Period: time.Second, Burst: 8},
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	groups := 0
+	for round := range 150 {
+		type req struct {
+			key string
+			lim sluice.Limit
+			n   int
+			at  int64
+		}
+		var reqs []req
+		var calls []*call
+		seen := map[string]bool{}
+		for range 1 + rng.IntN(40) {
+			r := req{key: fmt.Sprintf("k%d", rng.IntN(5)), lim: lims[rng.IntN(len(lims))], n: []int{0, 1, 1, 1, 2}[rng.IntN(5)]}
+			// One state appears once per batch: the order of the calls of
+			// one batch is the batch's choice.
+			id := fmt.Sprint(r.key, r.lim.Algorithm, r.lim.Period)
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if rng.IntN(4) == 0 {
+				clock.Add(rng.Int64N(50_000))
+			}
+			r.at = clock.Load()
+			reqs = append(reqs, r)
+			cl := batched.newCall(r.key, r.lim, r.n)
+			cl.ctx = ctx
+			calls = append(calls, cl)
+		}
+		distinct := map[[6]string]bool{}
+		for _, cl := range calls {
+			distinct[cl.args] = true
+		}
+		groups = max(groups, len(distinct))
+		batched.batch.exec(calls)
+		for i, r := range reqs {
+			clock.Store(r.at)
+			want, err := flat.AllowN(ctx, r.key, r.lim, r.n)
+			if err != nil {
+				t.Fatalf("round %d: flat AllowN(%q, %v, %d): %v", round, r.key, r.lim, r.n, err)
+			}
+			if calls[i].err != nil {
+				t.Fatalf("round %d: batched call %d (%q, %v, %d): %v", round, i, r.key, r.lim, r.n, calls[i].err)
+			}
+			if got := decision(r.lim, calls[i].res[:]); got != want {
+				t.Errorf("round %d: batched call %d (%q, %v, %d at %d) = %+v, flat script says %+v", round, i, r.key, r.lim, r.n, r.at, got, want)
+			}
+		}
+		clock.Add(rng.Int64N(400_000))
+	}
+	if groups < 5 {
+		t.Errorf("batches held at most %d groups; the test wants several", groups)
 	}
 }

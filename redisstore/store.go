@@ -223,14 +223,7 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	}
 	kind := s.kind(lim)
 	if s.batch != nil {
-		c := getCall()
-		c.key = s.redisKey(key, lim)
-		c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
-		copy(c.args[2:5], s.limitArgs(lim).single)
-		if kind == kindSeedLog {
-			c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
-		}
-		c.args[5] = s.testNow()
+		c := s.newCall(key, lim, n)
 		if err := s.batch.do(ctx, c); err != nil {
 			return sluice.Decision{}, 0, err // c stays with its batch
 		}
@@ -259,6 +252,20 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return sluice.Decision{}, 0, fmt.Errorf("redisstore: eval %s: reply has %d values, want 5", algFiles[s.kind(lim)], len(res))
 	}
 	return decision(lim, res), res[4], nil
+}
+
+// newCall is a batch call deciding n on key under lim.
+func (s *Store) newCall(key string, lim sluice.Limit, n int) *call {
+	kind := s.kind(lim)
+	c := getCall()
+	c.key = s.redisKey(key, lim)
+	c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
+	copy(c.args[2:5], s.limitArgs(lim).single)
+	if kind == kindSeedLog {
+		c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
+	}
+	c.args[5] = s.testNow()
+	return c
 }
 
 func decision(lim sluice.Limit, r []int64) sluice.Decision {

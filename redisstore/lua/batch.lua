@@ -3,26 +3,20 @@
 -- starting a script and of reading TIME is shared. Go puts before it every
 -- flat script, each wrapped as DECIDE[kind] = function(KEYS, ARGV) <script>
 -- end, so that a batched decision runs exactly the code of a single one.
--- ARGV = TTL slack ms, then 6 values per key KEYS[i]: kind, n, up to three
--- limit values ('' when unused), [now µs, test only, or '']. Returns 5
--- values per decision: allowed, remaining, retry µs, reset µs, time used µs.
+-- ARGV = TTL slack ms, then one group of 7 values per distinct set of
+-- arguments: kind, n, up to three limit values ('' when unused), now µs
+-- (test only, else ''), and how many of the following KEYS it decides.
+-- Returns 5 values per key, in KEYS order: allowed, remaining, retry µs,
+-- reset µs, time used µs.
 local NP = {3, 3, 3, 4, 4, 4} -- ARGV of each flat script before its now
 local slack = tonumber(ARGV[1])
 local now
-local out = {}
--- The decisions of a batch mostly share their numbers (n, the limit's):
--- each distinct string is converted once and handed over as a number.
-local NUM, k, a = {}, {}, {}
-local function num(s)
-  local v = NUM[s]
-  if not v then
-    v = tonumber(s)
-    NUM[s] = v
-  end
-  return v
-end
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 6
+local out, o, ki = {}, 0, 0
+-- One KEYS and one ARGV table serve every decision: a flat script reads
+-- only its own np+2 values and keeps neither table.
+local k, a = {}, {}
+local b = 1
+while b < #ARGV do
   local kind = tonumber(ARGV[b + 1])
   local np = NP[kind]
   local t = ARGV[b + 6]
@@ -35,15 +29,18 @@ for i = 1, #KEYS do
   else
     t = tonumber(t)
   end
-  -- One KEYS and one ARGV table serve every decision: a flat script reads
-  -- only its own np+2 values and keeps neither table.
-  a[1], a[2], a[3] = num(ARGV[b + 2]), num(ARGV[b + 3]), num(ARGV[b + 4])
-  if np == 4 then a[4] = num(ARGV[b + 5]) end
+  a[1], a[2], a[3] = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4])
+  if np == 4 then a[4] = tonumber(ARGV[b + 5]) end
   a[np + 1] = t
   a[np + 2] = slack
-  k[1] = KEYS[i]
-  local r = DECIDE[kind](k, a)
-  local o = (i - 1) * 5
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], r[5]
+  local f = DECIDE[kind]
+  for _ = 1, tonumber(ARGV[b + 7]) do
+    ki = ki + 1
+    k[1] = KEYS[ki]
+    local r = f(k, a)
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], r[5]
+    o = o + 5
+  end
+  b = b + 7
 end
 return out

@@ -4,6 +4,8 @@
 -- < period (start is a multiple of period, so it decodes exactly), and
 -- "start:count" otherwise. Returns {allowed, remaining, retry µs, reset µs,
 -- time used µs}.
+-- Integers go to redis.call as numbers: Redis writes them with %.17g,
+-- exact below 2^53, and Lua's string.format would cost more.
 local key = KEYS[1]
 local n, rate, per = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -44,7 +46,7 @@ if same and c < per then
   redis.call('INCRBY', key, n)
 else
   local s
-  if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
-  redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  if c < per then s = ws + c else s = string.format('%d:%d', ws, c) end
+  redis.call('SET', key, s, 'PX', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0))
 end
 return {1, rate - c, 0, e, now}

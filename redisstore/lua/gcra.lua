@@ -4,6 +4,8 @@
 -- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
 -- one integer (µs) when frac is 0, "tat:frac" otherwise.
 -- Returns {allowed, remaining, retry µs, reset µs, time used µs}.
+-- Integers go to redis.call as numbers: Redis writes them with %.17g,
+-- exact below 2^53, and Lua's string.format would cost more.
 local floor = math.floor
 local key = KEYS[1]
 local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -55,7 +57,7 @@ if n > 0 then
   local at, frac = now + q, d2 - q * R
   if at == 0 and frac == 0 then at, frac = -1, R end
   local s
-  if frac == 0 then s = string.format('%d', at) else s = string.format('%d:%d', at, frac) end
-  redis.call('SET', key, s, 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  if frac == 0 then s = at else s = string.format('%d:%d', at, frac) end
+  redis.call('SET', key, s, 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0))
 end
 return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}
