@@ -4,8 +4,8 @@
 -- < period (start is a multiple of period, so it decodes exactly), and
 -- "start:count" otherwise. Returns {allowed, remaining, retry µs, reset µs,
 -- time used µs}.
--- Integers go to redis.call as numbers: Redis writes them with %.17g,
--- exact below 2^53, and Lua's string.format would cost more.
+-- Integers go to redis.call through string.format('%d'): a number would be
+-- written by Redis with %.17g, exact below 2^53 but several times slower.
 local key = KEYS[1]
 local n, rate, per = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -16,7 +16,20 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local start, count, packed = 0, 0, false
-local v = redis.call('GET', key)
+local v
+if n > 0 and n <= rate then
+  -- An absent key (at rest) admits n: SET NX GET writes the state that
+  -- admission leaves, in one call; on a key that exists it writes nothing
+  -- and returns the value, decided below as after a GET.
+  local ws = now - now % per
+  local e = ws + per - now
+  local s
+  if n < per then s = string.format('%d', ws + n) else s = string.format('%d:%d', ws, n) end
+  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  if not v then return {1, rate - n, 0, e, now} end
+else
+  v = redis.call('GET', key)
+end
 if v then
   local i = string.find(v, ':', 1, true)
   if i then
@@ -46,7 +59,7 @@ if same and c < per then
   redis.call('INCRBY', key, n)
 else
   local s
-  if c < per then s = ws + c else s = string.format('%d:%d', ws, c) end
-  redis.call('SET', key, s, 'PX', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+  if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
+  redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 end
 return {1, rate - c, 0, e, now}

@@ -8,8 +8,8 @@
 -- KEYS[1] = rl:<key>; ARGV = n, rate, window ms, random 32-bit integer,
 -- [now µs, test only], [TTL slack ms, test only]. Returns {allowed,
 -- remaining, retry µs, reset µs, time used µs}.
--- Integers go to redis.call as numbers: Redis writes them with %.17g,
--- exact below 2^53, and Lua's string.format would cost more.
+-- Integers go to redis.call through string.format('%d'): a number would be
+-- written by Redis with %.17g, exact below 2^53 but several times slower.
 local key = KEYS[1]
 local n, rate, W, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now
@@ -36,8 +36,8 @@ if n == 0 then
   if count > 0 then reset = (newest + W) * 1000 - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, ms - W)
-local t = ms
+redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', ms - W))
+local t = string.format('%d', ms)
 local args = {}
 local i = 0
 while i < n do

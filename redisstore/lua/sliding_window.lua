@@ -4,8 +4,8 @@
 -- "start:prev:cur". Returns {allowed, remaining, retry µs, reset µs, time
 -- used µs}.
 local floor = math.floor
--- Integers go to redis.call as numbers: Redis writes them with %.17g,
--- exact below 2^53, and Lua's string.format would cost more.
+-- Integers go to redis.call through string.format('%d'): a number would be
+-- written by Redis with %.17g, exact below 2^53 but several times slower.
 local key = KEYS[1]
 local n, rate, P = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -62,6 +62,6 @@ if same then
   -- The key already expires when this window's count stops mattering.
   redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'KEEPTTL')
 else
-  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0))
+  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 end
 return {1, rate - count - n, 0, reset, now}
