@@ -109,21 +109,23 @@ func (b *batcher) take() []*call {
 // one of the pending callers, or retires.
 func (b *batcher) run(self *call, batch []*call) {
 	b.exec(batch)
+	// The next batch first: Redis waits for it, the callers of this one
+	// only for their results.
+	b.mu.Lock()
+	if len(b.pending) == 0 {
+		b.running--
+		b.mu.Unlock()
+	} else {
+		next := b.take()
+		next[0].lead = next
+		b.mu.Unlock()
+		next[0].wake <- struct{}{}
+	}
 	for _, c := range batch {
 		if c != self {
 			c.wake <- struct{}{}
 		}
 	}
-	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.running--
-		b.mu.Unlock()
-		return
-	}
-	next := b.take()
-	next[0].lead = next
-	b.mu.Unlock()
-	next[0].wake <- struct{}{}
 }
 
 // exec runs one batch script and sets every call's result. Calls with
@@ -197,7 +199,8 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	for _, c := range batch {
 		d, ok := c.ctx.Deadline()
 		if !ok {
-			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+			// Neither deadline nor cancellation: nothing to release.
+			return context.WithoutCancel(batch[0].ctx), func() {}
 		}
 		if d.After(latest) {
 			latest = d

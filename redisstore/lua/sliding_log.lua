@@ -19,15 +19,27 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local newest = -1
-local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if top[2] then newest = math.max(tonumber(top[2]), -1) end
-if now < newest then now = newest end
+-- The newest entry (ZRANGE WITHSCORES, whose score Redis 7.0 formats
+-- slowly) is read only when a decision needs it: a denial or a peek (the
+-- reset), or an entry after now (the clock ran back, and internal/algo
+-- then decides at the newest entry's time). Counts tell the rest.
 local cut = now - per
 local lo = '(' .. string.format('%d', math.max(cut, -1))
-local count = 0
-if newest > cut then count = redis.call('ZCOUNT', key, lo, '+inf') end
+local count = redis.call('ZCOUNT', key, lo, '+inf')
+local newest
+if count > 0 then
+  if n == 0 or count + n > rate or redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf') > 0 then
+    newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    if now < newest then
+      now = newest
+      cut = now - per
+      lo = '(' .. string.format('%d', math.max(cut, -1))
+      count = redis.call('ZCOUNT', key, lo, '+inf')
+    end
+  end
+end
 if n > 0 and count + n > rate then
+  -- (count > 0 here, as n <= rate: newest is known.)
   local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + n - rate - 1, 1)
   return {0, math.max(rate - count, 0), tonumber(e[2]) + per - now, newest + per - now, now}
 end
@@ -36,7 +48,7 @@ if n == 0 then
   if count > 0 then reset = newest + per - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-if newest >= 0 and cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', cut)) end
+if cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', cut)) end
 local seq = 0
 local s = redis.call('ZSCORE', key, '#')
 if s then seq = -tonumber(s) end
