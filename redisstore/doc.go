@@ -70,10 +70,10 @@
 // Every write sets the key's TTL to the time its state matters (the
 // decision's ResetAfter, rounded up to a millisecond): idle keys leave
 // nothing behind. A denied request and a peek (n = 0) write nothing.
-// GCRA and the fixed window decide in one command (SET NX GET, Redis 7.0
-// or later) a request that finds its key at rest: the SET writes the state
-// admission leaves, or, when the key exists, writes nothing and returns
-// the value the script then decides on.
+// The counters (all but the sliding log) decide in one command (SET NX
+// GET, Redis 7.0 or later) a request that finds its key at rest: the SET
+// writes the state admission leaves, or, when the key exists, writes
+// nothing and returns the value the script then decides on.
 //
 // # The sliding log's memory
 //

@@ -16,7 +16,18 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local start, sprev, scur = 0, 0, 0
-local v = redis.call('GET', key)
+local v
+if n > 0 and n <= rate then
+  -- An absent key (at rest) admits n: SET NX GET writes the state that
+  -- admission leaves, in one call; on a key that exists it writes nothing
+  -- and returns the value, decided below as after a GET.
+  local ws = now - now % P
+  local reset = ws + 2 * P - now
+  v = redis.call('SET', key, string.format('%d:0:%d', ws, n), 'NX', 'GET', 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  if not v then return {1, rate - n, 0, reset, now} end
+else
+  v = redis.call('GET', key)
+end
 if v then
   local i = string.find(v, ':', 1, true)
   local j = string.find(v, ':', i + 1, true)

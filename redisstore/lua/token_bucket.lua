@@ -16,7 +16,18 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local d = 0
-local v = redis.call('GET', key)
+local v
+if n > 0 and n * P <= full then
+  -- An absent key (at rest) admits n: SET NX GET writes the state that
+  -- admission leaves, in one call; on a key that exists it writes nothing
+  -- and returns the value, decided below as after a GET.
+  local d2 = n * P
+  local reset = floor((d2 + R - 1) / R)
+  v = redis.call('SET', key, string.format('%d:%d', d2, now), 'NX', 'GET', 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  if not v then return {1, floor(math.max(full - d2, 0) / P), 0, reset, now} end
+else
+  v = redis.call('GET', key)
+end
 if v then
   local i = string.find(v, ':', 1, true)
   d = tonumber(string.sub(v, 1, i - 1))
