@@ -43,7 +43,7 @@ func newBatchScript() *script {
 		if err != nil {
 			panic("redisstore: missing embedded script " + algFiles[k])
 		}
-		fmt.Fprintf(&b, "DECIDE[%d] = function(KEYS, ARGV)\n%s\nend\n", k, src)
+		fmt.Fprintf(&b, "DECIDE[%d] = function(KEYS, ARGV, ...)\n%s\nend\n", k, src)
 	}
 	drv, err := luaFS.ReadFile("lua/batch.lua")
 	if err != nil {

@@ -4,8 +4,11 @@
 -- < period (start is a multiple of period, so it decodes exactly), and
 -- "start:count" otherwise. Returns {allowed, remaining, retry µs, reset µs,
 -- time used µs}.
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local key = KEYS[1]
 local n, rate, per = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -24,8 +27,8 @@ if n > 0 and n <= rate then
   local ws = now - now % per
   local e = ws + per - now
   local s
-  if n < per then s = string.format('%d', ws + n) else s = string.format('%d:%d', ws, n) end
-  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  if n < per then s = F('%d', ws + n) else s = string.format('%d:%d', ws, n) end
+  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', F('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
   if not v then return {1, rate - n, 0, e, now} end
 else
   v = redis.call('GET', key)
@@ -59,7 +62,7 @@ if same and c < per then
   redis.call('INCRBY', key, n)
 else
   local s
-  if c < per then s = string.format('%d', ws + c) else s = string.format('%d:%d', ws, c) end
-  redis.call('SET', key, s, 'PX', string.format('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  if c < per then s = F('%d', ws + c) else s = string.format('%d:%d', ws, c) end
+  redis.call('SET', key, s, 'PX', F('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 end
 return {1, rate - c, 0, e, now}

@@ -4,8 +4,11 @@
 -- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
 -- one integer (µs) when frac is 0, "tat:frac" otherwise.
 -- Returns {allowed, remaining, retry µs, reset µs, time used µs}.
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local floor = math.floor
 local key = KEYS[1]
 local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -27,9 +30,9 @@ if n > 0 and n * P <= full then
   local at, frac = now + q, d2 - q * R
   if at == 0 and frac == 0 then at, frac = -1, R end
   local s
-  if frac == 0 then s = string.format('%d', at) else s = string.format('%d:%d', at, frac) end
+  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
   local reset = floor((d2 + R - 1) / R)
-  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
   if not v then return {1, floor(math.max(full - d2, 0) / P), 0, reset, now} end
 else
   v = redis.call('GET', key)
@@ -73,7 +76,7 @@ if n > 0 then
   local at, frac = now + q, d2 - q * R
   if at == 0 and frac == 0 then at, frac = -1, R end
   local s
-  if frac == 0 then s = string.format('%d', at) else s = string.format('%d:%d', at, frac) end
-  redis.call('SET', key, s, 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
+  redis.call('SET', key, s, 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
 end
 return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}

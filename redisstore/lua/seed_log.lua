@@ -8,8 +8,11 @@
 -- KEYS[1] = rl:<key>; ARGV = n, rate, window ms, random 32-bit integer,
 -- [now µs, test only], [TTL slack ms, test only]. Returns {allowed,
 -- remaining, retry µs, reset µs, time used µs}.
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local key = KEYS[1]
 local n, rate, W, rnd = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now
@@ -20,7 +23,7 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local ms = math.floor(now / 1000)
-local lo = '(' .. string.format('%d', ms - W)
+local lo = '(' .. F('%d', ms - W)
 local count = redis.call('ZCOUNT', key, lo, '+inf')
 local newest = -1
 if count > 0 then
@@ -36,8 +39,8 @@ if n == 0 then
   if count > 0 then reset = (newest + W) * 1000 - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', ms - W))
-local t = string.format('%d', ms)
+redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', ms - W))
+local t = F('%d', ms)
 local args = {}
 local i = 0
 while i < n do

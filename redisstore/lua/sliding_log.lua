@@ -8,8 +8,11 @@
 -- KEYS[1] = state; ARGV = n, rate, period µs, [now µs, test only], [TTL
 -- slack ms, test only]. Returns {allowed, remaining, retry µs, reset µs,
 -- time used µs}.
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local key = KEYS[1]
 local n, rate, per = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -24,16 +27,16 @@ end
 -- reset), or an entry after now (the clock ran back, and internal/algo
 -- then decides at the newest entry's time). Counts tell the rest.
 local cut = now - per
-local lo = '(' .. string.format('%d', math.max(cut, -1))
+local lo = '(' .. F('%d', math.max(cut, -1))
 local count = redis.call('ZCOUNT', key, lo, '+inf')
 local newest
 if count > 0 then
-  if n == 0 or count + n > rate or redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf') > 0 then
+  if n == 0 or count + n > rate or redis.call('ZCOUNT', key, '(' .. F('%d', now), '+inf') > 0 then
     newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
     if now < newest then
       now = newest
       cut = now - per
-      lo = '(' .. string.format('%d', math.max(cut, -1))
+      lo = '(' .. F('%d', math.max(cut, -1))
       count = redis.call('ZCOUNT', key, lo, '+inf')
     end
   end
@@ -48,22 +51,22 @@ if n == 0 then
   if count > 0 then reset = newest + per - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-if cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, string.format('%d', cut)) end
+if cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', cut)) end
 local seq = 0
 local s = redis.call('ZSCORE', key, '#')
 if s then seq = -tonumber(s) end
-local t = string.format('%d', now)
-local args = {string.format('%d', -(seq + n)), '#'}
+local t = F('%d', now)
+local args = {F('%d', -(seq + n)), '#'}
 local i = 1
 while i <= n do
   local j = math.min(i + 499, n)
   for k = i, j do
     args[#args + 1] = t
-    args[#args + 1] = string.format('%d', seq + k)
+    args[#args + 1] = F('%d', seq + k)
   end
   redis.call('ZADD', key, unpack(args))
   args = {}
   i = j + 1
 end
-redis.call('PEXPIRE', key, string.format('%d', math.floor((per + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+redis.call('PEXPIRE', key, F('%d', math.floor((per + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 return {1, math.max(rate - count - n, 0), 0, per, now}

@@ -4,8 +4,11 @@
 -- "start:prev:cur". Returns {allowed, remaining, retry µs, reset µs, time
 -- used µs}.
 local floor = math.floor
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local key = KEYS[1]
 local n, rate, P = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local now
@@ -23,7 +26,7 @@ if n > 0 and n <= rate then
   -- and returns the value, decided below as after a GET.
   local ws = now - now % P
   local reset = ws + 2 * P - now
-  v = redis.call('SET', key, string.format('%d:0:%d', ws, n), 'NX', 'GET', 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  v = redis.call('SET', key, string.format('%d:0:%d', ws, n), 'NX', 'GET', 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
   if not v then return {1, rate - n, 0, reset, now} end
 else
   v = redis.call('GET', key)
@@ -73,6 +76,6 @@ if same then
   -- The key already expires when this window's count stops mattering.
   redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'KEEPTTL')
 else
-  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
+  redis.call('SET', key, string.format('%d:%d:%d', ws, prev, cur), 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
 end
 return {1, rate - count - n, 0, reset, now}

@@ -4,8 +4,11 @@
 -- (one token is P, R refill per µs). Returns {allowed, remaining, retry µs,
 -- reset µs, time used µs}.
 local floor = math.floor
--- Integers go to redis.call through string.format('%d'): a number would be
--- written by Redis with %.17g, exact below 2^53 but several times slower.
+-- Integers go to redis.call through F('%d', x): a number would be written
+-- by Redis with %.17g, exact below 2^53 but several times slower. F is
+-- string.format, or, in a batch, a function that formats each integer once
+-- for all the batch's decisions (they share now, and often their values).
+local F = ... or string.format
 local key = KEYS[1]
 local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now
@@ -23,7 +26,7 @@ if n > 0 and n * P <= full then
   -- and returns the value, decided below as after a GET.
   local d2 = n * P
   local reset = floor((d2 + R - 1) / R)
-  v = redis.call('SET', key, string.format('%d:%d', d2, now), 'NX', 'GET', 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  v = redis.call('SET', key, string.format('%d:%d', d2, now), 'NX', 'GET', 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
   if not v then return {1, floor(math.max(full - d2, 0) / P), 0, reset, now} end
 else
   v = redis.call('GET', key)
@@ -44,6 +47,6 @@ if n > 0 and d2 > full then
 end
 local reset = floor((d2 + R - 1) / R)
 if n > 0 then
-  redis.call('SET', key, string.format('%d:%d', d2, now), 'PX', string.format('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  redis.call('SET', key, string.format('%d:%d', d2, now), 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
 end
 return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}
