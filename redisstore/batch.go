@@ -181,16 +181,58 @@ func (b *batcher) exec(batch []*call) {
 		args = append(args, strconv.Itoa(n))
 	}
 	res, err := b.s.run(ctx, batchScript, keys, args)
-	if err == nil && len(res) != 5*len(batch) {
-		err = fmt.Errorf("redisstore: eval batch: reply has %d values, want %d", len(res), 5*len(batch))
+	if err == nil {
+		err = decodeBatch(res, order)
 	}
-	for i, c := range order {
-		if err != nil {
+	if err != nil {
+		for _, c := range order {
 			c.err = err
-			continue
 		}
-		copy(c.res[:], res[5*i:])
 	}
+}
+
+// decodeBatch sets the results of calls from the compact reply of
+// batch.lua: a base time, then per decision remaining (or -(remaining+1)
+// and the retry when denied), and the reset (or -(reset+1) and the time
+// used minus the base when the decision did not use the base time).
+func decodeBatch(res []int64, calls []*call) error {
+	if len(res) == 0 {
+		return fmt.Errorf("redisstore: eval batch: empty reply for %d decisions", len(calls))
+	}
+	base, i := res[0], 1
+	next := func() (int64, bool) {
+		if i >= len(res) {
+			return 0, false
+		}
+		i++
+		return res[i-1], true
+	}
+	for n, c := range calls {
+		v, ok := next()
+		allowed, rem, retry := int64(1), v, int64(0)
+		if ok && v < 0 {
+			allowed, rem = 0, -v-1
+			retry, ok = next()
+		}
+		var reset int64
+		if ok {
+			reset, ok = next()
+		}
+		used := base
+		if ok && reset < 0 {
+			var d int64
+			d, ok = next()
+			reset, used = -reset-1, base+d
+		}
+		if !ok {
+			return fmt.Errorf("redisstore: eval batch: reply of %d values ends at decision %d of %d", len(res), n+1, len(calls))
+		}
+		c.res = [5]int64{allowed, rem, retry, reset, used}
+	}
+	if i != len(res) {
+		return fmt.Errorf("redisstore: eval batch: reply has %d values, %d left after %d decisions", len(res), len(res)-i, len(calls))
+	}
+	return nil
 }
 
 // maxGroupScan bounds the groups a call is compared with.

@@ -227,3 +227,47 @@ func TestBatchGroups(t *testing.T) {
 		t.Errorf("batches held at most %d groups; the test wants several", groups)
 	}
 }
+
+// TestDecodeBatch: the compact batch reply decodes to each call's five
+// values, and a reply too short or too long is an error, not a panic.
+func TestDecodeBatch(t *testing.T) {
+	const base = 1_700_000_000_000_000
+	for _, tt := range []struct {
+		name string
+		res  []int64
+		n    int
+		want [][5]int64
+		err  bool
+	}{
+		{name: "admitted at the base", res: []int64{base, 9, 1000, 0, 0}, n: 2,
+			want: [][5]int64{{1, 9, 0, 1000, base}, {1, 0, 0, 0, base}}},
+		{name: "denied", res: []int64{base, -1, 250, 1000, -4, 7, 3}, n: 2,
+			want: [][5]int64{{0, 0, 250, 1000, base}, {0, 3, 7, 3, base}}},
+		{name: "another time", res: []int64{base, 5, -1001, -40, -1, 2, -1, 12}, n: 2,
+			want: [][5]int64{{1, 5, 0, 1000, base - 40}, {0, 0, 2, 0, base + 12}}},
+		{name: "empty", res: nil, n: 1, err: true},
+		{name: "short", res: []int64{base, 5}, n: 1, err: true},
+		{name: "short after a denial", res: []int64{base, -1, 3}, n: 1, err: true},
+		{name: "short after another time", res: []int64{base, 1, -3}, n: 1, err: true},
+		{name: "long", res: []int64{base, 1, 3, 4}, n: 1, err: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			calls := make([]*call, tt.n)
+			for i := range calls {
+				calls[i] = &call{}
+			}
+			err := decodeBatch(tt.res, calls)
+			if (err != nil) != tt.err {
+				t.Fatalf("decodeBatch(%v) error = %v, want error %v", tt.res, err, tt.err)
+			}
+			if tt.err {
+				return
+			}
+			for i, c := range calls {
+				if c.res != tt.want[i] {
+					t.Errorf("decodeBatch(%v): call %d = %v, want %v", tt.res, i, c.res, tt.want[i])
+				}
+			}
+		})
+	}
+}

@@ -7,8 +7,11 @@
 -- ARGV = TTL slack ms, then one group of 7 values per distinct set of
 -- arguments: kind, n, up to three limit values ('' when unused), now µs
 -- (test only, else ''), and how many of the following KEYS it decides.
--- Returns 5 values per key, in KEYS order: allowed, remaining, retry µs,
--- reset µs, time used µs.
+-- Returns, after a base time (the first decision's), the decisions in KEYS
+-- order, compact since the client parses every value: remaining, or
+-- -(remaining+1) when denied, followed by the retry µs; then the reset µs
+-- when the decision used the base time, else -(reset+1) and the time used
+-- minus the base. An admission at the batch's time is two values.
 local NP = {3, 3, 3, 4, 4, 4} -- ARGV of each flat script before its now
 -- F is the flat scripts' F('%d', x) (their only use of it): each integer is
 -- formatted once per batch, since string.format costs as much as a fifth
@@ -24,7 +27,8 @@ local function F(_, x)
 end
 local slack = tonumber(ARGV[1])
 local now
-local out, o, ki = {}, 0, 0
+local out, o, ki = {0}, 1, 0
+local base
 -- One KEYS and one ARGV table serve every decision: a flat script reads
 -- only its own np+2 values and keeps neither table.
 local k, a = {}, {}
@@ -51,8 +55,24 @@ while b < #ARGV do
     ki = ki + 1
     k[1] = KEYS[ki]
     local r = f(k, a, F)
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] = r[1], r[2], r[3], r[4], r[5]
-    o = o + 5
+    if not base then
+      base = r[5]
+      out[1] = base
+    end
+    if r[1] == 1 then
+      out[o + 1] = r[2]
+      o = o + 1
+    else
+      out[o + 1], out[o + 2] = -r[2] - 1, r[3]
+      o = o + 2
+    end
+    if r[5] == base then
+      out[o + 1] = r[4]
+      o = o + 1
+    else
+      out[o + 1], out[o + 2] = -r[4] - 1, r[5] - base
+      o = o + 2
+    end
   end
   b = b + 7
 end
