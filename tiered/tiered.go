@@ -20,13 +20,17 @@ var (
 	_ sluice.MultiStore = (*Store)(nil)
 )
 
-// DefaultReturnTimeout bounds each background Return, and all of Close's.
+// DefaultReturnTimeout bounds each Return.
 const DefaultReturnTimeout = 250 * time.Millisecond
+
+// DefaultCloseTimeout bounds all of Close's Returns together.
+const DefaultCloseTimeout = 2 * time.Second
 
 const numShards = 64
 
-// returnWorkers bounds the concurrent Returns of a sweep or of Close.
-const returnWorkers = 16
+// returnWorkers bounds the concurrent Returns of a sweep or of Close (a
+// pipelining client sends them together).
+const returnWorkers = 64
 
 // Store is a sluice.Store with a local tier in front of a shared store. It
 // is safe for concurrent use; Close returns the unspent leased units and
@@ -45,6 +49,7 @@ type Store struct {
 	share         float64
 	local         *memstore.Store // the approximate local share; nil when off
 	returnTimeout time.Duration
+	closeTimeout  time.Duration
 	log           *slog.Logger
 	sweepEvery    time.Duration
 	idle          time.Duration
@@ -173,12 +178,22 @@ func WithMaxKeys(n int) Option {
 	}
 }
 
-// WithReturnTimeout bounds each background Return and all of Close's
-// (default DefaultReturnTimeout).
+// WithReturnTimeout bounds each Return (default DefaultReturnTimeout).
 func WithReturnTimeout(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {
 			s.returnTimeout = d
+		}
+	}
+}
+
+// WithCloseTimeout bounds Close's Returns together (default
+// DefaultCloseTimeout): a Close on an unreachable store takes at most
+// about this long.
+func WithCloseTimeout(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.closeTimeout = d
 		}
 	}
 }
@@ -205,6 +220,7 @@ func New(shared sluice.Store, opts ...Option) *Store {
 	s := &Store{
 		shared:        shared,
 		returnTimeout: DefaultReturnTimeout,
+		closeTimeout:  DefaultCloseTimeout,
 		shardCap:      DefaultMaxKeys / numShards,
 		log:           slog.New(slog.DiscardHandler),
 		seed:          maphash.MakeSeed(),
@@ -790,7 +806,8 @@ func (s *Store) giveBackAll(rets []giveBack, ctx context.Context) {
 }
 
 // Close stops the sweeper, waits for the calls in flight, and returns every
-// unspent leased unit (all within the return timeout). Later calls return
+// unspent leased unit (each within the return timeout, all within the close
+// timeout). Later calls return
 // sluice.ErrClosed. It does not close the shared store. The error reports
 // returns that failed.
 func (s *Store) Close() error {
@@ -802,7 +819,7 @@ func (s *Store) Close() error {
 		rets := s.collect(true)
 		if s.leaser != nil && len(rets) > 0 {
 			before := s.returnErrors.Load()
-			ctx, cancel := context.WithTimeout(context.Background(), s.returnTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), s.closeTimeout)
 			s.giveBackAll(rets, ctx)
 			cancel()
 			if failed := s.returnErrors.Load() - before; failed > 0 {
