@@ -24,8 +24,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,7 @@ func main() {
 	conns := flag.Int("conns", 4, "gRPC connections, shared round-robin by the callers")
 	domain := flag.String("domain", "bench", "RLS domain")
 	descKey := flag.String("descriptor", "user", "descriptor key")
+	pids := flag.String("pids", "", "comma-separated process ids (the service, redis-server) whose CPU time, with the generator's own, is measured over the window: the calls per CPU-second then project the throughput of an otherwise idle machine")
 	flag.Parse()
 	if *keys < 1 || *conc < 1 || *conns < 1 || *dur <= 0 {
 		fatal(fmt.Errorf("-keys %d, -c %d, -conns %d, -d %v: want positive values", *keys, *conc, *conns, *dur))
@@ -111,11 +114,27 @@ func main() {
 		fatal(fmt.Errorf("-mode %q: want grpc or http", *mode))
 	}
 
-	r := run(call, *conc, *warm, *dur)
+	var procs []int
+	for _, f := range strings.Split(*pids, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			p, err := strconv.Atoi(f)
+			if err != nil {
+				fatal(fmt.Errorf("-pids %q: %v", *pids, err))
+			}
+			procs = append(procs, p)
+		}
+	}
+	procs = append(procs, os.Getpid())
+	r := run(call, *conc, *warm, *dur, procs)
 	fmt.Printf("mode=%s addr=%s c=%d d=%v keys=%d\n", *mode, *addr, *conc, *dur, *keys)
 	fmt.Printf("calls=%d errors=%d over_limit=%d\n", r.calls, r.errors, r.over)
 	fmt.Printf("throughput=%.0f calls/s p50=%v p99=%v p99.9=%v max=%v\n",
 		float64(r.calls)/dur.Seconds(), r.q(0.50), r.q(0.99), r.q(0.999), r.q(1))
+	if r.cpu > 0 {
+		perCPU := float64(r.calls) / r.cpu.Seconds()
+		fmt.Printf("cpu=%.2fs (service, store and generator) calls_per_cpu_second=%.0f projected_on_%d_idle_cpus=%.0f calls/s\n",
+			r.cpu.Seconds(), perCPU, runtime.NumCPU(), perCPU*float64(runtime.NumCPU()))
+	}
 	if r.firstErr != nil {
 		fmt.Printf("first error: %v\n", r.firstErr)
 	}
@@ -130,6 +149,33 @@ type result struct {
 	calls, errors, over int64
 	lat                 []time.Duration
 	firstErr            error
+	cpu                 time.Duration // CPU time of the measured processes over the window
+}
+
+// cpuTime sums the user and system time of the processes, from
+// /proc/<pid>/stat (Linux); 0 when unavailable.
+func cpuTime(pids []int) time.Duration {
+	const ticks = 100 // USER_HZ
+	var total int64
+	for _, p := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		if err != nil {
+			return 0
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			return 0
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			return 0
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64) // utime is field 14, stime 15
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += ut + st
+	}
+	return time.Duration(total) * time.Second / ticks
 }
 
 func (r *result) q(p float64) time.Duration {
@@ -141,7 +187,7 @@ func (r *result) q(p float64) time.Duration {
 }
 
 // run keeps conc calls in flight for warm+dur and measures the last dur.
-func run(call func(ctx context.Context, worker, i int) error, conc int, warm, dur time.Duration) *result {
+func run(call func(ctx context.Context, worker, i int) error, conc int, warm, dur time.Duration, pids []int) *result {
 	ctx := context.Background()
 	var measuring, stop atomic.Bool
 	var mu sync.Mutex
@@ -183,9 +229,13 @@ func run(call func(ctx context.Context, worker, i int) error, conc int, warm, du
 		})
 	}
 	time.Sleep(warm)
+	cpu0 := cpuTime(pids)
 	measuring.Store(true)
 	time.Sleep(dur)
 	measuring.Store(false)
+	if cpu0 > 0 {
+		total.cpu = cpuTime(pids) - cpu0
+	}
 	stop.Store(true)
 	wg.Wait()
 	slices.Sort(total.lat)
