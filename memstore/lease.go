@@ -55,10 +55,10 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		c := algo.SlidingWindowReturn(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, us, *p, nn)
 		e.a, e.b, e.c = c.Start, c.Prev, c.Cur
 	case algo.TokenBucket:
-		b := algo.TokenBucketReturn(algo.Bucket{Deficit: e.a, Last: e.b}, us, *p, nn)
+		b := algo.TokenBucketReturn(algo.Bucket{Deficit: e.a, Last: e.b}, us, now, *p, nn)
 		e.a, e.b = b.Deficit, b.Last
 	case algo.GCRA:
-		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, now, *p, nn)
+		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, us, now, *p, nn)
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:
 		if l := sh.log(e); l != nil {

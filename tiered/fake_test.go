@@ -124,9 +124,9 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	case algo.SlidingWindow:
 		st.c = algo.SlidingWindowReturn(st.c, a, p, int64(n))
 	case algo.TokenBucket:
-		st.b = algo.TokenBucketReturn(st.b, a, p, int64(n))
+		st.b = algo.TokenBucketReturn(st.b, a, x.now().UnixMicro(), p, int64(n))
 	case algo.GCRA:
-		st.t = algo.GCRAReturn(st.t, x.now().UnixMicro(), p, int64(n))
+		st.t = algo.GCRAReturn(st.t, a, x.now().UnixMicro(), p, int64(n))
 	case algo.SlidingLog:
 		algo.SlidingLogReturn(&st.log, a, int64(n))
 	}

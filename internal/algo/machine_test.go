@@ -50,9 +50,9 @@ func (m *machine) ret(at, n int64) {
 	case SlidingWindow:
 		m.c = SlidingWindowReturn(m.c, at, m.p, n)
 	case TokenBucket:
-		m.b = TokenBucketReturn(m.b, at, m.p, n)
+		m.b = TokenBucketReturn(m.b, at, at, m.p, n)
 	case GCRA:
-		m.t = GCRAReturn(m.t, at, m.p, n)
+		m.t = GCRAReturn(m.t, at, at, m.p, n)
 	case SlidingLog:
 		SlidingLogReturn(&m.l, at, n)
 	}

@@ -30,24 +30,48 @@ func SlidingWindowReturn(s Counter, at int64, p Params, n int64) Counter {
 	return s
 }
 
-// TokenBucketReturn puts n tokens back (never above a full bucket).
-func TokenBucketReturn(s Bucket, at int64, p Params, n int64) Bucket {
+// bucketCredit is what n bucket units admitted at at are still worth at
+// now, in scaled units: n*P less the refill since at. The lease's effect on
+// the bucket shrinks by at most R per µs (by exactly that much while the
+// bucket would have been full without it), so this never gives back more
+// than the lease still takes from the bucket: a return never over-credits,
+// whatever was admitted in between.
+func bucketCredit(at, now int64, p Params, n int64) int64 {
+	full := n * p.P
+	el := now - at
+	if el <= 0 {
+		return full
+	}
+	if el >= ceilDiv(full, p.R) {
+		return 0
+	}
+	return full - el*p.R
+}
+
+// TokenBucketReturn puts back what n tokens taken at at are still worth at
+// now (never above a full bucket).
+func TokenBucketReturn(s Bucket, at, now int64, p Params, n int64) Bucket {
 	if n <= 0 {
 		return s
 	}
-	s.Deficit = max(s.Deficit-n*p.P, 0)
+	s.Deficit = max(s.Deficit-bucketCredit(at, now, p, n), 0)
 	return s
 }
 
-// GCRAReturn moves the theoretical arrival time back by n emission
-// intervals; now bounds it below, since a TAT in the past means "full".
-func GCRAReturn(s TAT, now int64, p Params, n int64) TAT {
+// GCRAReturn moves the theoretical arrival time back by what n emission
+// intervals taken at at are still worth at now; now bounds it below, since
+// a TAT in the past means "full".
+func GCRAReturn(s TAT, at, now int64, p Params, n int64) TAT {
 	if n <= 0 || s == (TAT{}) {
 		return s
 	}
+	c := bucketCredit(at, now, p, n)
+	if c == 0 {
+		return s
+	}
 	s = s.norm(p)
-	// TAT - n*T, as At + Frac/R minus n*P/R, without forming At*R.
-	q, r := n*p.P/p.R, n*p.P%p.R
+	// TAT - c/R, as At + Frac/R, without forming At*R.
+	q, r := c/p.R, c%p.R
 	t := TAT{At: s.At - q, Frac: s.Frac - r}
 	if t.Frac < 0 {
 		t.At--

@@ -72,9 +72,14 @@ func TestTokenBucketReturn(t *testing.T) {
 		{"zero", Bucket{Deficit: 2 * sec, Last: 100}, 0, Bucket{Deficit: 2 * sec, Last: 100}},
 		{"negative takes nothing", Bucket{Deficit: 2 * sec, Last: 100}, -1, Bucket{Deficit: 2 * sec, Last: 100}},
 	}
+	decayed := TokenBucketReturn(Bucket{Deficit: 3 * sec, Last: 100}, 100, 100+333_334, p, 2)
+	// 2 tokens taken at 100 are worth 2e6 - 333_334*3 scaled units later.
+	if want := (Bucket{Deficit: 3*sec - (2*sec - 333_334*3), Last: 100}); decayed != want {
+		t.Errorf("TokenBucketReturn decayed = %+v, want %+v", decayed, want)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := TokenBucketReturn(tt.give, 100, p, tt.n)
+			got := TokenBucketReturn(tt.give, 100, 100, p, tt.n)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("TokenBucketReturn(%+v, %d) (-want +got):\n%s", tt.give, tt.n, diff)
 			}
@@ -106,9 +111,14 @@ func TestGCRAReturn(t *testing.T) {
 		{"epoch stand-in", TAT{At: -1, Frac: 3}, -sec, 1, TAT{At: -333_334, Frac: 2}},
 		{"to the epoch exactly", TAT{At: 333_333, Frac: 1}, -5, 1, TAT{At: -1, Frac: 3}},
 	}
+	// One interval taken at B is worth 1e6 - 100_000*3 scaled units at
+	// B+100_000: the TAT moves back 233_333 µs and 1/3.
+	if got, want := GCRAReturn(TAT{At: B + 666_666, Frac: 2}, B, B+100_000, p, 1), (TAT{At: B + 433_333, Frac: 1}); got != want {
+		t.Errorf("GCRAReturn decayed = %+v, want %+v", got, want)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := GCRAReturn(tt.give, tt.now, p, tt.n)
+			got := GCRAReturn(tt.give, tt.now, tt.now, p, tt.n)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("GCRAReturn(%+v, %d, %d) (-want +got):\n%s", tt.give, tt.now, tt.n, diff)
 			}
@@ -165,9 +175,36 @@ func TestGCRAReturnFarBehind(t *testing.T) {
 	const B = 3600 * sec
 	p := NewParams(GCRA, 999_983, 0, sec) // prime: R = 999983, P = 1e6
 	now := int64(B - 10_000_000*sec)
-	got := GCRAReturn(TAT{At: B}, now, p, 1)
+	got := GCRAReturn(TAT{At: B}, now, now, p, 1)
 	want := TAT{At: B - 2, Frac: 999_966} // B - 1e6/999983 µs
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("GCRAReturn far behind (-want +got):\n%s", diff)
+	}
+}
+
+// TestBucketReturnNeverOverCredits is the lease scenario that over-admitted
+// when a return gave back n whole units: 1/s, burst 10; a lease of 6 at 0;
+// another caller takes 4 at 3 s; the 6 come back at 3 s. Without the lease
+// the bucket would hold 6 then, so at most 6 may remain.
+func TestBucketReturnNeverOverCredits(t *testing.T) {
+	for _, k := range []Kind{TokenBucket, GCRA} {
+		p := NewParams(k, 1, 10, sec)
+		at, now := int64(100*sec), int64(103*sec)
+		var got Result
+		switch k {
+		case TokenBucket:
+			b, _ := TokenBucketStep(Bucket{}, at, p, 6)
+			b, _ = TokenBucketStep(b, now, p, 4)
+			b = TokenBucketReturn(b, at, now, p, 6)
+			_, got = TokenBucketStep(b, now, p, 0)
+		case GCRA:
+			s, _ := GCRAStep(TAT{}, at, p, 6)
+			s, _ = GCRAStep(s, now, p, 4)
+			s = GCRAReturn(s, at, now, p, 6)
+			_, got = GCRAStep(s, now, p, 0)
+		}
+		if got.Remaining != 6 {
+			t.Errorf("kind %d: Remaining after the return = %d, want 6 (as if the lease never happened)", k, got.Remaining)
+		}
 	}
 }
