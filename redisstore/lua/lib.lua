@@ -51,6 +51,16 @@ local ALG = {}
 -- bucket_decide is the decision shared by token bucket and GCRA, from the
 -- scaled deficit d (d >= 0; above cap*P only when the limit was lowered).
 -- A peek (n = 0) is always allowed.
+-- bucket_credit is internal/algo.bucketCredit: what n bucket units taken at
+-- at are still worth at now, in scaled units (n*P less the refill since).
+local function bucket_credit(at, now, n, p)
+  local full = n * p.P
+  local el = now - at
+  if el <= 0 then return full end
+  if el >= ceildiv(full, p.R) then return 0 end
+  return full - el * p.R
+end
+
 local function bucket_decide(d, p, n)
   local full = p.cap * p.P
   local d2 = d + n * p.P

@@ -61,17 +61,19 @@ ALG[5].commit = function(key, st, p, slack)
   redis.call('SET', key, gcra_val(st[1], st[2]), 'PX', string.format('%d', ttl_ms(st[3], slack)))
 end
 
--- ret is internal/algo.GCRAReturn: the TAT moves back exactly n emission
--- intervals; one at or before now is an untouched key.
+-- ret is internal/algo.GCRAReturn: the TAT moves back by what n emission
+-- intervals taken at at are still worth at now; one at or before now is an untouched key.
 ALG[5].ret = function(key, now, at, n, p)
   local v = redis.call('GET', key)
   if not v then return end
   local t, frac = split(v)
   frac = frac or 0
   if t == 0 and frac == 0 then return end
+  local c = bucket_credit(at, now, n, p)
+  if c == 0 then return end
   t, frac = gcra_norm(t, frac, p)
-  local q = idiv(n * p.P, p.R)
-  t, frac = t - q, frac - (n * p.P - q * p.R)
+  local q = idiv(c, p.R)
+  t, frac = t - q, frac - (c - q * p.R)
   if frac < 0 then t, frac = t - 1, frac + p.R end
   if t < now or (t == now and frac == 0) then
     redis.call('DEL', key)

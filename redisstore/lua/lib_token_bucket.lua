@@ -31,6 +31,6 @@ ALG[4].ret = function(key, now, at, n, p)
   local v = redis.call('GET', key)
   if not v then return end
   local d, last = split(v)
-  d = math.max(d - n * p.P, 0)
+  d = math.max(d - bucket_credit(at, now, n, p), 0)
   redis.call('SET', key, str(d) .. ':' .. str(last or 0), 'KEEPTTL')
 end
