@@ -142,6 +142,18 @@ type check struct {
 	over bool // this limit denied (or could never admit n)
 }
 
+// denyDecision is the answer of a requests_per_unit: 0 rule, which blocks
+// its descriptor: over the limit, nothing remaining, reset at the end of
+// the rule's epoch-aligned window as the reference reports it.
+func denyDecision(r *config.Rule, now time.Time) sluice.Decision {
+	p := r.Limit.Period
+	if p <= 0 {
+		p = time.Second
+	}
+	left := p - time.Duration(now.UnixNano()%int64(p))
+	return sluice.Decision{Limit: r.Limit, RetryAfter: left, ResetAfter: left}
+}
+
 // maxHits bounds a hits_addend: anything larger exceeds every capacity.
 const maxHits = math.MaxInt32
 
@@ -224,7 +236,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	for i := range descs {
 		m := matches[i]
 		for j, r := range m.Rules {
-			if replaced[r.Name] {
+			if r.ConfiguredName != "" && replaced[r.ConfiguredName] {
 				continue
 			}
 			if r.Unlimited {
@@ -272,6 +284,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		}
 		if n > c.rule.Limit.Capacity() {
 			c.over, n = true, 0
+		}
+		if c.rule.Deny {
+			c.over, c.d = true, denyDecision(c.rule, time.Now())
+			continue
 		}
 		d, err := s.allowN(ctx, c.key, c.rule.Limit, n)
 		if err != nil {
@@ -335,28 +351,40 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 	}
 	admitted := true
 	for k := range cs {
-		if cs[k].n > cs[k].rule.Limit.Capacity() {
+		if cs[k].rule.Deny {
+			// requests_per_unit: 0 blocks the descriptor; no store call.
+			cs[k].over, cs[k].d, admitted = true, denyDecision(cs[k].rule, time.Now()), false
+		} else if cs[k].n > cs[k].rule.Limit.Capacity() {
 			cs[k].over, admitted = true, false // waiting never helps: deny, count nothing
 		}
 	}
-	reqs := make([]sluice.Request, len(cs))
+	reqs := make([]sluice.Request, 0, len(cs))
+	idx := make([]int, 0, len(cs))
 	for k, c := range cs {
+		if c.rule.Deny {
+			continue
+		}
 		n := c.n
 		if !admitted {
 			n = 0
 		}
-		reqs[k] = sluice.Request{Key: c.key, Limit: c.rule.Limit, N: n}
+		reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.rule.Limit, N: n})
+		idx = append(idx, k)
 	}
-	ds, err := s.allowMulti(ctx, reqs)
-	if err != nil {
-		return false, err
+	ds := []sluice.Decision{}
+	if len(reqs) > 0 {
+		var err error
+		ds, err = s.allowMulti(ctx, reqs)
+		if err != nil {
+			return false, err
+		}
 	}
-	anyBlocker := false
-	for k := range cs {
-		cs[k].d = ds[k]
-		if !ds[k].Allowed {
+	anyBlocker := false // a Deny rule is over already
+	for j, k := range idx {
+		cs[k].d = ds[j]
+		if !ds[j].Allowed {
 			admitted = false
-			if ds[k].RetryAfter > 0 {
+			if ds[j].RetryAfter > 0 {
 				cs[k].over, anyBlocker = true, true
 			}
 		}
@@ -513,7 +541,7 @@ var units = []struct {
 // SECOND×30, 2h is HOUR×2); a window that is not a whole number of seconds
 // is reported as the same sustained rate per SECOND, rounded up.
 func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
-	cl := &pb.RateLimitResponse_RateLimit{Name: r.Name, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
+	cl := &pb.RateLimitResponse_RateLimit{Name: r.ConfiguredName, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
 	p := r.Limit.Period
 	for _, u := range units {
 		if (r.Unit == "" || r.Unit == u.u.String()) && p >= u.d && p%u.d == 0 {

@@ -52,6 +52,8 @@ descriptors:
     rate_limits:
       - {algorithm: sliding_window, window: 30s, requests_per_unit: 5}
       - {unit: minute, requests_per_unit: 3}
+  - key: blocked
+    rate_limit: {unit: second, requests_per_unit: 0}
   - key: nested
     descriptors:
       - key: inner
@@ -97,7 +99,7 @@ func req(ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
 }
 
 var (
-	minute20 = &pb.RateLimitResponse_RateLimit{Name: "test.key1", RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	minute20 = &pb.RateLimitResponse_RateLimit{RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
 	ok       = pb.RateLimitResponse_OK
 	over     = pb.RateLimitResponse_OVER_LIMIT
 )
@@ -173,7 +175,7 @@ func TestUnmatchedUnlimitedUnknownDomain(t *testing.T) {
 func TestShadowMode(t *testing.T) {
 	obs := &recorder{}
 	s, _ := newService(t, WithObserver(obs))
-	shadow := &pb.RateLimitResponse_RateLimit{Name: "test.shadow", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	shadow := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
 	wantRemaining := []uint32{1, 0, 0, 0}
 	for i, rem := range wantRemaining {
 		got := call(t, s, req(desc("shadow", "x")))
@@ -291,7 +293,7 @@ func TestAllOrNothing(t *testing.T) {
 
 func TestTwoLimitsOnOneNode(t *testing.T) {
 	s, _ := newService(t)
-	perMin := &pb.RateLimitResponse_RateLimit{Name: "test.two#1", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
+	perMin := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
 	// The per-minute limit (3) is the tighter: it reports, then denies.
 	for i, rem := range []uint32{2, 1, 0} {
 		got := call(t, s, req(desc("two", "x")))
@@ -314,13 +316,13 @@ func TestCurrentLimitOfWindows(t *testing.T) {
 		give config.Rule
 		want *pb.RateLimitResponse_RateLimit
 	}{
-		{config.Rule{Name: "a", Unit: "MINUTE", Limit: lim(20, time.Minute)}, &pb.RateLimitResponse_RateLimit{Name: "a", RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}},
-		{config.Rule{Name: "b", Unit: "SECOND", Limit: lim(1, 10*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "b", RequestsPerUnit: 1, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(10)}},
-		{config.Rule{Name: "c", Limit: lim(5, 30*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "c", RequestsPerUnit: 5, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(30)}},
-		{config.Rule{Name: "d", Limit: lim(9, 2*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "d", RequestsPerUnit: 9, Unit: pb.RateLimitResponse_RateLimit_HOUR, UnitMultiplier: wrapperspb.UInt32(2)}},
-		{config.Rule{Name: "e", Limit: lim(3, 7*24*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "e", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_WEEK}},
-		{config.Rule{Name: "f", Limit: lim(3, 1500*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "f", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
-		{config.Rule{Name: "g", Limit: lim(1, 100*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "g", RequestsPerUnit: 10, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+		{config.Rule{Name: "a", ConfiguredName: "a", Unit: "MINUTE", Limit: lim(20, time.Minute)}, &pb.RateLimitResponse_RateLimit{Name: "a", RequestsPerUnit: 20, Unit: pb.RateLimitResponse_RateLimit_MINUTE}},
+		{config.Rule{Name: "b", ConfiguredName: "b", Unit: "SECOND", Limit: lim(1, 10*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "b", RequestsPerUnit: 1, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(10)}},
+		{config.Rule{Name: "c", ConfiguredName: "c", Limit: lim(5, 30*time.Second)}, &pb.RateLimitResponse_RateLimit{Name: "c", RequestsPerUnit: 5, Unit: pb.RateLimitResponse_RateLimit_SECOND, UnitMultiplier: wrapperspb.UInt32(30)}},
+		{config.Rule{Name: "d", ConfiguredName: "d", Limit: lim(9, 2*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "d", RequestsPerUnit: 9, Unit: pb.RateLimitResponse_RateLimit_HOUR, UnitMultiplier: wrapperspb.UInt32(2)}},
+		{config.Rule{Name: "e", ConfiguredName: "e", Limit: lim(3, 7*24*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "e", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_WEEK}},
+		{config.Rule{Name: "f", ConfiguredName: "f", Limit: lim(3, 1500*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "f", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+		{config.Rule{Name: "g", ConfiguredName: "g", Limit: lim(1, 100*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "g", RequestsPerUnit: 10, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
 	}
 	for _, tt := range tests {
 		if d := cmp.Diff(tt.want, CurrentLimit(&tt.give), protocmp.Transform()); d != "" {
@@ -411,4 +413,25 @@ func (r *recorder) count(rule string, res Result) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[rule+"/"+string(res)]
+}
+
+// TestDenyRule: requests_per_unit: 0 (the reference's "black list IP")
+// answers OVER_LIMIT without a store call, and blocks the whole request.
+func TestDenyRule(t *testing.T) {
+	s, _ := newService(t)
+	got := call(t, s, req(desc("blocked", "10.0.0.1"), desc("key1", "a")))
+	if got.OverallCode != over {
+		t.Fatalf("blocked: overall %v, want OVER_LIMIT", got.OverallCode)
+	}
+	st := got.Statuses[0]
+	if st.Code != over || st.LimitRemaining != 0 || st.CurrentLimit.GetRequestsPerUnit() != 0 || st.CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_SECOND {
+		t.Errorf("blocked status = %v, want OVER_LIMIT, 0 remaining, 0 per SECOND", st)
+	}
+	if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > time.Second {
+		t.Errorf("blocked duration_until_reset = %v, want within the second", d)
+	}
+	// The other descriptor was not counted: all-or-nothing.
+	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("key1 after a blocked request: remaining %d, want 19", got.Statuses[0].LimitRemaining)
+	}
 }
