@@ -307,7 +307,18 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("Master() = %s, want node 0 %s", m.Addr, si.Nodes[0].Addr)
 		}
 		m.MustDo("SET", "k", "v")
-		m.MustDo("WAIT", "1", "2000")
+		// WAIT answers 0 while the replica's first sync is still running:
+		// kill the master only once the replica holds the key, or the
+		// promoted replica rightly lacks it.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if v, err := si.Nodes[1].Do("GET", "k"); err == nil && v == "v" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the replica never received k")
+			}
+			m.MustDo("WAIT", "1", "200")
+		}
 		start := time.Now()
 		killed := si.KillMaster()
 		nm := si.WaitFailover()
