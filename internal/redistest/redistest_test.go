@@ -250,7 +250,11 @@ func TestClusterFailover(t *testing.T) {
 			t.Fatalf("SET a on master 0: err = %v, want MOVED 15495", err)
 		}
 		ms[2].MustDo("SET", "a", "1")
-		ms[2].MustDo("WAIT", "1", "2000")
+		for i := 0; ms[2].MustDo("WAIT", "1", "2000") != "1"; i++ {
+			if i == 5 {
+				t.Fatal("the replica never acknowledged a")
+			}
+		}
 
 		killed := c.KillMaster(2)
 		if killed != ms[2] || killed.Running() {
