@@ -6,8 +6,15 @@
 #   bench/loadgen/run.sh memory 64 10s
 #   bench/loadgen/run.sh redis 64 10s
 #   bench/loadgen/run.sh redis 64 10s --tiered --lease-max 100
+#   bench/loadgen/run.sh reference 64 10s
 #
-# Extra arguments go to sluice serve. Everything listens on 127.0.0.1 only.
+# "reference" runs envoyproxy/ratelimit itself (built from the Go module
+# proxy at $REFERENCE_VERSION) on a throw-away redis-server with the same
+# configuration, so that sluice can be compared with it in one run (see
+# compare.sh); it has no /v1/check, so only gRPC is driven.
+#
+# MODES="grpc" drives gRPC only (default "grpc http"). Extra arguments go
+# to sluice serve (for reference: VAR=value settings of its environment). Everything listens on 127.0.0.1 only.
 set -eu
 measured=""
 store=${1:-memory}; c=${2:-64}; d=${3:-10s}
@@ -19,16 +26,44 @@ pids=""
 cleanup() { for p in $pids; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT INT TERM
 
-(cd "$root" && go build -o "$tmp/sluice" ./cmd/sluice)
 (cd "$root/bench" && go build -o "$tmp/loadgen" ./loadgen)
-
-set -- --config "$here/bench.yaml" --http 127.0.0.1:0 --grpc 127.0.0.1:0 --ready-file "$tmp/ready" --log-level warn "$@"
-if [ "$store" = redis ]; then
-	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+startredis() {
+	port=$(freeport)
 	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
 	pids="$pids $!"
 	measured="$!"
 	until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+}
+
+if [ "$store" = reference ]; then
+	# envoyproxy/ratelimit with its defaults (no pipelining, pool of 10,
+	# no local cache, statsd off), on the same YAML as sluice.
+	ver=${REFERENCE_VERSION:-v1.4.1-0.20260122083618-3fb702589d36}
+	GOBIN="$tmp" go install "github.com/envoyproxy/ratelimit/src/service_cmd@$ver"
+	startredis
+	mkdir -p "$tmp/rt/ratelimit/config"
+	cp "$here/bench.yaml" "$tmp/rt/ratelimit/config/"
+	hport=$(freeport); gport=$(freeport); dport=$(freeport)
+	env HOST=127.0.0.1 PORT="$hport" GRPC_HOST=127.0.0.1 GRPC_PORT="$gport" \
+		DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dport" USE_STATSD=false LOG_LEVEL=warn \
+		RUNTIME_ROOT="$tmp/rt" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+		REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$port" "$@" \
+		"$tmp/service_cmd" >"$tmp/reference.log" 2>&1 &
+	pids="$pids $!"
+	measured="$!,$measured"
+	until curl -sf "http://127.0.0.1:$hport/healthcheck" >/dev/null 2>&1; do sleep 0.05; done
+	echo "# store=reference ($ver) c=$c d=$d, $(nproc) CPUs${*:+, env $*}"
+	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$tmp/loadgen" -mode grpc -addr "127.0.0.1:$gport" -c "$c" -d "$d" -pids "$measured"
+	exit 0
+fi
+
+(cd "$root" && go build -o "$tmp/sluice" ./cmd/sluice)
+
+set -- --config "$here/bench.yaml" --http 127.0.0.1:0 --grpc 127.0.0.1:0 --ready-file "$tmp/ready" --log-level warn "$@"
+if [ "$store" = redis ]; then
+	startredis
 	set -- "$@" --redis "redis://127.0.0.1:$port"
 fi
 "$tmp/sluice" serve "$@" 2>"$tmp/sluice.log" &
@@ -39,5 +74,9 @@ grpc=$(sed 's/.*"grpc":"\([^"]*\)".*/\1/' "$tmp/ready")
 http=$(sed 's/.*"http":"\([^"]*\)".*/\1/' "$tmp/ready")
 echo "# store=$store c=$c d=$d, $(nproc) CPUs, sluice serve $*"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$tmp/loadgen" -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured"
-"$tmp/loadgen" -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured"
+for m in ${MODES:-grpc http}; do
+	case $m in
+	grpc) "$tmp/loadgen" -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" ;;
+	http) "$tmp/loadgen" -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured" ;;
+	esac
+done
