@@ -93,9 +93,9 @@ func h2RequestHeader(authority, path string) []byte {
 		return append(h2Int(b, 0, 7, uint64(len(s))), s...)
 	}
 	var b []byte
-	b = append(b, 0x83, 0x86)                           // :method POST, :scheme http
-	b = str(h2Int(b, 0x00, 4, 4), path)                 // :path (static name 4)
-	b = str(h2Int(b, 0x00, 4, 1), authority)            // :authority (static name 1)
+	b = append(b, 0x83, 0x86)                          // :method POST, :scheme http
+	b = str(h2Int(b, 0x00, 4, 4), path)                // :path (static name 4)
+	b = str(h2Int(b, 0x00, 4, 1), authority)           // :authority (static name 1)
 	b = str(h2Int(b, 0x00, 4, 31), "application/grpc") // content-type (static name 31)
 	b = str(str(append(b, 0x00), "te"), "trailers")
 	return b
