@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -63,4 +65,61 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 		return 2, true
 	}
 	return 0, false
+}
+
+// byteSize is a flag.Value of bytes written as a plain number or with a unit:
+// 64MiB, 256MB, 1GiB, 65536.
+type byteSize uint64
+
+var byteUnits = []struct {
+	name string
+	n    uint64
+}{
+	{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10},
+	{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1},
+}
+
+func (b *byteSize) Set(s string) error {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	num, unit := s[:i], strings.TrimSpace(s[i:])
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil {
+		return errors.New("want bytes, e.g. 64MiB, 256MB or 1048576")
+	}
+	mult := uint64(1)
+	if unit != "" {
+		mult = 0
+		for _, u := range byteUnits {
+			if strings.EqualFold(unit, u.name) {
+				mult = u.n
+				break
+			}
+		}
+		if mult == 0 {
+			return fmt.Errorf("unknown unit %q, want B, KB, MB, GB, TB, KiB, MiB, GiB or TiB", unit)
+		}
+	}
+	if n > math.MaxUint64/mult {
+		return errors.New("too large")
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+// String writes b with the unit that divides it into the smallest number.
+func (b *byteSize) String() string {
+	if b == nil || *b == 0 {
+		return "0"
+	}
+	n, name := uint64(*b), "B"
+	for _, u := range byteUnits {
+		if uint64(*b)%u.n == 0 && uint64(*b)/u.n < n {
+			n, name = uint64(*b)/u.n, u.name
+		}
+	}
+	return strconv.FormatUint(n, 10) + name
 }

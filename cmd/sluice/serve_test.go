@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -64,5 +65,64 @@ func TestServeHelpListsGRPCWorkers(t *testing.T) {
 	fs.Usage()
 	if got := out.String(); !strings.Contains(got, "-grpc-workers") || !strings.Contains(got, "SLUICE_GRPC_WORKERS") || !strings.Contains(got, "(default 128)") {
 		t.Errorf("serve -h lacks --grpc-workers, its variable or its default 128:\n%s", got)
+	}
+}
+
+func TestServeFlagGCHeapFloor(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		want     uint64
+		wantCode int
+		wantErr  string
+	}{
+		{"default", nil, nil, 64 << 20, 0, ""},
+		{"flag", nil, []string{"--gc-heap-floor", "256MB"}, 256e6, 0, ""},
+		{"bytes", nil, []string{"--gc-heap-floor=134217728"}, 128 << 20, 0, ""},
+		{"off", nil, []string{"--gc-heap-floor", "0"}, 0, 0, ""},
+		{"env", map[string]string{"SLUICE_GC_HEAP_FLOOR": "1GiB"}, nil, 1 << 30, 0, ""},
+		{"flag wins", map[string]string{"SLUICE_GC_HEAP_FLOOR": "1GiB"}, []string{"--gc-heap-floor", "32MiB"}, 32 << 20, 0, ""},
+		{"below 1MiB", nil, []string{"--gc-heap-floor", "64"}, 64, 2, "--gc-heap-floor 64"},
+		{"bad unit", nil, []string{"--gc-heap-floor", "64XB"}, 0, 2, "-gc-heap-floor"},
+		{"negative", nil, []string{"--gc-heap-floor=-1"}, 0, 2, "-gc-heap-floor"},
+		{"bad env", map[string]string{"SLUICE_GC_HEAP_FLOOR": "lots"}, nil, 0, 2, "SLUICE_GC_HEAP_FLOOR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, code, msg := parseServe(t, tt.env, tt.args...)
+			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
+				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
+			}
+			if got := uint64(f.gcHeapFloor); code == 0 && got != tt.want {
+				t.Errorf("serve %v (env %v): gcHeapFloor = %d, want %d", tt.args, tt.env, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestE2EGCHeapFloor checks that serve applies the floor: the Go collector's
+// go_gc_gogc_percent in /metrics is raised above GOGC=100 while the heap is
+// small, and stays at 100 with --gc-heap-floor 0.
+func TestE2EGCHeapFloor(t *testing.T) {
+	tests := []struct {
+		args      []string
+		wantAbove bool
+	}{
+		{nil, true},
+		{[]string{"--gc-heap-floor", "0"}, false},
+	}
+	for _, tt := range tests {
+		p := start(t, []string{"GOGC=100"}, tt.args...)
+		_, body := p.get(t, "/metrics")
+		var got float64 = -1
+		for line := range strings.Lines(body) {
+			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+				got, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+		if tt.wantAbove && got <= 100 || !tt.wantAbove && got != 100 {
+			t.Errorf("serve %v with GOGC=100: go_gc_gogc_percent = %v, want above 100: %v", tt.args, got, tt.wantAbove)
+		}
 	}
 }
