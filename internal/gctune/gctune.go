@@ -31,7 +31,8 @@ var sampleNames = [...]string{
 
 // SetHeapFloor keeps the collector from running before the heap reaches
 // about floor bytes: while the live heap is small, it raises GOGC so that the
-// next collection's target is about floor (never above 10 times the base);
+// next collection's target is about floor (GOGC at most 1000, a target of
+// about 11 times the live heap, unless the base is higher);
 // once the live heap is large, GOGC returns to its base value, the one in
 // force when SetHeapFloor is called (the GOGC environment variable's, or
 // 100). It returns a stop function that restores the base; stop is
