@@ -38,6 +38,7 @@ type h2Call struct {
 	status int           // grpc-status, -1 when the response had none
 	msg    []byte        // the response message, gRPC length prefix included
 	err    error
+	end    time.Time // when the response was read off the connection
 }
 
 // h2Conn is one HTTP/2 connection shared by many workers.
@@ -213,6 +214,7 @@ func (h *h2Conn) finish(id uint32, err error) {
 		if err != nil {
 			call.err = err
 		}
+		call.end = time.Now()
 		call.done <- struct{}{}
 	}
 }

@@ -58,10 +58,11 @@ func main() {
 	}
 
 	var call func(ctx context.Context, worker, i int) error
+	var end func(worker int) time.Time // when the last call's response arrived; nil: when call returned
 	switch *mode {
 	case "grpc":
 		if *client == "h2" {
-			call = h2Caller(*addr, *conns, *keys, *domain, *descKey)
+			call, end = h2Caller(*addr, *conns, *keys, *domain, *descKey, *conc)
 			break
 		}
 		if *client != "grpc-go" {
@@ -135,11 +136,13 @@ func main() {
 		}
 	}
 	procs = append(procs, os.Getpid())
-	r := run(call, *conc, *warm, *dur, procs)
+	r := run(call, end, *conc, *warm, *dur, procs)
 	fmt.Printf("mode=%s client=%s addr=%s c=%d d=%v keys=%d\n", *mode, *client, *addr, *conc, *dur, *keys)
 	fmt.Printf("calls=%d errors=%d over_limit=%d\n", r.calls, r.errors, r.over)
 	fmt.Printf("throughput=%.0f calls/s p50=%v p99=%v p99.9=%v max=%v\n",
 		float64(r.calls)/dur.Seconds(), r.q(0.50), r.q(0.99), r.q(0.999), r.q(1))
+	fmt.Printf("latency p10=%v p25=%v p75=%v p90=%v p95=%v p98=%v\n",
+		r.q(0.10), r.q(0.25), r.q(0.75), r.q(0.90), r.q(0.95), r.q(0.98))
 	if r.cpu > 0 {
 		perCPU := float64(r.calls) / r.cpu.Seconds()
 		fmt.Printf("cpu=%.2fs (service, store and generator) calls_per_cpu_second=%.0f projected_on_%d_idle_cpus=%.0f calls/s\n",
@@ -156,8 +159,11 @@ func main() {
 var errOver = errors.New("over limit")
 
 // h2Caller calls ShouldRateLimit through the lean HTTP/2 client: conns
-// connections shared round-robin, one pre-encoded request per key.
-func h2Caller(addr string, conns, keys int, domain, descKey string) func(ctx context.Context, worker, i int) error {
+// connections shared round-robin, one pre-encoded request per key. The
+// latency of a call ends when the connection's reader has the response
+// (end), not when the worker it wakes is scheduled: the generator's own
+// goroutine scheduling is not the service's latency.
+func h2Caller(addr string, conns, keys int, domain, descKey string, workers int) (func(ctx context.Context, worker, i int) error, func(worker int) time.Time) {
 	hs := make([]*h2Conn, conns)
 	for i := range hs {
 		h, err := dialH2(addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit")
@@ -176,16 +182,13 @@ func h2Caller(addr string, conns, keys int, domain, descKey string) func(ctx con
 		}
 		msgs[k] = grpcMessage(b)
 	}
-	var mu sync.Mutex
-	calls := map[int]*h2Call{}
+	calls := make([]*h2Call, workers)
+	for w := range calls {
+		calls[w] = &h2Call{done: make(chan struct{}, 1)}
+	}
+	end := func(worker int) time.Time { return calls[worker].end }
 	return func(_ context.Context, worker, i int) error {
-		mu.Lock()
 		c := calls[worker]
-		if c == nil {
-			c = &h2Call{done: make(chan struct{}, 1)}
-			calls[worker] = c
-		}
-		mu.Unlock()
 		if err := hs[worker%len(hs)].do(c, msgs[i%len(msgs)]); err != nil {
 			return err
 		}
@@ -204,7 +207,7 @@ func h2Caller(addr string, conns, keys int, domain, descKey string) func(ctx con
 			return errOver
 		}
 		return fmt.Errorf("overall_code %d", code)
-	}
+	}, end
 }
 
 // overallCode reads RateLimitResponse.overall_code (field 1) without
@@ -276,7 +279,7 @@ func (r *result) q(p float64) time.Duration {
 }
 
 // run keeps conc calls in flight for warm+dur and measures the last dur.
-func run(call func(ctx context.Context, worker, i int) error, conc int, warm, dur time.Duration, pids []int) *result {
+func run(call func(ctx context.Context, worker, i int) error, end func(worker int) time.Time, conc int, warm, dur time.Duration, pids []int) *result {
 	ctx := context.Background()
 	var measuring, stop atomic.Bool
 	var mu sync.Mutex
@@ -290,7 +293,12 @@ func run(call func(ctx context.Context, worker, i int) error, conc int, warm, du
 			for i := w; !stop.Load(); i += conc {
 				t0 := time.Now()
 				err := call(ctx, w, i)
-				el := time.Since(t0)
+				var el time.Duration
+				if end != nil && err == nil {
+					el = end(w).Sub(t0)
+				} else {
+					el = time.Since(t0)
+				}
 				if !measuring.Load() {
 					continue
 				}
