@@ -63,6 +63,15 @@
 //     WithStampedLeases these limits decide through the denial cache,
 //     exactly.
 //
+// With WithRefreshAhead, the key's next lease is taken in the background
+// once the current one is down to a fraction of its size, so that under
+// steady demand no caller waits for the shared store: the caller that needs
+// more than the current lease holds moves on to the next one (its current
+// lease's leftover is given back). A key then holds up to two leases; both
+// are counted by the shared store, so nothing above changes but how many
+// units may sit unspent in one process. A refresh that is denied or fails
+// is not tried again until a caller's own lease of the key succeeds.
+//
 // Decisions served from a lease report Remaining as the shared store's
 // Remaining at the lease plus the lease's unspent units, and ResetAfter as
 // the store's at the lease, less the time since.

@@ -59,6 +59,7 @@ type mpChildConfig struct {
 	Start    time.Time
 	Duration time.Duration
 	Out      string
+	Refresh  float64 // WithRefreshAhead's low water; 0: off
 }
 
 // mpGrant is one lease (Units > 0) or return (Units < 0) at a Redis time.
@@ -120,7 +121,11 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 	}
 	defer c.Close()
 	rec := &recorder{Store: redisstore.NewRueidis(c), grants: map[sluice.Algorithm][]mpGrant{}}
-	s := tiered.New(rec, tiered.WithLeases(16, 0.25, 50*time.Millisecond), tiered.WithStampedLeases())
+	opts := []tiered.Option{tiered.WithLeases(16, 0.25, 50*time.Millisecond), tiered.WithStampedLeases()}
+	if cfg.Refresh > 0 {
+		opts = append(opts, tiered.WithRefreshAhead(cfg.Refresh))
+	}
+	s := tiered.New(rec, opts...)
 	lims := mpLimits()
 	var mu sync.Mutex
 	res := mpChildResult{Grants: map[string][]mpGrant{}, Admitted: map[string]int{}}
@@ -207,7 +212,8 @@ func TestMultiProcessLeases(t *testing.T) {
 	outs := make([]string, procs)
 	for i := range procs {
 		outs[i] = filepath.Join(dir, fmt.Sprintf("child%d.json", i))
-		cfg, _ := json.Marshal(mpChildConfig{Addr: srv.Addr, Prefix: prefix, Start: start, Duration: dur, Out: outs[i]})
+		cfg, _ := json.Marshal(mpChildConfig{Addr: srv.Addr, Prefix: prefix, Start: start, Duration: dur, Out: outs[i],
+			Refresh: []float64{0, 0.5}[i%2]}) // half the processes take leases ahead
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessLeasesHelper$", "-test.count=1")
 		cmd.Env = append(os.Environ(), mpEnvChild+"="+string(cfg))
 		cmds[i] = cmd

@@ -44,7 +44,8 @@ type Store struct {
 
 	leaseMax      int
 	leaseFraction float64
-	stamped       bool // lease SlidingLog, TokenBucket and GCRA too
+	refresh       float64 // refresh-ahead low water, a fraction of a lease; 0: off
+	stamped       bool    // lease SlidingLog, TokenBucket and GCRA too
 	lifetime      time.Duration
 	share         float64
 	local         *memstore.Store // the approximate local share; nil when off
@@ -68,7 +69,8 @@ type Store struct {
 	pendMu  sync.Mutex
 	pending []giveBack // leftovers whose return failed on a caller's path
 
-	shared_, leases, leased, returned, returnErrors atomic.Int64
+	shared_, leases, leased, returned, returnErrors, refreshes atomic.Int64
+	refreshing                                                 sync.WaitGroup // refreshes in flight
 }
 
 type shard struct {
@@ -97,6 +99,15 @@ type entry struct {
 	g        grant
 	fetching chan struct{} // non-nil while one caller leases for the key
 
+	// Refresh ahead: the next lease, taken in the background when g runs
+	// low; refreshing while that call is in flight; refreshOff after a
+	// refresh was denied or failed, until a caller's own lease succeeds
+	// (so that an exhausted or unreachable store is not asked on every
+	// spend).
+	next       grant
+	refreshing bool
+	refreshOff bool
+
 	demand    int64 // units asked since lastLease
 	lastLease time.Duration
 	leases    int     // leases taken, counting to 2
@@ -107,6 +118,7 @@ type entry struct {
 // grant is one lease: units admitted by the shared store at its time at.
 type grant struct {
 	units     int64
+	size      int64         // units at the lease
 	at        time.Time     // store time of the admission, for Return
 	got       time.Duration // local time before the call
 	expires   time.Duration // local: no spending at or after
@@ -136,6 +148,22 @@ func WithLeases(max int, fraction float64, lifetime time.Duration) Option {
 	return func(s *Store) {
 		if max >= 1 && fraction > 0 && fraction <= 1 && lifetime > 0 {
 			s.leaseMax, s.leaseFraction, s.lifetime = max, fraction, lifetime
+		}
+	}
+}
+
+// WithRefreshAhead takes a key's next lease in the background once its
+// current lease is down to lowWater of its size (for example 0.25), so
+// that under steady demand no caller waits for the shared store: the
+// caller that spends the last unit finds the next lease already there. A
+// key then holds up to two leases at once, so up to twice the units sit
+// unspent in this process; the shared store counts them all, so the fleet
+// stays exact. lowWater must be in (0, 1); other values leave it off. It
+// needs WithLeases.
+func WithRefreshAhead(lowWater float64) Option {
+	return func(s *Store) {
+		if lowWater > 0 && lowWater < 1 {
+			s.refresh = lowWater
 		}
 	}
 }
@@ -270,6 +298,9 @@ type Stats struct {
 	Shared int64
 	// Leases counts Lease calls that were granted, Leased their units.
 	Leases, Leased int64
+	// Refreshes counts the granted leases among Leases that were taken
+	// ahead, in the background (WithRefreshAhead).
+	Refreshes int64
 	// Returned counts units given back; ReturnErrors the Returns that
 	// failed (their units stay counted until they expire in the store).
 	Returned, ReturnErrors int64
@@ -281,6 +312,7 @@ func (s *Store) Stats() Stats {
 		Shared:       s.shared_.Load(),
 		Leases:       s.leases.Load(),
 		Leased:       s.leased.Load(),
+		Refreshes:    s.refreshes.Load(),
 		Returned:     s.returned.Load(),
 		ReturnErrors: s.returnErrors.Load(),
 	}
@@ -372,23 +404,115 @@ func (s *Store) fast(sh *shard, ck ckey, n int) (sluice.Decision, bool) {
 	}
 	now := s.mono()
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	e := sh.m[ck]
 	if e == nil {
+		sh.mu.Unlock()
 		return sluice.Decision{}, false
 	}
 	e.lastUse = now
 	if d, ok := e.cachedDenial(now, n); ok {
 		sh.local++
 		sh.denied++
+		sh.mu.Unlock()
 		return d, true
 	}
-	if d, ok := e.spend(now, n, ck.lim); ok {
+	if d, ok := s.take(e, ck, now, n); ok {
 		e.demand += int64(n)
 		sh.local++
+		k := s.refreshSize(e, now, ck.lim)
+		sh.mu.Unlock()
+		if k > 0 {
+			s.startRefresh(ck, k)
+		}
 		return d, true
 	}
+	sh.mu.Unlock()
 	return sluice.Decision{}, false
+}
+
+// take spends n units from the key's lease, moving on to the lease taken
+// ahead when the current one cannot serve n (the current one's units, if
+// any, are queued for return).
+func (s *Store) take(e *entry, ck ckey, now time.Duration, n int) (sluice.Decision, bool) {
+	if d, ok := e.spend(now, n, ck.lim); ok {
+		return d, true
+	}
+	if e.next.units < int64(n) || now >= e.next.expires {
+		return sluice.Decision{}, false
+	}
+	if g := e.g; g.units > 0 && (g.returnBy == 0 || now < g.returnBy) {
+		s.pendMu.Lock()
+		s.pending = append(s.pending, giveBack{ck, g.units, g.at, g.got})
+		s.pendMu.Unlock()
+	}
+	e.g, e.next = e.next, grant{}
+	return e.spend(now, n, ck.lim)
+}
+
+// refreshSize is the size of the next lease to take ahead for e, or 0 when
+// none is due: refresh ahead is on, e's lease is down to the low water,
+// and no lease is already ahead or on its way. It marks e refreshing. The
+// shard's lock is held.
+func (s *Store) refreshSize(e *entry, now time.Duration, lim sluice.Limit) int {
+	// A lease of one request's units (k = n: little demand) is not
+	// refreshed: the next request may never come.
+	if s.refresh == 0 || e.refreshing || e.refreshOff || e.fetching != nil || e.next.units > 0 ||
+		e.g.size < 2 || float64(e.g.units) > s.refresh*float64(e.g.size) || s.closed.Load() {
+		return 0
+	}
+	e.refreshing = true
+	return s.size(e, now, 1, lim)
+}
+
+// startRefresh takes the next lease of ck's key in the background.
+func (s *Store) startRefresh(ck ckey, k int) {
+	s.refreshing.Add(1)
+	go func() {
+		defer s.refreshing.Done()
+		s.refreshLease(ck, k)
+	}()
+}
+
+// refreshLease leases k units for ck ahead of need and keeps them as the
+// key's next lease (or gives them back when the key no longer wants them).
+// It holds the store's life read-lock, so that Close waits for it and then
+// returns what it kept.
+func (s *Store) refreshLease(ck ckey, k int) {
+	sh := s.shardOf(ck.key)
+	s.life.RLock()
+	defer s.life.RUnlock()
+	var (
+		d   sluice.Decision
+		at  time.Time
+		err = sluice.ErrClosed
+	)
+	sent := s.mono()
+	if !s.closed.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.returnTimeout)
+		d, at, err = s.leaser.Lease(ctx, ck.key, ck.lim, k)
+		cancel()
+		s.shared_.Add(1)
+	}
+	granted := err == nil && d.Allowed
+	if granted {
+		s.leases.Add(1)
+		s.leased.Add(int64(k))
+		s.refreshes.Add(1)
+	}
+	sh.mu.Lock()
+	e := sh.m[ck]
+	if e != nil {
+		e.refreshing = false
+		e.refreshOff = !granted
+		if granted && e.next.units == 0 {
+			e.next = s.newGrant(ck.lim, k, at, sent, d)
+			granted = false // kept
+		}
+	}
+	sh.mu.Unlock()
+	if granted { // the entry is gone: nobody will spend them
+		s.giveBack(context.Background(), giveBack{ck, int64(k), at, sent}, true)
+	}
 }
 
 // localShare admits from the approximate local share, when it can.
@@ -517,9 +641,13 @@ func (s *Store) viaLease(ctx context.Context, sh *shard, ck ckey, n int) (sluice
 			sh.mu.Unlock()
 			return d, nil
 		}
-		if d, ok := e.spend(now, n, ck.lim); ok {
+		if d, ok := s.take(e, ck, now, n); ok {
 			sh.local++
+			k := s.refreshSize(e, now, ck.lim)
 			sh.mu.Unlock()
+			if k > 0 {
+				s.startRefresh(ck, k)
+			}
 			return d, nil
 		}
 		if ch := e.fetching; ch != nil {
@@ -547,6 +675,7 @@ func (s *Store) viaLease(ctx context.Context, sh *shard, ck ckey, n int) (sluice
 			if d.Allowed {
 				e.g = g
 				e.denyN = 0
+				e.refreshOff = false
 			} else {
 				e.record(g.denied, now, d)
 			}
@@ -593,6 +722,7 @@ func (s *Store) fetch(ctx context.Context, ck ckey, n, k int, old grant, sent ti
 			s.leases.Add(1)
 			s.leased.Add(int64(k))
 			g := s.newGrant(ck.lim, k-n, at, sent, d)
+			g.size = int64(k)
 			d.Remaining = min(d.Remaining+k-n, ck.lim.Capacity())
 			return d, g, nil
 		}
@@ -613,7 +743,7 @@ func (s *Store) fetch(ctx context.Context, ck ckey, n, k int, old grant, sent ti
 // newGrant builds the grant of a lease of units (left after the spend of
 // the request) admitted at the store's time at.
 func (s *Store) newGrant(lim sluice.Limit, units int, at time.Time, sent time.Duration, d sluice.Decision) grant {
-	g := grant{units: int64(units), at: at, got: sent, expires: sent + s.lifetime, remaining: d.Remaining, reset: d.ResetAfter}
+	g := grant{units: int64(units), size: int64(units), at: at, got: sent, expires: sent + s.lifetime, remaining: d.Remaining, reset: d.ResetAfter}
 	switch lim.Algorithm {
 	case sluice.FixedWindow, sluice.SlidingWindow:
 		// The lease's units count in the store's window of at: spend them
@@ -768,14 +898,15 @@ func (s *Store) collect(all bool) []giveBack {
 			if e.fetching != nil {
 				continue
 			}
-			g := &e.g
-			if g.units > 0 && (all || now >= g.expires) {
-				if g.returnBy == 0 || now < g.returnBy {
-					rets = append(rets, giveBack{ck, g.units, g.at, g.got})
+			for _, g := range []*grant{&e.g, &e.next} {
+				if g.units > 0 && (all || now >= g.expires) {
+					if g.returnBy == 0 || now < g.returnBy {
+						rets = append(rets, giveBack{ck, g.units, g.at, g.got})
+					}
+					*g = grant{}
 				}
-				*g = grant{}
 			}
-			if g.units == 0 && now >= e.denyUntil && now-e.lastUse >= s.idle {
+			if e.g.units == 0 && e.next.units == 0 && !e.refreshing && now >= e.denyUntil && now-e.lastUse >= s.idle {
 				delete(sh.m, ck)
 			}
 		}
@@ -827,6 +958,7 @@ func (s *Store) Close() error {
 			}
 		}
 		s.life.Unlock()
+		s.refreshing.Wait() // refreshes that started too late to lease anything
 		if s.local != nil {
 			s.closeErr = errors.Join(s.closeErr, s.local.Close())
 		}

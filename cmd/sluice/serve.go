@@ -50,6 +50,7 @@ type serveFlags struct {
 	leaseMax        int
 	leaseFraction   float64
 	leaseLifetime   time.Duration
+	leaseRefresh    float64
 	grpcWorkers     int
 	gcHeapFloor     byteSize
 }
@@ -103,6 +104,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.IntVar(&f.leaseMax, "lease-max", 0, "with --tiered: take up to `N` units per Redis call and spend them locally (fixed and sliding windows; 0: no leases)")
 	fs.Float64Var(&f.leaseFraction, "lease-fraction", 0.1, "with --lease-max: a lease is at most this fraction of a limit's capacity")
 	fs.DurationVar(&f.leaseLifetime, "lease-lifetime", time.Second, "with --lease-max: longest time a lease is spent")
+	fs.Float64Var(&f.leaseRefresh, "lease-refresh-ahead", 0.25, "with --lease-max: take a key's next lease in the background once its lease is down to this `fraction` (0 < F < 1), so that steady traffic never waits for Redis; 0 turns it off")
 	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's /debug/pprof on this `address` (off when empty; keep it private)")
 	f.gcHeapFloor = defaultGCHeapFloor
 	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "let the heap grow to this `size` (64MiB, 256MB, bytes) before the garbage collector runs: GOGC is raised while the live heap is small and returns to its base (GOGC's, or 100) once the live heap is large; 0 disables it, as does GOGC=off; a GOMEMLIMIT still wins")
@@ -274,6 +276,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.leaseMax > 0 && !f.tiered {
 		return errors.New("--lease-max needs --tiered")
+	}
+	if f.leaseRefresh < 0 || f.leaseRefresh >= 1 {
+		return fmt.Errorf("--lease-refresh-ahead %v: want 0 (off) or a fraction in (0, 1)", f.leaseRefresh)
 	}
 	if f.leaseMax < 0 || (f.leaseMax > 0 && (f.leaseFraction <= 0 || f.leaseFraction > 1 || f.leaseLifetime <= 0)) {
 		return fmt.Errorf("--lease-max %d, --lease-fraction %v, --lease-lifetime %v: want N >= 0, a fraction in (0, 1] and a positive lifetime", f.leaseMax, f.leaseFraction, f.leaseLifetime)

@@ -126,3 +126,33 @@ func TestE2EGCHeapFloor(t *testing.T) {
 		}
 	}
 }
+
+func TestServeFlagLeaseRefreshAhead(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		want     float64
+		wantCode int
+		wantErr  string
+	}{
+		{"default", nil, nil, 0.25, 0, ""},
+		{"flag", nil, []string{"--lease-refresh-ahead", "0.5"}, 0.5, 0, ""},
+		{"env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "0.1"}, nil, 0.1, 0, ""},
+		{"off", nil, []string{"--lease-refresh-ahead", "0"}, 0, 0, ""},
+		{"one", nil, []string{"--lease-refresh-ahead", "1"}, 1, 2, "--lease-refresh-ahead 1"},
+		{"negative", nil, []string{"--lease-refresh-ahead=-0.5"}, -0.5, 2, "--lease-refresh-ahead -0.5"},
+		{"bad env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "half"}, nil, 0, 2, "SLUICE_LEASE_REFRESH_AHEAD"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, code, msg := parseServe(t, tt.env, tt.args...)
+			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
+				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
+			}
+			if got := f.leaseRefresh; code == 0 && got != tt.want {
+				t.Errorf("serve %v (env %v): leaseRefresh = %v, want %v", tt.args, tt.env, got, tt.want)
+			}
+		})
+	}
+}

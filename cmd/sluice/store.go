@@ -45,6 +45,9 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		topts := []tiered.Option{tiered.WithLogger(log)}
 		if f.leaseMax > 0 {
 			topts = append(topts, tiered.WithLeases(f.leaseMax, f.leaseFraction, f.leaseLifetime))
+			if f.leaseRefresh > 0 {
+				topts = append(topts, tiered.WithRefreshAhead(f.leaseRefresh))
+			}
 			name += ", tiered with leases"
 		} else {
 			name += ", tiered"
