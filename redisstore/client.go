@@ -108,7 +108,18 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) ([]int
 		res, err = s.c.eval(ctx, sc.src, keys, args)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: eval %s: %w", sc.name, err)
+		return nil, withCtx(ctx, fmt.Errorf("redisstore: eval %s: %w", sc.name, err))
 	}
 	return res, nil
+}
+
+// withCtx makes err, the failure of a call made under ctx, also match ctx's
+// error when ctx has ended: a dial or a read that the deadline cut short
+// fails with "i/o timeout", which errors.Is does not take for
+// context.DeadlineExceeded, though it is the caller's deadline.
+func withCtx(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
 }

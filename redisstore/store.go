@@ -229,7 +229,7 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		}
 		if err := c.err; err != nil {
 			putCall(c)
-			return sluice.Decision{}, 0, err
+			return sluice.Decision{}, 0, withCtx(ctx, err) // the batch's context is not ctx
 		}
 		d, at := decision(lim, c.res[:]), c.res[4]
 		putCall(c)
