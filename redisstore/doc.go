@@ -82,9 +82,10 @@
 //
 // A log entry costs about 13.5 bytes while the ZSET is a listpack, that is
 // up to zset-max-listpack-entries entries (128 by default; the "#" member
-// takes one). Beyond, Redis converts the ZSET to a skiplist and each entry
-// costs about 94 bytes: a log of 200 entries takes 20 KB (the first seed
-// guide's layout, 25 KB). For a Rate above 127, prefer the sliding-window
+// takes one, and expired entries, trimmed at every 8th admission, up to 7).
+// Beyond, Redis converts the ZSET to a skiplist and each entry costs about
+// 94 bytes: a log of 200 entries takes 20 KB (the first seed guide's
+// layout, 25 KB). For a Rate above 120, prefer the sliding-window
 // counter (sluice.SlidingWindow), which keeps two counts per key for any
 // Rate, or raise zset-max-listpack-entries knowingly.
 //

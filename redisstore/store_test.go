@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,5 +463,44 @@ func TestRing(t *testing.T) {
 	ds, err := s.AllowMulti(ctx, []sluice.Request{{Key: "x", Limit: lim, N: 1}, {Key: "x", Limit: sluice.PerSecond(2), N: 1}})
 	if err != nil || !ds[0].Allowed || !ds[1].Allowed {
 		t.Errorf("AllowMulti(two limits of x) on a Ring = %+v, %v; want both allowed", ds, err)
+	}
+}
+
+// The sliding log trims its expired entries at every 8th admission: a key
+// holds its live entries, '#', and at most 7 expired ones; the decisions
+// are those of a log trimmed at every admission.
+func TestSlidingLogTrimsEveryEighthAdmission(t *testing.T) {
+	srv := redistest.Server(t)
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(1_700_000_000_000_000)
+	for _, batching := range []bool{false, true} {
+		s := NewRueidis(newRueidis(t, srv.Addr), WithBatching(batching),
+			WithTestClock(func() time.Time { return time.UnixMicro(now.Load()) }))
+		lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 4, Period: time.Second}
+		key := fmt.Sprintf("trim-%v", batching)
+		name := s.redisKey(key, lim)
+		maxCard := 0
+		for i := range 100 {
+			now.Add(300_000) // 300ms: 4 entries live at most, 3 after this step
+			d, err := s.AllowN(ctx, key, lim, 1)
+			if err != nil || !d.Allowed || d.Remaining != max(4-min(i+1, 4), 0) {
+				t.Fatalf("batching %v: admission %d = %+v, %v; want admitted, Remaining %d", batching, i, d, err, max(4-min(i+1, 4), 0))
+			}
+			card, err := strconv.Atoi(srv.MustDo("ZCARD", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			maxCard = max(maxCard, card)
+			if seq := i + 1; seq%8 == 0 && card != 4+1 {
+				t.Errorf("batching %v: after admission %d (a multiple of 8) the log holds %d members, want its 4 live entries and '#'", batching, seq, card)
+			}
+		}
+		if maxCard > 4+1+7 {
+			t.Errorf("batching %v: the log held up to %d members, want at most 4 live, '#' and 7 expired", batching, maxCard)
+		}
+		if maxCard <= 4+1 {
+			t.Errorf("batching %v: the log never held an expired entry (%d members at most): trimmed at every admission?", batching, maxCard)
+		}
 	}
 }

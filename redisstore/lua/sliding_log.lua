@@ -3,8 +3,8 @@
 -- member a per-key sequence number (a small integer, 1 to 5 bytes in a
 -- listpack). The last sequence number used is kept in the same ZSET as
 -- member '#' scored -seq: negative, so it is never counted, expired or the
--- newest. Expired entries are removed when a request is admitted; a denial
--- or a peek writes nothing.
+-- newest. Expired entries are removed when an admission crosses a multiple
+-- of 8 in the sequence; a denial or a peek writes nothing.
 -- KEYS[1] = state; ARGV = n, rate, period µs, [now µs, test only], [TTL
 -- slack ms, test only]. Returns {allowed, remaining, retry µs, reset µs,
 -- time used µs}.
@@ -51,10 +51,17 @@ if n == 0 then
   if count > 0 then reset = newest + per - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-if cut >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', cut)) end
 local seq = 0
 local s = redis.call('ZSCORE', key, '#')
 if s then seq = -tonumber(s) end
+-- Expired entries are trimmed at every 8th sequence number, not at every
+-- admission (the trim was a sixth of an admission's cost): every read above
+-- counts from the cut, and the newest entry, at or after the time of the
+-- last admission, keeps the cut from moving back over what was not trimmed.
+-- A key holds at most 7 entries beyond its live ones.
+if cut >= 0 and math.floor((seq + n) / 8) > math.floor(seq / 8) then
+  redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', cut))
+end
 local t = F('%d', now)
 local args = {F('%d', -(seq + n)), '#'}
 local i = 1
