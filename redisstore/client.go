@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -117,8 +118,17 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) ([]int
 // error when ctx has ended: a dial or a read that the deadline cut short
 // fails with "i/o timeout", which errors.Is does not take for
 // context.DeadlineExceeded, though it is the caller's deadline.
+//
+// The deadline counts as passed when the clock says so, even before ctx's
+// own timer has set its error: a batch's call (under its latest member's
+// deadline) fails at that very deadline, and that member's context may not
+// say so yet.
 func withCtx(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if d, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(d) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%w (%w)", err, cerr)
 	}
 	return err

@@ -5,7 +5,17 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 )
+
+// lateCtx has a deadline but no error yet, as a context whose timer has not
+// fired.
+type lateCtx struct {
+	context.Context
+	d time.Time
+}
+
+func (c lateCtx) Deadline() (time.Time, bool) { return c.d, true }
 
 // A failure after the caller's context ended matches the context's error,
 // whatever the client reported (a dial cut short by the deadline reports
@@ -26,6 +36,8 @@ func TestWithCtx(t *testing.T) {
 		{"deadline", expired, ioTimeout, context.DeadlineExceeded},
 		{"canceled", done, ioTimeout, context.Canceled},
 		{"already the context's", expired, context.DeadlineExceeded, context.DeadlineExceeded},
+		{"deadline passed, timer not yet fired", lateCtx{context.Background(), time.Now().Add(-time.Millisecond)}, ioTimeout, context.DeadlineExceeded},
+		{"deadline ahead", lateCtx{context.Background(), time.Now().Add(time.Hour)}, ioTimeout, nil},
 	}
 	for _, tt := range tests {
 		got := withCtx(tt.ctx, tt.err)
