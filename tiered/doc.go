@@ -26,10 +26,9 @@
 // a fraction of the limit's capacity. Units left when a lease ends are given
 // back with Return: before the next lease of the key, by the background
 // sweeper within a quarter of the lifetime after the lease ends, and on
-// Close. (For TokenBucket and GCRA, only the units that cannot have
-// refilled since the lease are given back: the stores' Return moves the
-// bucket back by whole units whatever time has passed, which would
-// otherwise credit the refill twice.) Leased units are admitted units, counted by the shared store from
+// Close. (For TokenBucket and GCRA, the store credits the returned units
+// less what has refilled since the lease, so the refill is never credited
+// twice.) Leased units are admitted units, counted by the shared store from
 // the lease's time, so the fleet as a whole never exceeds the limit as the
 // shared store counts it. When a lease of k > n units is denied, the call
 // asks once more for what the store's Remaining says it has (or for n, to

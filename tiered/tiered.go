@@ -132,7 +132,6 @@ type giveBack struct {
 	ck    ckey
 	units int64
 	at    time.Time
-	sent  time.Duration // local time before the lease call
 }
 
 // Option configures a Store.
@@ -442,7 +441,7 @@ func (s *Store) take(e *entry, ck ckey, now time.Duration, n int) (sluice.Decisi
 	}
 	if g := e.g; g.units > 0 && (g.returnBy == 0 || now < g.returnBy) {
 		s.pendMu.Lock()
-		s.pending = append(s.pending, giveBack{ck, g.units, g.at, g.got})
+		s.pending = append(s.pending, giveBack{ck, g.units, g.at})
 		s.pendMu.Unlock()
 	}
 	e.g, e.next = e.next, grant{}
@@ -511,7 +510,7 @@ func (s *Store) refreshLease(ck ckey, k int) {
 	}
 	sh.mu.Unlock()
 	if granted { // the entry is gone: nobody will spend them
-		s.giveBack(context.Background(), giveBack{ck, int64(k), at, sent}, true)
+		s.giveBack(context.Background(), giveBack{ck, int64(k), at}, true)
 	}
 }
 
@@ -710,7 +709,7 @@ func (s *Store) size(e *entry, now time.Duration, n int, lim sluice.Limit) int {
 // returned grant's denied field is the size denied.
 func (s *Store) fetch(ctx context.Context, ck ckey, n, k int, old grant, sent time.Duration) (sluice.Decision, grant, error) {
 	if old.units > 0 && (old.returnBy == 0 || sent < old.returnBy) {
-		s.giveBack(ctx, giveBack{ck, old.units, old.at, old.got}, true)
+		s.giveBack(ctx, giveBack{ck, old.units, old.at}, true)
 	}
 	for attempt := 0; ; attempt++ {
 		d, at, err := s.leaser.Lease(ctx, ck.key, ck.lim, k)
@@ -820,8 +819,13 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 
 // giveBack returns units; on a caller's path (queue true) a failure queues
 // them for the sweeper.
+//
+// Every unit goes back: for TokenBucket and GCRA the store's Return credits
+// n units less what has refilled since the lease's time at (internal/algo's
+// bucketCredit), so it never credits the refill twice. (tiered once
+// discounted the refill itself as well, written before the stores did.)
 func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
-	n := s.returnable(r)
+	n := r.units
 	if n <= 0 {
 		return
 	}
@@ -841,29 +845,6 @@ func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
 	}
 	s.returnErrors.Add(1)
 	s.log.Warn("tiered: return of leased units failed; they stay counted until they expire", "key", r.ck.key, "limit", r.ck.lim, "units", r.units, "err", err)
-}
-
-// returnable is how many of r's units to give back. For TokenBucket and
-// GCRA, the stores' Return moves the state back by n units' worth whatever
-// time has passed since the lease (internal/algo's TokenBucketReturn and
-// GCRAReturn), which over-credits by up to the refill since then when the
-// key would have been idle without the lease. So give back only what has
-// not refilled since the lease: n less the refill over an upper bound of
-// the time since the store's admission (now - sent, plus the return's own
-// timeout, during which the store may apply it).
-func (s *Store) returnable(r giveBack) int64 {
-	switch r.ck.lim.Algorithm {
-	case sluice.TokenBucket, sluice.GCRA:
-		el := (s.mono() - r.sent + s.returnTimeout).Microseconds()
-		p := r.ck.lim.Period.Microseconds()
-		g := gcd(int64(r.ck.lim.Rate), p)
-		rate, per := int64(r.ck.lim.Rate)/g, p/g
-		if el >= r.units*per/rate+1 {
-			return 0
-		}
-		return max(r.units-(el*rate+per-1)/per, 0)
-	}
-	return r.units
 }
 
 func (s *Store) sweeper() {
@@ -901,7 +882,7 @@ func (s *Store) collect(all bool) []giveBack {
 			for _, g := range []*grant{&e.g, &e.next} {
 				if g.units > 0 && (all || now >= g.expires) {
 					if g.returnBy == 0 || now < g.returnBy {
-						rets = append(rets, giveBack{ck, g.units, g.at, g.got})
+						rets = append(rets, giveBack{ck, g.units, g.at})
 					}
 					*g = grant{}
 				}

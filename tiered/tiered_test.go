@@ -204,15 +204,15 @@ func TestCloseReturnsUnspentUnits(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		// A bucket's return keeps back the refill that may have happened
-		// since the lease (rounded up: one unit here).
+		// Every unspent unit goes back; the store credits them less the
+		// refill since the lease (none here: no time has passed).
 		st = s.Stats()
-		if st.Returned != st.Leased-5-1 {
-			t.Errorf("Stats() after Close = %+v, want %d returned", st, st.Leased-5-1)
+		if st.Returned != st.Leased-5 {
+			t.Errorf("Stats() after Close = %+v, want %d returned", st, st.Leased-5)
 		}
 		d, _ := x.AllowN(ctx, "k", lim, 0)
-		if d.Remaining != 94 {
-			t.Errorf("store's Remaining after Close = %d, want 94 (the 5 spent and 1 kept back stay counted)", d.Remaining)
+		if d.Remaining != 95 {
+			t.Errorf("store's Remaining after Close = %d, want 95 (the 5 spent stay counted)", d.Remaining)
 		}
 		if _, err := s.AllowN(ctx, "k", lim, 1); !errors.Is(err, sluice.ErrClosed) {
 			t.Errorf("AllowN after Close error = %v, want ErrClosed", err)
@@ -232,8 +232,14 @@ func TestSweeperReturnsEndedLeases(t *testing.T) {
 		leased := s.Stats().Leased
 		time.Sleep(125 * time.Millisecond) // the lifetime and one sweep
 		synctest.Wait()
-		if st := s.Stats(); st.Returned != leased-3-1 {
-			t.Errorf("Stats() = %+v, want %d returned by the sweeper (one unit kept back for the refill since)", st, leased-3-1)
+		if st := s.Stats(); st.Returned != leased-3 {
+			t.Errorf("Stats() = %+v, want %d returned by the sweeper", st, leased-3)
+		}
+		// The store credited the returned units less the refill since the
+		// lease, which the bucket had already gained with time: the 3 spent
+		// stay counted, and the refill is counted once.
+		if d, _ := x.AllowN(ctx, "k", lim, 0); d.Remaining != 97 {
+			t.Errorf("store's Remaining after the sweep = %d, want 97", d.Remaining)
 		}
 	})
 }
