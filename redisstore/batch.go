@@ -11,26 +11,32 @@ import (
 
 // batcher gathers the decisions of concurrent callers into one script run
 // (batch.lua) while earlier runs are in flight, as auto-pipelining gathers
-// commands into one write: a lone caller is sent at once, and under load
-// the cost of running a script and of reading TIME is shared by a batch.
-// Each decision in a batch is still exactly one atomic AllowN; a batch is
-// never retried. Batching needs every key on one node, so it is off on
-// Cluster.
+// commands into one write: a lone caller's decision is sent at once, and
+// under load the cost of running a script and of reading TIME is shared by
+// a batch. Each decision in a batch is still exactly one atomic AllowN; a
+// batch is never retried. Batching needs every key on one node, so it is
+// off on Cluster.
+//
+// Batches are run by up to maxRunning runner goroutines, each sending one
+// batch, waking its callers, and going on with whatever has gathered
+// meanwhile until nothing has. Callers only wait, each on its own context:
+// none is held past its deadline by a client that is slow to fail (rueidis
+// re-dials a hung server for about a second whatever the context says).
 type batcher struct {
 	s       *Store
 	mu      sync.Mutex
 	pending []*call
-	running int // batches in flight
+	running int // runners
 
 	batches, decisions atomic.Int64 // for benchmarks
 }
 
 // maxRunning is how many batches may be in flight at once. Between a
-// batch's reply and the next batch's request lie several goroutine
-// handoffs (rueidis's reader, the leader, the next leader, rueidis's
-// writer); on a loaded machine they take as long as Redis takes to run a
-// batch, so that with two in flight Redis idled. Four gained 5-15% at 16
-// and 64 callers in bench/redis (six and eight no more).
+// batch's reply and the next batch's request lie goroutine hand-offs
+// (rueidis's reader, the runner, rueidis's writer); on a loaded machine
+// they take as long as Redis takes to run a batch, so that with two in
+// flight Redis idled. Four gained 5-15% at 16 and 64 callers in bench/redis
+// (six and eight no more).
 const maxRunning = 4
 
 // maxBatch bounds the decisions of one script run.
@@ -41,28 +47,28 @@ type call struct {
 	args [6]string // kind, n, up to 3 limit values, test time
 	res  [5]int64
 	err  error
-	wake chan struct{} // signalled once: res/err are set, or the lead is handed over
-	lead []*call       // set (under mu) when this caller must run this batch
+	wake chan struct{} // signalled once res/err are set
 	ctx  context.Context
 }
 
-// do decides c, leading a batch or joining the next one. It returns an
-// error when the caller gives up (ctx) before c's result is in; c is then
-// left to the batch, which may still write it.
+// do decides c in a batch and waits for its result. It returns an error
+// when the caller gives up (ctx) before c's result is in; c is then left to
+// its batch, which may still write it.
 func (b *batcher) do(ctx context.Context, c *call) error {
 	c.ctx = ctx
 	b.mu.Lock()
+	b.pending = append(b.pending, c)
 	if b.running < maxRunning {
 		b.running++
-		batch := append(b.take(), c)
+		batch := b.take()
 		b.mu.Unlock()
-		b.run(c, batch)
-		return nil
+		go b.runner(batch)
+	} else {
+		b.mu.Unlock()
 	}
-	b.pending = append(b.pending, c)
-	b.mu.Unlock()
 	select {
 	case <-c.wake:
+		return nil
 	case <-ctx.Done():
 		b.mu.Lock()
 		for i, p := range b.pending {
@@ -72,19 +78,11 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 				return ctx.Err()
 			}
 		}
-		lead := c.lead
 		b.mu.Unlock()
-		if lead == nil {
-			// In a batch in flight: it may still count, as a timed-out
-			// single call may.
-			return ctx.Err()
-		}
-		<-c.wake // handed the lead: run the batch, others wait on it
+		// In a batch in flight: it may still count, as a timed-out single
+		// call may.
+		return ctx.Err()
 	}
-	if c.lead != nil {
-		b.run(c, c.lead)
-	}
-	return nil
 }
 
 // calls recycles the calls of decisions that completed; a call whose
@@ -100,35 +98,31 @@ func putCall(c *call) {
 	calls.Put(c)
 }
 
-// take removes and returns up to maxBatch-1 pending calls. b.mu is held.
+// take removes and returns up to maxBatch pending calls. b.mu is held.
 func (b *batcher) take() []*call {
-	n := min(len(b.pending), maxBatch-1)
-	batch := make([]*call, n, n+1)
+	n := min(len(b.pending), maxBatch)
+	batch := make([]*call, n)
 	copy(batch, b.pending)
 	b.pending = append(b.pending[:0], b.pending[n:]...)
 	return batch
 }
 
-// run sends batch (self among it), then hands the lead of the next batch to
-// one of the pending callers, or retires.
-func (b *batcher) run(self *call, batch []*call) {
-	b.exec(batch)
-	// The next batch first: Redis waits for it, the callers of this one
-	// only for their results.
-	b.mu.Lock()
-	if len(b.pending) == 0 {
-		b.running--
-		b.mu.Unlock()
-	} else {
-		next := b.take()
-		next[0].lead = next
-		b.mu.Unlock()
-		next[0].wake <- struct{}{}
-	}
-	for _, c := range batch {
-		if c != self {
-			c.wake <- struct{}{}
+// runner runs batch, wakes its callers, and goes on with the calls pending
+// by then, until there are none.
+func (b *batcher) runner(batch []*call) {
+	for {
+		b.exec(batch)
+		for _, c := range batch {
+			c.wake <- struct{}{} // c is its caller's again (or garbage)
 		}
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		batch = b.take()
+		b.mu.Unlock()
 	}
 }
 
@@ -180,7 +174,7 @@ func (b *batcher) exec(batch []*call) {
 		}
 		args = append(args, strconv.Itoa(n))
 	}
-	res, err := b.s.run(ctx, batchScript, keys, args)
+	res, err := b.s.runSync(ctx, batchScript, keys, args) // no caller waits on this goroutine
 	if err == nil {
 		err = decodeBatch(res, order)
 	}

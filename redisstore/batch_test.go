@@ -38,14 +38,14 @@ func TestBatchDeadlines(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("caller %d: AllowN on a paused server: error = %v, want DeadlineExceeded", i, err)
 			}
-			if time.Since(start) > time.Second {
+			if time.Since(start) > 500*time.Millisecond {
 				late.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
 	if n := late.Load(); n > 0 {
-		t.Errorf("%d callers returned more than 1s after their 100ms deadline", n)
+		t.Errorf("%d callers returned more than 400ms after their 100ms deadline", n)
 	}
 	srv.Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -54,8 +54,19 @@ func TestBatchDeadlines(t *testing.T) {
 	if d, err := s.AllowN(ctx, "after", lim, 1); err != nil || !d.Allowed {
 		t.Fatalf("AllowN after the server resumed = %+v, %v", d, err)
 	}
-	if s.batch.running != 0 || len(s.batch.pending) != 0 {
-		t.Errorf("batcher after the storm: %d running, %d pending; want 0, 0", s.batch.running, len(s.batch.pending))
+	// The runners retire once nothing is pending (a runner wakes its
+	// callers before it looks again).
+	running, pending := -1, -1
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		s.batch.mu.Lock()
+		running, pending = s.batch.running, len(s.batch.pending)
+		s.batch.mu.Unlock()
+		if running == 0 && pending == 0 {
+			break
+		}
+	}
+	if running != 0 || pending != 0 {
+		t.Errorf("batcher after the storm: %d running, %d pending; want 0, 0", running, pending)
 	}
 }
 

@@ -100,10 +100,36 @@ func (g goRedisClient) isRing() bool {
 
 func (g goRedisClient) close() {}
 
-// run calls sc with EVALSHA and, on a NOSCRIPT reply only, once with EVAL
-// (which loads it). Any other error, a timeout included, is returned as is:
-// the script may have run, and running it again could count twice.
+// run calls sc (see runSync) for a caller under ctx, and returns when ctx
+// ends even if the client has not: rueidis re-dials a hung server for
+// about a second whatever the context says, and a caller must not be held
+// past its deadline. The call then goes on in the background (it may still
+// count, as any call cut short by its deadline may).
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) ([]int64, error) {
+	if ctx.Done() == nil {
+		return s.runSync(ctx, sc, keys, args)
+	}
+	type result struct {
+		res []int64
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		res, err := s.runSync(ctx, sc, keys, args)
+		ch <- result{res, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, withCtx(ctx, fmt.Errorf("redisstore: eval %s: %w", sc.name, ctx.Err()))
+	}
+}
+
+// runSync calls sc with EVALSHA and, on a NOSCRIPT reply only, once with
+// EVAL (which loads it). Any other error, a timeout included, is returned as
+// is: the script may have run, and running it again could count twice.
+func (s *Store) runSync(ctx context.Context, sc *script, keys, args []string) ([]int64, error) {
 	res, noScript, err := s.c.evalSha(ctx, sc.sha, keys, args)
 	if noScript {
 		res, err = s.c.eval(ctx, sc.src, keys, args)

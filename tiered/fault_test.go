@@ -62,10 +62,10 @@ func TestHungRedis(t *testing.T) {
 				case d.Allowed:
 					admitted.Add(1)
 				}
-				// tiered waits no longer than the caller's context; but
-				// rueidis may re-dial the hung server and run its handshake
-				// (seen at about 1s) without the caller's context.
-				if took > 3*time.Second {
+				// No layer holds a caller past its context, though rueidis
+				// re-dials the hung server (about 1s) without it: allow a
+				// loaded machine 450ms past the 50ms deadline.
+				if took > 500*time.Millisecond {
 					slow.Add(1)
 				}
 				for w := worst.Load(); int64(took) > w && !worst.CompareAndSwap(w, int64(took)); w = worst.Load() {
@@ -75,7 +75,7 @@ func TestHungRedis(t *testing.T) {
 	}
 	wg.Wait()
 	if admitted.Load() == 0 || failed.Load() == 0 || slow.Load() != 0 {
-		t.Errorf("admitted %d (from leases), failed %d (no lease, hung server), %d calls over 3s; want some of each and none slow",
+		t.Errorf("admitted %d (from leases), failed %d (no lease, hung server), %d calls over 500ms; want some of each and none over 500ms",
 			admitted.Load(), failed.Load(), slow.Load())
 	}
 	start := time.Now()
