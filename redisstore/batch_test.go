@@ -50,9 +50,18 @@ func TestBatchDeadlines(t *testing.T) {
 	srv.Resume()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	// Batches still in flight drain; a new decision goes through.
-	if d, err := s.AllowN(ctx, "after", lim, 1); err != nil || !d.Allowed {
-		t.Fatalf("AllowN after the server resumed = %+v, %v", d, err)
+	// Batches still in flight drain; a new decision goes through. (The
+	// first may still meet the end of a re-dial that began while the server
+	// was paused: rueidis reports that dial's timeout to the calls waiting
+	// on the connection.)
+	for attempt := 1; ; attempt++ {
+		d, err := s.AllowN(ctx, "after", lim, 1)
+		if err == nil && d.Allowed {
+			break
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			t.Fatalf("AllowN after the server resumed, attempt %d = %+v, %v", attempt, d, err)
+		}
 	}
 	// The runners retire once nothing is pending (a runner wakes its
 	// callers before it looks again).
