@@ -24,3 +24,23 @@ func TestOpenBreakerDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// A caller whose deadline comes before the store's timeout (Envoy's 20ms
+// against the default 50ms) costs no timer: a healthy decision allocates
+// nothing, where one without a deadline allocates the timeout's context.
+func TestCallerDeadlineFirstDoesNotAllocate(t *testing.T) {
+	f := newFaulty(t)
+	s := failover.New(f, failover.WithTimeout(50*time.Millisecond))
+	defer s.Close()
+	caller, cancel := context.WithTimeout(context.Background(), time.Hour/2)
+	defer cancel()
+	long := failover.New(f, failover.WithTimeout(2*time.Hour))
+	defer long.Close()
+	s.AllowN(caller, "k", perSec, 1)
+	if n := testing.AllocsPerRun(1000, func() { long.AllowN(caller, "k", perSec, 1) }); n != 0 {
+		t.Errorf("a decision whose caller's deadline (30m) comes before the timeout (2h) allocates %v times, want 0", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { s.AllowN(caller, "k", perSec, 1) }); n == 0 {
+		t.Errorf("a decision whose timeout (50ms) comes first allocates nothing: no deadline of its own?")
+	}
+}

@@ -310,7 +310,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	if s.open.Load() {
 		return s.degrade(ctx, key, lim, n, ErrBreakerOpen), nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := s.deadline(ctx)
 	start := time.Now()
 	d, err := s.shared.AllowN(cctx, key, lim, n)
 	lat := time.Since(start)
@@ -321,6 +321,17 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 		return s.degrade(ctx, key, lim, n, err), nil
 	}
 	return d, nil
+}
+
+// deadline is the context of a shared call: ctx with the store's timeout,
+// or ctx itself when its own deadline comes first (Envoy sends its 20ms
+// rate-limit timeout as grpc-timeout), which spares a timer per call; the
+// call then ends as it would have, at the caller's deadline.
+func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.timeout)
 }
 
 // AllowMulti implements sluice.MultiStore when the shared store does;
@@ -346,7 +357,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if s.open.Load() {
 		return s.degradeMulti(ctx, reqs, ErrBreakerOpen), nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := s.deadline(ctx)
 	start := time.Now()
 	ds, err := s.multi.AllowMulti(cctx, reqs)
 	lat := time.Since(start)

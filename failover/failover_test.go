@@ -254,6 +254,24 @@ func TestTimeoutBoundsAHungStore(t *testing.T) {
 	})
 }
 
+// A caller's deadline before the timeout ends a hung call at that deadline,
+// with the caller's error.
+func TestCallerDeadlineBeforeTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFaulty(t, memstore.WithSweepInterval(0))
+		s := failover.New(f, failover.WithTimeout(50*time.Millisecond), failover.WithProbeInterval(time.Hour))
+		defer s.Close()
+		f.mode.Store(hanging)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := s.AllowN(ctx, "k", perSec, 1)
+		if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took != 20*time.Millisecond {
+			t.Errorf("AllowN on a hung store under a 20ms deadline = %v after %v; want DeadlineExceeded after 20ms", err, took)
+		}
+	})
+}
+
 func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	f := newFaulty(t)
 	s := failover.New(f, failover.WithFailureThreshold(1))
