@@ -61,7 +61,7 @@ type h2Conn struct {
 
 // dialH2 connects to addr and performs the HTTP/2 handshake for calls to
 // the gRPC method path (for example /pkg.Service/Method).
-func dialH2(addr, path string) (*h2Conn, error) {
+func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -69,7 +69,7 @@ func dialH2(addr, path string) (*h2Conn, error) {
 	h := &h2Conn{c: c, path: path, wsig: make(chan struct{}, 1), nextID: 1,
 		sendWin: 65535, pending: make(map[uint32]*h2Call)}
 	h.wcond = sync.NewCond(&h.wmu)
-	h.header = h2RequestHeader(addr, path)
+	h.header = h2RequestHeader(addr, path, timeout)
 
 	// The preface, our SETTINGS (a large initial stream window: responses
 	// never wait for a WINDOW_UPDATE) and a large connection window.
@@ -88,8 +88,9 @@ func dialH2(addr, path string) (*h2Conn, error) {
 
 // h2RequestHeader encodes the request's header block with the static
 // table and literals that are never indexed, so that it is the same bytes
-// for every request on any connection.
-func h2RequestHeader(authority, path string) []byte {
+// for every request on any connection. A positive timeout is sent as
+// grpc-timeout, as Envoy sends its rate-limit filter's timeout.
+func h2RequestHeader(authority, path string, timeout time.Duration) []byte {
 	str := func(b []byte, s string) []byte { // HPACK string, no Huffman
 		return append(h2Int(b, 0, 7, uint64(len(s))), s...)
 	}
@@ -99,7 +100,19 @@ func h2RequestHeader(authority, path string) []byte {
 	b = str(h2Int(b, 0x00, 4, 1), authority)           // :authority (static name 1)
 	b = str(h2Int(b, 0x00, 4, 31), "application/grpc") // content-type (static name 31)
 	b = str(str(append(b, 0x00), "te"), "trailers")
+	if timeout > 0 {
+		b = str(str(append(b, 0x00), "grpc-timeout"), grpcTimeout(timeout))
+	}
 	return b
+}
+
+// grpcTimeout formats d as gRPC's timeout header: at most 8 digits and a
+// unit, here milliseconds, or microseconds below one.
+func grpcTimeout(d time.Duration) string {
+	if d < time.Millisecond {
+		return strconv.FormatInt(max(d.Microseconds(), 1), 10) + "u"
+	}
+	return strconv.FormatInt(min(d.Milliseconds(), 99999999), 10) + "m"
 }
 
 // h2Int appends an HPACK integer with an n-bit prefix whose high bits are

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/google/go-cmp/cmp"
@@ -15,9 +16,10 @@ func TestH2RequestHeader(t *testing.T) {
 	var got []hpack.HeaderField
 	d := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got = append(got, hpack.HeaderField{Name: f.Name, Value: f.Value}) })
 	long := "/" + string(make([]byte, 300)) // a length over one byte's prefix
-	for _, path := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", long} {
+	for i, path := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", long} {
+		timeout := time.Duration(i) * 20 * time.Millisecond // none, then Envoy's default
 		got = nil
-		if _, err := d.Write(h2RequestHeader("127.0.0.1:8081", path)); err != nil {
+		if _, err := d.Write(h2RequestHeader("127.0.0.1:8081", path, timeout)); err != nil {
 			t.Fatalf("decode: %v", err)
 		}
 		want := []hpack.HeaderField{
@@ -25,8 +27,22 @@ func TestH2RequestHeader(t *testing.T) {
 			{Name: ":path", Value: path}, {Name: ":authority", Value: "127.0.0.1:8081"},
 			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 		}
+		if timeout > 0 {
+			want = append(want, hpack.HeaderField{Name: "grpc-timeout", Value: "20m"})
+		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("headers (-want +got):\n%s", diff)
+		}
+	}
+}
+
+func TestGRPCTimeout(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		20 * time.Millisecond: "20m", time.Second: "1000m", 500 * time.Microsecond: "500u",
+		time.Nanosecond: "1u", 1000 * time.Hour: "99999999m",
+	} {
+		if got := grpcTimeout(d); got != want {
+			t.Errorf("grpcTimeout(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -13,7 +13,8 @@
 # configuration, so that sluice can be compared with it in one run (see
 # compare.sh); it has no /v1/check, so only gRPC is driven.
 #
-# MODES="grpc" drives gRPC only (default "grpc http"). Extra arguments go
+# MODES="grpc" drives gRPC only (default "grpc http"); LOADGEN_ARGS go to
+# the generator (for example "-grpc-timeout 20ms", as Envoy sends). Extra arguments go
 # to sluice serve (for reference: VAR=value settings of its environment). Everything listens on 127.0.0.1 only.
 set -eu
 measured=""
@@ -55,7 +56,7 @@ if [ "$store" = reference ]; then
 	until curl -sf "http://127.0.0.1:$hport/healthcheck" >/dev/null 2>&1; do sleep 0.05; done
 	echo "# store=reference ($ver) c=$c d=$d, $(nproc) CPUs${*:+, env $*}"
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-	"$tmp/loadgen" -mode grpc -addr "127.0.0.1:$gport" -c "$c" -d "$d" -pids "$measured"
+	"$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "127.0.0.1:$gport" -c "$c" -d "$d" -pids "$measured"
 	exit 0
 fi
 
@@ -76,7 +77,7 @@ echo "# store=$store c=$c d=$d, $(nproc) CPUs, sluice serve $*"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for m in ${MODES:-grpc http}; do
 	case $m in
-	grpc) "$tmp/loadgen" -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" ;;
-	http) "$tmp/loadgen" -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured" ;;
+	grpc) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" ;;
+	http) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured" ;;
 	esac
 done
