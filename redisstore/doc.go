@@ -30,7 +30,11 @@
 // server, SCRIPT FLUSH, a failover) the script is sent once with EVAL. No
 // call is ever repeated after a timeout or a connection error: the script
 // may have run, and a repeat could count the request twice. Such an error
-// means "no decision"; package failover decides what happens then.
+// means "no decision"; package failover decides what happens then. A call
+// returns when its context ends, even while the client is still busy (rueidis
+// re-dials a hung server for about a second whatever the context says); the
+// error then matches the context's (errors.Is with
+// context.DeadlineExceeded), and the script may still run.
 //
 // Under load, the store gathers the decisions of concurrent callers that
 // arrive while earlier ones are in flight into one script run (batch.lua),
