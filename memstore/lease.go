@@ -54,10 +54,7 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	case algo.SlidingWindow:
 		c := algo.SlidingWindowReturn(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, us, *p, nn)
 		e.a, e.b, e.c = c.Start, c.Prev, c.Cur
-	case algo.TokenBucket:
-		b := algo.TokenBucketReturn(algo.Bucket{Deficit: e.a, Last: e.b}, us, now, *p, nn)
-		e.a, e.b = b.Deficit, b.Last
-	case algo.GCRA:
+	case algo.TokenBucket, algo.GCRA: // a token bucket is kept as a TAT (algo.Bucket)
 		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, us, now, *p, nn)
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:

@@ -39,13 +39,7 @@ func (sh *shard) step(e *entry, now int64, p *algo.Params, n int64, commit bool)
 		if commit {
 			e.a, e.b, e.c = c.Start, c.Prev, c.Cur
 		}
-	case algo.TokenBucket:
-		var b algo.Bucket
-		b, r = algo.TokenBucketStep(algo.Bucket{Deficit: e.a, Last: e.b}, now, *p, n)
-		if commit {
-			e.a, e.b = b.Deficit, b.Last
-		}
-	case algo.GCRA:
+	case algo.TokenBucket, algo.GCRA: // a token bucket is kept as a TAT (algo.Bucket)
 		var t algo.TAT
 		t, r = algo.GCRAStep(algo.TAT{At: e.a, Frac: e.b}, now, *p, n)
 		if commit {
@@ -75,8 +69,6 @@ func (sh *shard) stamp(e *entry, now int64, p *algo.Params) int64 {
 	switch p.Kind {
 	case algo.FixedWindow, algo.SlidingWindow:
 		return max(now, e.a) // the window start
-	case algo.TokenBucket:
-		return e.b // the time of the last admission
 	case algo.SlidingLog:
 		return sh.log(e).Newest()
 	}
@@ -100,9 +92,7 @@ func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 		case e.b > 0:
 			return e.a + p.Period
 		}
-	case algo.TokenBucket:
-		return e.b + (e.a+p.R-1)/p.R // last + ceil(deficit / R)
-	case algo.GCRA:
+	case algo.TokenBucket, algo.GCRA:
 		if e.b > 0 {
 			return e.a + 1 // TAT + Frac/R, Frac > 0
 		}

@@ -54,7 +54,7 @@
 // key can end the hash tag early, so a key's slot on Cluster is the slot of
 // its escaped text, whatever bytes it holds (any bytes are allowed: ':',
 // NUL, invalid UTF-8). The suffix is the algorithm's letter (f fixed
-// window, l sliding log, s sliding window, t token bucket, g GCRA) and the
+// window, l sliding log, s sliding window, b token bucket, g GCRA) and the
 // period in base 36: in seconds, with the letter in upper case, when the
 // period is whole seconds ("G1o" is GCRA per minute), else in µs
 // ("lw5eo" is a log per 1.5 s). With WithSlotKey the name is
@@ -68,7 +68,9 @@
 //	fixed window    start+count as one integer (start is a multiple of the
 //	                period and count < period), else "start:count"
 //	sliding window  "start:prev:cur"
-//	token bucket    "deficit:last", the deficit in units of 1/R token
+//	token bucket    as GCRA: the time the bucket is full again (the
+//	                letter was t while it held "deficit:last", a deficit in
+//	                units that changed with Rate; those keys are not read)
 //	GCRA            the theoretical arrival time in µs, or "tat:frac"
 //	sliding log     a ZSET: one entry per admitted event, scored by its
 //	                time in µs, member a per-key sequence number; the last

@@ -37,7 +37,7 @@ var algLetter = [...]byte{
 	sluice.FixedWindow:   'f',
 	sluice.SlidingLog:    'l',
 	sluice.SlidingWindow: 's',
-	sluice.TokenBucket:   't',
+	sluice.TokenBucket:   'b', // 't' held a deficit; 'b' holds a TAT (algo.Bucket)
 	sluice.GCRA:          'g',
 }
 

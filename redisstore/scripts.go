@@ -38,7 +38,13 @@ func newScript(name string, parts ...string) *script {
 func newBatchScript() *script {
 	var b strings.Builder
 	b.WriteString("local DECIDE = {}\n")
+	first := map[string]int{} // the kind that first ran each file
 	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
+		if j, ok := first[algFiles[k]]; ok {
+			fmt.Fprintf(&b, "DECIDE[%d] = DECIDE[%d]\n", k, j)
+			continue
+		}
+		first[algFiles[k]] = int(k)
 		src, err := luaFS.ReadFile("lua/" + algFiles[k] + ".lua")
 		if err != nil {
 			panic("redisstore: missing embedded script " + algFiles[k])
@@ -58,11 +64,14 @@ func newBatchScript() *script {
 // scripts; the other kinds are numbered as sluice.Algorithm.
 const kindSeedLog = 6
 
+// algFiles names each kind's script: the token bucket is kept as a TAT
+// (internal/algo.Bucket), so it runs GCRA's scripts, under its own key
+// letter (lib_gcra.lua sets ALG[4] to ALG[5]).
 var algFiles = [...]string{
 	sluice.FixedWindow:   "fixed_window",
 	sluice.SlidingLog:    "sliding_log",
 	sluice.SlidingWindow: "sliding_window",
-	sluice.TokenBucket:   "token_bucket",
+	sluice.TokenBucket:   "gcra",
 	sluice.GCRA:          "gcra",
 	kindSeedLog:          "seed_log",
 }
@@ -81,8 +90,14 @@ var (
 func init() {
 	all := []string{"lib"}
 	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
-		singleScripts[k] = newScript(algFiles[k], algFiles[k])
-		all = append(all, "lib_"+algFiles[k])
+		name := algFiles[k]
+		if k < kindSeedLog {
+			name = sluice.Algorithm(k).String()
+		}
+		singleScripts[k] = newScript(name, algFiles[k])
+		if k != sluice.TokenBucket {
+			all = append(all, "lib_"+algFiles[k])
+		}
 	}
 	multiScript = newScript("multi", append(all, "multi")...)
 	returnScript = newScript("return", append(all, "return")...)

@@ -29,7 +29,7 @@ func TestRedisKey(t *testing.T) {
 		{"tenant-1", sluice.PerSecond(10).With(sluice.FixedWindow), "sluice:{tenant-1}F1"},
 		{"tenant-1", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1, Period: 1500 * time.Millisecond}, "sluice:{tenant-1}lw5eo"},
 		{"tenant-1", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1, Period: 24 * time.Hour}, "sluice:{tenant-1}S1uo0"},
-		{"tenant-1", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: time.Millisecond}, "sluice:{tenant-1}trs"},
+		{"tenant-1", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: time.Millisecond}, "sluice:{tenant-1}brs"},
 		{"a{b}c", sluice.PerSecond(1), "sluice:{a%7Bb%7Dc}G1"},
 		{"50%", sluice.PerSecond(1), "sluice:{50%25}G1"},
 		{"a:b\x00\xff", sluice.PerSecond(1), "sluice:{a:b\x00\xff}G1"},

@@ -318,6 +318,25 @@ func (s *suite) testStateIdentity(t *testing.T) {
 				t.Errorf("%v: after 2 admitted under %v, peek under %v = %+v, want Remaining 1 (the count is kept)", a, two, three, d)
 			}
 		}
+		// The buckets keep the time they are full again: their missing
+		// tokens count at the new Rate (5 of 10/h missing is half an hour,
+		// 3.5 of 7/h; 5 of 7/h is 5/7 of an hour, 7.14 of 10/h).
+		for _, a := range []sluice.Algorithm{sluice.TokenBucket, sluice.GCRA} {
+			ten := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Hour}
+			seven := ten
+			seven.Rate = 7
+			for _, tt := range []struct {
+				from, to sluice.Limit
+				want     int
+			}{{ten, seven, 3}, {seven, ten, 2}} {
+				e := s.env(t, 0)
+				key := newKey(t)
+				e.allow(key, tt.from, 5)
+				if d := e.allow(key, tt.to, 0); d.Remaining != tt.want {
+					t.Errorf("%v: after 5 admitted under %v, peek under %v = %+v, want Remaining %d", a, tt.from, tt.to, d, tt.want)
+				}
+			}
+		}
 	})
 }
 

@@ -12,8 +12,9 @@
 //   - n > Params.Cap is the caller's error to report (ErrExceedsCapacity)
 //     before calling;
 //   - time never goes backwards for a key: now is clamped to the newest time
-//     the state has seen (GCRA, which keeps no time, needs no clamp: a now
-//     behind its TAT admits nothing, and its waits count from the TAT);
+//     the state has seen (the buckets, TokenBucket and GCRA, keep no time of
+//     last use but the time they are full again, and need no clamp: a now
+//     behind it finds them emptier, and their waits count from it);
 //   - Remaining is never negative, even for a state written under a larger
 //     limit (Rate or Burst lowered since).
 //

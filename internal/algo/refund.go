@@ -49,13 +49,10 @@ func bucketCredit(at, now int64, p Params, n int64) int64 {
 }
 
 // TokenBucketReturn puts back what n tokens taken at at are still worth at
-// now (never above a full bucket).
+// now (never above a full bucket): GCRAReturn, since the bucket is kept as
+// a TAT.
 func TokenBucketReturn(s Bucket, at, now int64, p Params, n int64) Bucket {
-	if n <= 0 {
-		return s
-	}
-	s.Deficit = max(s.Deficit-bucketCredit(at, now, p, n), 0)
-	return s
+	return GCRAReturn(s, at, now, p, n)
 }
 
 // GCRAReturn moves the theoretical arrival time back by what n emission

@@ -59,31 +59,28 @@ func TestSlidingWindowReturn(t *testing.T) {
 	}
 }
 
+// TestTokenBucketReturn: the token bucket is kept as a TAT, so its return
+// is GCRA's.
 func TestTokenBucketReturn(t *testing.T) {
 	p := NewParams(TokenBucket, 3, 0, sec)
-	tests := []struct {
-		name string
-		give Bucket
-		n    int64
-		want Bucket
+	for _, tt := range []struct {
+		give    Bucket
+		at, now int64
+		n       int64
 	}{
-		{"part", Bucket{Deficit: 3 * sec, Last: 100}, 2, Bucket{Deficit: sec, Last: 100}},
-		{"all", Bucket{Deficit: 2*sec + 5, Last: 100}, 3, Bucket{Deficit: 0, Last: 100}},
-		{"zero", Bucket{Deficit: 2 * sec, Last: 100}, 0, Bucket{Deficit: 2 * sec, Last: 100}},
-		{"negative takes nothing", Bucket{Deficit: 2 * sec, Last: 100}, -1, Bucket{Deficit: 2 * sec, Last: 100}},
+		{Bucket{At: 100 + sec}, 100, 100, 2},
+		{Bucket{At: 100 + sec}, 100, 100 + 333_334, 2},
+		{Bucket{At: 100 + 666_666, Frac: 2}, 100, 100, 3},
+		{Bucket{At: 100 + sec}, 100, 100, 0},
+		{Bucket{}, 100, 100, 1},
+	} {
+		got, want := TokenBucketReturn(tt.give, tt.at, tt.now, p, tt.n), GCRAReturn(tt.give, tt.at, tt.now, p, tt.n)
+		if got != want {
+			t.Errorf("TokenBucketReturn(%+v, %d, %d, %d) = %+v, want GCRAReturn's %+v", tt.give, tt.at, tt.now, tt.n, got, want)
+		}
 	}
-	decayed := TokenBucketReturn(Bucket{Deficit: 3 * sec, Last: 100}, 100, 100+333_334, p, 2)
-	// 2 tokens taken at 100 are worth 2e6 - 333_334*3 scaled units later.
-	if want := (Bucket{Deficit: 3*sec - (2*sec - 333_334*3), Last: 100}); decayed != want {
-		t.Errorf("TokenBucketReturn decayed = %+v, want %+v", decayed, want)
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := TokenBucketReturn(tt.give, 100, 100, p, tt.n)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("TokenBucketReturn(%+v, %d) (-want +got):\n%s", tt.give, tt.n, diff)
-			}
-		})
+	if got := TokenBucketReturn(Bucket{At: 100 + sec}, 100, 100, p, 3); got != (Bucket{}) {
+		t.Errorf("returning every token of a bucket emptied at 100 = %+v, want a full bucket", got)
 	}
 }
 

@@ -1,36 +1,28 @@
 package algo
 
-// Bucket is the state of a token bucket, kept as the deficit below a full
-// bucket in scaled units (one token is Params.P units; the bucket refills
-// Params.R units per µs) and the time of the last admission. The zero value
-// is a full, untouched bucket.
-type Bucket struct {
-	Deficit int64
-	Last    int64
-}
+// Bucket is the state of a token bucket: the time at which it is full
+// again, kept as GCRA's theoretical arrival time (At + Frac/R µs). A bucket
+// whose scaled deficit is d at time t is full again at t + d/R, so the two
+// hold the same information while the limit stays; but the scale (one
+// token is Params.P units, the refill Params.R per µs) follows Rate, and a
+// deficit written under one Rate and read under another was off by the
+// ratio of the scales (10/s to 7/s gave back 4.5 of 5 missing tokens; 7/s
+// to 10/s turned 5 into 50). A time stays a time: after a Rate change the
+// bucket is full again when it would have been, and its missing tokens
+// count at the new Rate. The zero value is a full, untouched bucket.
+type Bucket = TAT
 
 // TokenBucketStep admits n when the bucket, refilled to now, holds at least
 // n tokens; capacity is Params.Cap, refill Rate per Period. A denied request
 // waits until the missing tokens have refilled. It returns the state to keep:
 // s itself unless n > 0 was admitted.
+//
+// A token bucket of capacity Cap is GCRA with a burst of Cap: the deficit
+// below a full bucket is (TAT - now) in scaled units, so the step is
+// GCRAStep's. A clock that runs backwards finds the bucket fuller later,
+// never sooner: the TAT is not moved back, and waits count from it.
 func TokenBucketStep(s Bucket, now int64, p Params, n int64) (Bucket, Result) {
-	d := s.Deficit
-	if d > 0 {
-		if now < s.Last {
-			now = s.Last
-		}
-		// Refill, without forming (now-Last)*R when the bucket is full again.
-		if el := now - s.Last; el >= ceilDiv(d, p.R) {
-			d = 0
-		} else {
-			d -= el * p.R
-		}
-	}
-	d2, r := bucketDecide(d, p, n)
-	if !r.Allowed || n == 0 {
-		return s, r
-	}
-	return Bucket{Deficit: d2, Last: now}, r
+	return GCRAStep(s, now, p, n)
 }
 
 // bucketDecide is the decision shared by TokenBucket and GCRA, from the

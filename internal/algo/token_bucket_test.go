@@ -120,7 +120,7 @@ func TestTokenBucketStep(t *testing.T) {
 }
 
 func TestTokenBucketState(t *testing.T) {
-	p := NewParams(TokenBucket, 3, 0, sec)
+	p := NewParams(TokenBucket, 3, 0, sec) // R = 3, P = 1e6: one token is 333333.33µs
 	tests := []struct {
 		name string
 		give Bucket
@@ -128,12 +128,16 @@ func TestTokenBucketState(t *testing.T) {
 		n    int64
 		want Bucket
 	}{
-		{"fresh", Bucket{}, 100, 1, Bucket{Deficit: sec, Last: 100}},
-		{"refill to full", Bucket{Deficit: 2 * sec, Last: 100}, 100 + sec, 1, Bucket{Deficit: sec, Last: 100 + sec}},
-		{"partial refill", Bucket{Deficit: 2 * sec, Last: 100}, 200, 1, Bucket{Deficit: 3*sec - 300, Last: 200}},
-		{"backwards: clamped to Last", Bucket{Deficit: sec, Last: 500}, 100, 1, Bucket{Deficit: 2 * sec, Last: 500}},
-		{"denied keeps the state", Bucket{Deficit: 3 * sec, Last: 500}, 600, 1, Bucket{Deficit: 3 * sec, Last: 500}},
-		{"peek keeps the state", Bucket{Deficit: sec, Last: 500}, 600, 0, Bucket{Deficit: sec, Last: 500}},
+		{"fresh: full again one token later", Bucket{}, 100, 1, Bucket{At: 100 + 333_333, Frac: 1}},
+		{"refilled to full", Bucket{At: 50}, 100 + sec, 1, Bucket{At: 100 + sec + 333_333, Frac: 1}},
+		// 2 tokens missing at 100 (full again at 100+666666.67), 300µs of
+		// refill by 200, one more token: full again 999900µs after 200.
+		{"partial refill", Bucket{At: 100 + 666_666, Frac: 2}, 200, 1, Bucket{At: 200 + 999_900}},
+		// A clock behind the TAT refills nothing and moves nothing back:
+		// one more token lands one token after the TAT.
+		{"backwards: counts from the TAT", Bucket{At: 500 + 333_333, Frac: 1}, 100, 1, Bucket{At: 500 + 666_666, Frac: 2}},
+		{"denied keeps the state", Bucket{At: 500 + sec}, 600, 1, Bucket{At: 500 + sec}},
+		{"peek keeps the state", Bucket{At: 500 + 333_333, Frac: 1}, 600, 0, Bucket{At: 500 + 333_333, Frac: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,15 +149,36 @@ func TestTokenBucketState(t *testing.T) {
 	}
 }
 
-// TestTokenBucketBackwards: a clock running backwards is clamped to the
-// last admission, so it refills nothing.
+// TestTokenBucketBackwards: a clock running backwards finds the bucket no
+// fuller than at the latest admission, and waits count from the clock's
+// own time: the bucket admits again at the same instant whatever the clock
+// read in between.
 func TestTokenBucketBackwards(t *testing.T) {
 	const B = 3600 * sec
 	runSteps(t, NewParams(TokenBucket, 10, 0, sec), []step{
 		{at: B, n: 10, want: allowed(0, sec)},
-		{at: B + 400_000, n: 4, want: allowed(0, sec)},
-		{at: B + 300_000, n: 1, want: denied(0, 100_000, sec)}, // seen as B+0.4s
-		{at: B - 10*sec, n: 1, want: denied(0, 100_000, sec)},
+		{at: B + 400_000, n: 4, want: allowed(0, sec)},               // full again at B+1.4s
+		{at: B + 300_000, n: 1, want: denied(0, 200_000, 1_100_000)}, // one token at B+0.5s
+		{at: B - 10*sec, n: 1, want: denied(0, 10*sec+500_000, 11*sec+400_000)},
 		{at: B + 500_000, n: 1, want: allowed(0, sec)},
 	})
+}
+
+// TestTokenBucketRateChange: the bucket is kept as the time it is full
+// again, so a Rate change keeps that time and counts the missing tokens at
+// the new Rate (a deficit kept in the old Rate's scale was read 10 times too
+// large, or too small, by the new one).
+func TestTokenBucketRateChange(t *testing.T) {
+	const B = 3600 * sec
+	ten, seven := NewParams(TokenBucket, 10, 0, sec), NewParams(TokenBucket, 7, 0, sec)
+	s, _ := TokenBucketStep(Bucket{}, B, seven, 5) // 5 of 7 missing: full again at B+5/7s
+	// (The TAT's fraction of a µs, in sevenths, is cut at 10/s, within the
+	// same µs.)
+	if _, r := TokenBucketStep(s, B, ten, 0); r.Remaining != 2 || r.ResetAfter != 714_285 {
+		t.Errorf("7/s with 5 missing, read at 10/s: %+v, want Remaining 2 (10 - ceil(5/7s × 10/s)) and ResetAfter 714285", r)
+	}
+	s, _ = TokenBucketStep(Bucket{}, B, ten, 5) // 5 of 10 missing: full again at B+0.5s
+	if _, r := TokenBucketStep(s, B, seven, 0); r.Remaining != 3 || r.ResetAfter != 500_000 {
+		t.Errorf("10/s with 5 missing, read at 7/s: %+v, want Remaining 3 (7 - 3.5 rounded up) and ResetAfter 500000", r)
+	}
 }

@@ -82,3 +82,7 @@ ALG[5].ret = function(key, now, at, n, p)
   if t == 0 and frac == 0 then t, frac = -1, p.R end
   redis.call('SET', key, gcra_val(t, frac), 'KEEPTTL')
 end
+
+-- The token bucket is kept as a TAT too (internal/algo.Bucket): the same
+-- functions, under its own key letter.
+ALG[4] = ALG[5]
