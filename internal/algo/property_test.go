@@ -130,7 +130,7 @@ func checkSane(t *testing.T, p Params, start int64, ops []op) {
 	for i, o := range ops {
 		now += o.dt
 		latest = max(latest, now)
-		// Waits count from the clamped time, or (GCRA) from the TAT: at
+		// Waits count from the clamped time, or (the buckets) from the TAT: at
 		// most how far the clock went back beyond an idle key's.
 		bound := retryBound(p) + latest - now
 		before := m.state(now)
