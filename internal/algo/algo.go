@@ -54,6 +54,10 @@ type Params struct {
 	// scaled units, so the emission interval P/R is exact without fractions
 	// of a microsecond being lost.
 	R, P int64
+	// Ahead is how far (µs) a bucket's TAT may lie ahead of now and still be
+	// at most a full bucket away, Cap·P/R + 1, kept so that a decision need
+	// not divide for it (0 for the other kinds).
+	Ahead int64
 }
 
 // NewParams converts a limit that passed CheckBounds.
@@ -64,6 +68,9 @@ func NewParams(k Kind, rate, burst, period int64) Params {
 	}
 	g := gcd(rate, period)
 	p.R, p.P = rate/g, period/g
+	if k == TokenBucket || k == GCRA {
+		p.Ahead = p.Cap*p.P/p.R + 1 // below 2^53 for limits that pass CheckBounds
+	}
 	return p
 }
 

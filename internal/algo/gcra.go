@@ -40,7 +40,8 @@ func GCRAStep(s TAT, now int64, p Params, n int64) (TAT, Result) {
 
 // tatAt is the TAT a scaled deficit d > 0 at now stands for.
 func tatAt(now, d int64, p Params) TAT {
-	t := TAT{At: now + d/p.R, Frac: d % p.R}
+	q := d / p.R
+	t := TAT{At: now + q, Frac: d - q*p.R}
 	if t == (TAT{}) {
 		t = TAT{At: -1, Frac: p.R} // the epoch itself, not the zero value
 	}
@@ -59,7 +60,7 @@ func gcraDeficit(s TAT, now int64, p Params) (d int64, far bool) {
 	if s.At < now || (s.At == now && s.Frac == 0) {
 		return 0, false
 	}
-	if s.At-now > p.Cap*p.P/p.R+1 {
+	if s.At-now > p.Ahead {
 		return 0, true
 	}
 	return (s.At-now)*p.R + s.Frac, false
