@@ -25,15 +25,36 @@ func parseServe(t *testing.T, env map[string]string, args ...string) (serveFlags
 	return f, 0, ""
 }
 
+// flagCase is one parse of serve's flags: the value want of the flag under
+// test when the parse succeeds, else the exit code and a part of the
+// message.
+type flagCase[T comparable] struct {
+	name     string
+	env      map[string]string
+	args     []string
+	want     T
+	wantCode int
+	wantErr  string
+}
+
+// testFlag runs cases through parseServe and checks field (read by get).
+func testFlag[T comparable](t *testing.T, field string, get func(serveFlags) T, tests []flagCase[T]) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, code, msg := parseServe(t, tt.env, tt.args...)
+			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
+				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
+			}
+			if got := get(f); code == 0 && got != tt.want {
+				t.Errorf("serve %v (env %v): %s = %v, want %v", tt.args, tt.env, field, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestServeFlagGRPCWorkers(t *testing.T) {
-	tests := []struct {
-		name     string
-		env      map[string]string
-		args     []string
-		want     int
-		wantCode int
-		wantErr  string
-	}{
+	testFlag(t, "grpcWorkers", func(f serveFlags) int { return f.grpcWorkers }, []flagCase[int]{
 		{"default", nil, nil, defaultGRPCWorkers, 0, ""},
 		{"flag", nil, []string{"--grpc-workers", "16"}, 16, 0, ""},
 		{"env", map[string]string{"SLUICE_GRPC_WORKERS": "32"}, nil, 32, 0, ""},
@@ -44,18 +65,7 @@ func TestServeFlagGRPCWorkers(t *testing.T) {
 		{"too many", nil, []string{"--grpc-workers", "100000"}, 100000, 2, "--grpc-workers 100000"},
 		{"not a number", nil, []string{"--grpc-workers", "lots"}, 0, 2, "-grpc-workers"},
 		{"bad env", map[string]string{"SLUICE_GRPC_WORKERS": "0x"}, nil, 0, 2, "SLUICE_GRPC_WORKERS"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, code, msg := parseServe(t, tt.env, tt.args...)
-			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
-				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
-			}
-			if got := f.grpcWorkers; code == 0 && got != tt.want {
-				t.Errorf("serve %v (env %v): grpcWorkers = %d, want %d", tt.args, tt.env, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 func TestServeHelpListsGRPCWorkers(t *testing.T) {
@@ -69,14 +79,7 @@ func TestServeHelpListsGRPCWorkers(t *testing.T) {
 }
 
 func TestServeFlagGCHeapFloor(t *testing.T) {
-	tests := []struct {
-		name     string
-		env      map[string]string
-		args     []string
-		want     uint64
-		wantCode int
-		wantErr  string
-	}{
+	testFlag(t, "gcHeapFloor", func(f serveFlags) uint64 { return uint64(f.gcHeapFloor) }, []flagCase[uint64]{
 		{"default", nil, nil, 64 << 20, 0, ""},
 		{"flag", nil, []string{"--gc-heap-floor", "256MB"}, 256e6, 0, ""},
 		{"bytes", nil, []string{"--gc-heap-floor=134217728"}, 128 << 20, 0, ""},
@@ -87,18 +90,7 @@ func TestServeFlagGCHeapFloor(t *testing.T) {
 		{"bad unit", nil, []string{"--gc-heap-floor", "64XB"}, 0, 2, "-gc-heap-floor"},
 		{"negative", nil, []string{"--gc-heap-floor=-1"}, 0, 2, "-gc-heap-floor"},
 		{"bad env", map[string]string{"SLUICE_GC_HEAP_FLOOR": "lots"}, nil, 0, 2, "SLUICE_GC_HEAP_FLOOR"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, code, msg := parseServe(t, tt.env, tt.args...)
-			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
-				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
-			}
-			if got := uint64(f.gcHeapFloor); code == 0 && got != tt.want {
-				t.Errorf("serve %v (env %v): gcHeapFloor = %d, want %d", tt.args, tt.env, got, tt.want)
-			}
-		})
-	}
+	})
 }
 
 // TestE2EGCHeapFloor checks that serve applies the floor: the Go collector's
@@ -128,14 +120,7 @@ func TestE2EGCHeapFloor(t *testing.T) {
 }
 
 func TestServeFlagLeaseRefreshAhead(t *testing.T) {
-	tests := []struct {
-		name     string
-		env      map[string]string
-		args     []string
-		want     float64
-		wantCode int
-		wantErr  string
-	}{
+	testFlag(t, "leaseRefresh", func(f serveFlags) float64 { return f.leaseRefresh }, []flagCase[float64]{
 		{"default", nil, nil, 0.25, 0, ""},
 		{"flag", nil, []string{"--lease-refresh-ahead", "0.5"}, 0.5, 0, ""},
 		{"env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "0.1"}, nil, 0.1, 0, ""},
@@ -143,16 +128,5 @@ func TestServeFlagLeaseRefreshAhead(t *testing.T) {
 		{"one", nil, []string{"--lease-refresh-ahead", "1"}, 1, 2, "--lease-refresh-ahead 1"},
 		{"negative", nil, []string{"--lease-refresh-ahead=-0.5"}, -0.5, 2, "--lease-refresh-ahead -0.5"},
 		{"bad env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "half"}, nil, 0, 2, "SLUICE_LEASE_REFRESH_AHEAD"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f, code, msg := parseServe(t, tt.env, tt.args...)
-			if code != tt.wantCode || !strings.Contains(msg, tt.wantErr) {
-				t.Errorf("serve %v (env %v): exit %d %q, want %d and %q", tt.args, tt.env, code, msg, tt.wantCode, tt.wantErr)
-			}
-			if got := f.leaseRefresh; code == 0 && got != tt.want {
-				t.Errorf("serve %v (env %v): leaseRefresh = %v, want %v", tt.args, tt.env, got, tt.want)
-			}
-		})
-	}
+	})
 }
