@@ -63,18 +63,27 @@ func (s *Store) redisKey(key string, lim sluice.Limit) string {
 		return "rl:" + key
 	}
 	e := escape(key)
-	b := make([]byte, 0, len(s.prefix)+len(e)+16)
-	b = append(b, s.prefix...)
-	b = append(b, '{')
+	var sk string
+	if s.slotKey != nil {
+		sk = escape(s.slotKey(key))
+	}
+	// One allocation: the name is built in a strings.Builder's buffer,
+	// which String returns without copying.
+	var b strings.Builder
+	b.Grow(len(s.prefix) + len(sk) + len(e) + 16)
+	b.WriteString(s.prefix)
+	b.WriteByte('{')
 	if s.slotKey != nil {
 		// <prefix>{<escaped slot key>}<escaped key>}<suffix>: the second
 		// brace ends the key as the first does in the default layout.
-		b = append(b, escape(s.slotKey(key))...)
-		b = append(b, '}')
+		b.WriteString(sk)
+		b.WriteByte('}')
 	}
-	b = append(b, e...)
-	b = append(b, '}')
-	return string(appendSuffix(b, lim))
+	b.WriteString(e)
+	b.WriteByte('}')
+	var suf [16]byte
+	b.Write(appendSuffix(suf[:0], lim))
+	return b.String()
 }
 
 // slot is the Redis Cluster hash slot of a key: CRC16 (XMODEM) of its hash

@@ -2,8 +2,11 @@
 -- decisions of concurrent callers in one script run so that the cost of
 -- starting a script and of reading TIME is shared. Go puts before it every
 -- flat script, each wrapped as DECIDE[kind] = function(KEYS, ARGV, ...)
--- <script> end, so that a batched decision runs exactly the code of a
--- single one (with the batch's F as its ...).
+-- <script> end, so that a batched decision runs the code of a single one
+-- (with the batch's F as its ...), but for the at-rest SET NX GET of the
+-- kinds that have one, which this driver makes with values it computes
+-- once per group (REST below): most of a decision's cost in Redis is its
+-- Lua, not its one call.
 -- ARGV = TTL slack ms, then one group of 7 values per distinct set of
 -- arguments: kind, n, up to three limit values ('' when unused), now µs
 -- (test only, else ''), and how many of the following KEYS it decides.
@@ -25,6 +28,46 @@ local function F(_, x)
   end
   return s
 end
+-- REST[kind](a) is, for the kinds whose flat script admits an absent key
+-- with one SET NX GET, what that call writes for a decision with the
+-- arguments a (as a flat script gets them): the value, the PX, and the
+-- remaining and reset of the admission; nil when such a decision does not
+-- try it. It repeats the at-rest branch of gcra.lua, fixed_window.lua and
+-- sliding_window.lua once per group rather than once per decision (the
+-- differential tests hold both forms to internal/algo). A key found by the
+-- SET NX GET goes to the flat script with its value (V), so that it is not
+-- read twice.
+local floor = math.floor
+local REST = {}
+REST[5] = function(a)
+  local n, full, P, R = a[1], a[2], a[3], a[4]
+  if not (n > 0 and n * P <= full) then return nil end
+  local d2 = n * P
+  local q = floor(d2 / R)
+  local at, frac = a[5] + q, d2 - q * R
+  if at == 0 and frac == 0 then at, frac = -1, R end
+  local s
+  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
+  local reset = floor((d2 + R - 1) / R)
+  return s, F('%d', floor((reset + 999) / 1000) + a[6]), floor(math.max(full - d2, 0) / P), reset
+end
+REST[4] = REST[5]
+REST[1] = function(a)
+  local n, rate, per, now = a[1], a[2], a[3], a[4]
+  if not (n > 0 and n <= rate) then return nil end
+  local ws = now - now % per
+  local e = ws + per - now
+  local s
+  if n < per then s = F('%d', ws + n) else s = string.format('%d:%d', ws, n) end
+  return s, F('%d', floor((e + 999) / 1000) + a[5]), rate - n, e
+end
+REST[3] = function(a)
+  local n, rate, P, now = a[1], a[2], a[3], a[4]
+  if not (n > 0 and n <= rate) then return nil end
+  local ws = now - now % P
+  local reset = ws + 2 * P - now
+  return string.format('%d:0:%d', ws, n), F('%d', floor((reset + 999) / 1000) + a[5]), rate - n, reset
+end
 local slack = tonumber(ARGV[1])
 local now
 local out, o, ki = {0}, 1, 0
@@ -32,6 +75,27 @@ local base
 -- One KEYS and one ARGV table serve every decision: a flat script reads
 -- only its own np+2 values and keeps neither table.
 local k, a = {}, {}
+-- emit appends one decision to out.
+local function emit(allowed, rem, retry, reset, used)
+  if not base then
+    base = used
+    out[1] = base
+  end
+  if allowed == 1 then
+    out[o + 1] = rem
+    o = o + 1
+  else
+    out[o + 1], out[o + 2] = -rem - 1, retry
+    o = o + 2
+  end
+  if used == base then
+    out[o + 1] = reset
+    o = o + 1
+  else
+    out[o + 1], out[o + 2] = -reset - 1, used - base
+    o = o + 2
+  end
+end
 local b = 1
 while b < #ARGV do
   local kind = tonumber(ARGV[b + 1])
@@ -51,27 +115,18 @@ while b < #ARGV do
   a[np + 1] = t
   a[np + 2] = slack
   local f = DECIDE[kind]
+  local rs, px, rrem, rreset
+  if REST[kind] then rs, px, rrem, rreset = REST[kind](a) end
   for _ = 1, tonumber(ARGV[b + 7]) do
     ki = ki + 1
-    k[1] = KEYS[ki]
-    local r = f(k, a, F)
-    if not base then
-      base = r[5]
-      out[1] = base
-    end
-    if r[1] == 1 then
-      out[o + 1] = r[2]
-      o = o + 1
+    local v
+    if rs then v = redis.call('SET', KEYS[ki], rs, 'NX', 'GET', 'PX', px) end
+    if rs and not v then
+      emit(1, rrem, 0, rreset, t)
     else
-      out[o + 1], out[o + 2] = -r[2] - 1, r[3]
-      o = o + 2
-    end
-    if r[5] == base then
-      out[o + 1] = r[4]
-      o = o + 1
-    else
-      out[o + 1], out[o + 2] = -r[4] - 1, r[5] - base
-      o = o + 2
+      k[1] = KEYS[ki]
+      local r = f(k, a, F, v)
+      emit(r[1], r[2], r[3], r[4], r[5])
     end
   end
   b = b + 7

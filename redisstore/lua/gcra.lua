@@ -8,7 +8,10 @@
 -- by Redis with %.17g, exact below 2^53 but several times slower. F is
 -- string.format, or, in a batch, a function that formats each integer once
 -- for all the batch's decisions (they share now, and often their values).
-local F = ... or string.format
+-- V, in a batch only, is the value that batch.lua's SET NX GET found: the
+-- key exists, and is decided as after a GET.
+local F, V = ...
+F = F or string.format
 local floor = math.floor
 local key = KEYS[1]
 local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -21,7 +24,9 @@ else
 end
 local d = 0
 local v
-if n > 0 and n * P <= full then
+if V then
+  v = V -- a batch's SET NX GET found the key (batch.lua)
+elseif n > 0 and n * P <= full then
   -- An absent key (at rest) admits n: SET NX GET writes the state that
   -- admission leaves, in one call; on a key that exists it writes nothing
   -- and returns the value, decided below as after a GET.
