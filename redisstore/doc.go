@@ -39,7 +39,10 @@
 // Under load, the store gathers the decisions of concurrent callers that
 // arrive while earlier ones are in flight into one script run (batch.lua),
 // each still exactly one atomic decision, so that Redis spends its time
-// deciding rather than starting scripts and reading TIME. Batching needs
+// deciding rather than starting scripts and reading TIME. Lua, not the
+// calls it makes, is most of a decision's cost in Redis: a batch computes
+// once per group of equal arguments what an absent key is set to, and
+// admits such a key with its one SET NX GET. Batching needs
 // the keys on one node: it is off on Cluster and on a go-redis Ring
 // (WithBatching).
 //
