@@ -18,7 +18,7 @@
 //
 // Run:
 //
-//	go test -run '^$' -bench Decisions -benchtime 20000x -count 5 ./redis | tee redis.txt
+//	go test -run '^$' -bench Decisions -benchtime 100000x -count 5 ./redis | tee redis.txt
 //	SLUICE_BENCH_FILE=redis.txt go test -run TestRatios -v ./redis
 //	go test -run TestMemoryUsage -v ./redis
 package redis
