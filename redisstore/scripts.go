@@ -34,9 +34,17 @@ func newScript(name string, parts ...string) *script {
 	return &script{name: name, src: b.String(), sha: hex.EncodeToString(sum[:])}
 }
 
-// newBatchScript wraps every flat script as a function of the batch driver.
+// newBatchScript wraps every flat script as a function of the batch driver,
+// after the at-rest functions that the flat scripts and the driver share.
 func newBatchScript() *script {
 	var b strings.Builder
+	for _, f := range []string{"rest_fixed_window", "rest_sliding_window", "rest_gcra"} {
+		src, err := luaFS.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic("redisstore: missing embedded script " + f)
+		}
+		b.Write(src)
+	}
 	b.WriteString("local DECIDE = {}\n")
 	first := map[string]int{} // the kind that first ran each file
 	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
@@ -58,6 +66,16 @@ func newBatchScript() *script {
 	b.Write(drv)
 	sum := sha1.Sum([]byte(b.String()))
 	return &script{name: "batch", src: b.String(), sha: hex.EncodeToString(sum[:])}
+}
+
+// restFiles names the at-rest admission (rest_<algorithm>.lua) that a
+// kind's flat script calls, when it has one.
+var restFiles = [...]string{
+	sluice.FixedWindow:   "rest_fixed_window",
+	sluice.SlidingWindow: "rest_sliding_window",
+	sluice.TokenBucket:   "rest_gcra",
+	sluice.GCRA:          "rest_gcra",
+	kindSeedLog:          "",
 }
 
 // kindSeedLog numbers the sliding log in the first seed's layout in the
@@ -94,7 +112,11 @@ func init() {
 		if k < kindSeedLog {
 			name = sluice.Algorithm(k).String()
 		}
-		singleScripts[k] = newScript(name, algFiles[k])
+		if restFiles[k] != "" {
+			singleScripts[k] = newScript(name, restFiles[k], algFiles[k])
+		} else {
+			singleScripts[k] = newScript(name, algFiles[k])
+		}
 		if k != sluice.TokenBucket {
 			all = append(all, "lib_"+algFiles[k])
 		}

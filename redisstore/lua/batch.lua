@@ -6,7 +6,8 @@
 -- (with the batch's F as its ...), but for the at-rest SET NX GET of the
 -- kinds that have one, which this driver makes with values it computes
 -- once per group (REST below): most of a decision's cost in Redis is its
--- Lua, not its one call.
+-- Lua, not its one call. The rest_<algorithm>.lua functions come first,
+-- shared by the flat scripts and the driver.
 -- ARGV = TTL slack ms, then one group of 7 values per distinct set of
 -- arguments: kind, n, up to three limit values ('' when unused), now µs
 -- (test only, else ''), and how many of the following KEYS it decides.
@@ -28,46 +29,16 @@ local function F(_, x)
   end
   return s
 end
--- REST[kind](a) is, for the kinds whose flat script admits an absent key
--- with one SET NX GET, what that call writes for a decision with the
--- arguments a (as a flat script gets them): the value, the PX, and the
--- remaining and reset of the admission; nil when such a decision does not
--- try it. It repeats the at-rest branch of gcra.lua, fixed_window.lua and
--- sliding_window.lua once per group rather than once per decision (the
--- differential tests hold both forms to internal/algo). A key found by the
--- SET NX GET goes to the flat script with its value (V), so that it is not
--- read twice.
-local floor = math.floor
+-- REST[kind](a) is the at-rest admission (rest_<algorithm>.lua, which the
+-- flat script calls too) for a decision with the arguments a (as a flat
+-- script gets them), for the kinds that have one: the driver makes its SET
+-- NX GET with values computed once per group. A key found goes to the flat
+-- script with its value (V), so that it is not read twice.
 local REST = {}
-REST[5] = function(a)
-  local n, full, P, R = a[1], a[2], a[3], a[4]
-  if not (n > 0 and n * P <= full) then return nil end
-  local d2 = n * P
-  local q = floor(d2 / R)
-  local at, frac = a[5] + q, d2 - q * R
-  if at == 0 and frac == 0 then at, frac = -1, R end
-  local s
-  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
-  local reset = floor((d2 + R - 1) / R)
-  return s, F('%d', floor((reset + 999) / 1000) + a[6]), floor(math.max(full - d2, 0) / P), reset
-end
-REST[4] = REST[5]
-REST[1] = function(a)
-  local n, rate, per, now = a[1], a[2], a[3], a[4]
-  if not (n > 0 and n <= rate) then return nil end
-  local ws = now - now % per
-  local e = ws + per - now
-  local s
-  if n < per then s = F('%d', ws + n) else s = string.format('%d:%d', ws, n) end
-  return s, F('%d', floor((e + 999) / 1000) + a[5]), rate - n, e
-end
-REST[3] = function(a)
-  local n, rate, P, now = a[1], a[2], a[3], a[4]
-  if not (n > 0 and n <= rate) then return nil end
-  local ws = now - now % P
-  local reset = ws + 2 * P - now
-  return string.format('%d:0:%d', ws, n), F('%d', floor((reset + 999) / 1000) + a[5]), rate - n, reset
-end
+REST[1] = function(a) return rest_fixed_window(a[1], a[2], a[3], a[4], a[5], F) end
+REST[3] = function(a) return rest_sliding_window(a[1], a[2], a[3], a[4], a[5], F) end
+REST[4] = function(a) return rest_gcra(a[1], a[2], a[3], a[4], a[5], a[6], F) end
+REST[5] = REST[4]
 local slack = tonumber(ARGV[1])
 local now
 local out, o, ki = {0}, 1, 0

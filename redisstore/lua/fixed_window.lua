@@ -25,18 +25,17 @@ local start, count, packed = 0, 0, false
 local v
 if V then
   v = V -- a batch's SET NX GET found the key (batch.lua)
-elseif n > 0 and n <= rate then
+else
   -- An absent key (at rest) admits n: SET NX GET writes the state that
   -- admission leaves, in one call; on a key that exists it writes nothing
   -- and returns the value, decided below as after a GET.
-  local ws = now - now % per
-  local e = ws + per - now
-  local s
-  if n < per then s = F('%d', ws + n) else s = string.format('%d:%d', ws, n) end
-  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', F('%d', math.floor((e + 999) / 1000) + (tonumber(ARGV[5]) or 0)))
-  if not v then return {1, rate - n, 0, e, now} end
-else
-  v = redis.call('GET', key)
+  local s, px, rem, reset = rest_fixed_window(n, rate, per, now, tonumber(ARGV[5]) or 0, F)
+  if s then
+    v = redis.call('SET', key, s, 'NX', 'GET', 'PX', px)
+    if not v then return {1, rem, 0, reset, now} end
+  else
+    v = redis.call('GET', key)
+  end
 end
 if v then
   local i = string.find(v, ':', 1, true)

@@ -26,21 +26,17 @@ local d = 0
 local v
 if V then
   v = V -- a batch's SET NX GET found the key (batch.lua)
-elseif n > 0 and n * P <= full then
+else
   -- An absent key (at rest) admits n: SET NX GET writes the state that
   -- admission leaves, in one call; on a key that exists it writes nothing
   -- and returns the value, decided below as after a GET.
-  local d2 = n * P
-  local q = floor(d2 / R)
-  local at, frac = now + q, d2 - q * R
-  if at == 0 and frac == 0 then at, frac = -1, R end
-  local s
-  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
-  local reset = floor((d2 + R - 1) / R)
-  v = redis.call('SET', key, s, 'NX', 'GET', 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
-  if not v then return {1, floor(math.max(full - d2, 0) / P), 0, reset, now} end
-else
-  v = redis.call('GET', key)
+  local s, px, rem, reset = rest_gcra(n, full, P, R, now, tonumber(ARGV[6]) or 0, F)
+  if s then
+    v = redis.call('SET', key, s, 'NX', 'GET', 'PX', px)
+    if not v then return {1, rem, 0, reset, now} end
+  else
+    v = redis.call('GET', key)
+  end
 end
 if v then
   local at, frac
