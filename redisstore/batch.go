@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -115,6 +116,13 @@ func (b *batcher) runner(batch []*call) {
 		for _, c := range batch {
 			c.wake <- struct{}{} // c is its caller's again (or garbage)
 		}
+		// Let the callers just woken run before taking what is pending: a
+		// caller that decides again at once (a loop, a server's next
+		// request) then joins this runner's next batch instead of waiting
+		// a quarter of a round trip for another runner to come back.
+		// bench/redis, c=64: +8% decisions/s, and batches of 15 rather
+		// than 10, so less Redis time per decision; c=16: +20%.
+		runtime.Gosched()
 		b.mu.Lock()
 		if len(b.pending) == 0 {
 			b.running--
