@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -288,6 +290,90 @@ func TestDecodeBatch(t *testing.T) {
 					t.Errorf("decodeBatch(%v): call %d = %v, want %v", tt.res, i, c.res, tt.want[i])
 				}
 			}
+		})
+	}
+}
+
+// dataCommands is how many commands Redis has run other than scripts,
+// TIME and introspection: the calls that decisions make on keys.
+func dataCommands(t *testing.T, srv *redistest.Instance) int {
+	t.Helper()
+	total := 0
+	for _, l := range strings.Split(srv.MustDo("INFO", "commandstats"), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":calls=")
+		if !ok {
+			continue
+		}
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "evalsha", "eval", "script|load", "time", "info", "ping", "hello", "client|setinfo", "client|tracking":
+			continue
+		}
+		n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+		if err != nil {
+			t.Fatalf("commandstats line %q: %v", l, err)
+		}
+		total += n
+	}
+	return total
+}
+
+// TestBatchHotKeyDenials: one key's calls in one batch past its limit are
+// decided as the flat script decides them one after another, and the
+// denials after the first cost Redis no command.
+func TestBatchHotKeyDenials(t *testing.T) {
+	srv := redistest.Server(t)
+	c := newRueidis(t, srv.Addr)
+	var clock atomic.Int64
+	clock.Store(1_700_000_000_000_000)
+	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
+	batched := NewRueidis(c, tc, WithPrefix("b:"))
+	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	ctx := context.Background()
+	const calls, rate = 30, 5
+	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow, sluice.TokenBucket, sluice.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			lim := sluice.Limit{Algorithm: alg, Rate: rate, Period: time.Second}
+			before := dataCommands(t, srv)
+			var want []sluice.Decision
+			for range calls {
+				d, err := flat.AllowN(ctx, "hot", lim, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, d)
+			}
+			flatCmds := dataCommands(t, srv) - before
+
+			batch := make([]*call, calls)
+			for i := range batch {
+				batch[i] = batched.newCall("hot", lim, 1)
+				batch[i].ctx = ctx
+			}
+			before = dataCommands(t, srv)
+			batched.batch.exec(batch)
+			batchCmds := dataCommands(t, srv) - before
+
+			denied := 0
+			for i, cl := range batch {
+				if cl.err != nil {
+					t.Fatalf("call %d: %v", i, cl.err)
+				}
+				if got := decision(lim, cl.res[:]); got != want[i] {
+					t.Errorf("call %d = %+v, flat script says %+v", i, got, want[i])
+				}
+				if !want[i].Allowed {
+					denied++
+				}
+			}
+			if denied != calls-rate {
+				t.Fatalf("%d of %d calls denied, want %d", denied, calls, calls-rate)
+			}
+			// Every denial but the first is free: at least one command each
+			// in the flat run.
+			if batchCmds > flatCmds-(denied-1) {
+				t.Errorf("batch ran %d commands, flat calls %d: want at most %d", batchCmds, flatCmds, flatCmds-(denied-1))
+			}
+			t.Logf("%d calls, %d denied: %d commands flat, %d batched", calls, denied, flatCmds, batchCmds)
 		})
 	}
 }

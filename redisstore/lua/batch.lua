@@ -88,16 +88,32 @@ while b < #ARGV do
   local f = DECIDE[kind]
   local rs, px, rrem, rreset
   if REST[kind] then rs, px, rrem, rreset = REST[kind](a) end
+  -- denied[key] is the denial of key earlier in this group. A decision is
+  -- a function of the key's state, the arguments and the time, all three
+  -- the same for the rest of the group once a denial has left the state as
+  -- it was: the key's later decisions in the group are that denial again,
+  -- and cost Redis nothing (one hot key over its limit is the common case).
+  local denied
   for _ = 1, tonumber(ARGV[b + 7]) do
     ki = ki + 1
-    local v
-    if rs then v = redis.call('SET', KEYS[ki], rs, 'NX', 'GET', 'PX', px) end
-    if rs and not v then
-      emit(1, rrem, 0, rreset, t)
+    local key = KEYS[ki]
+    local r = denied and denied[key]
+    if r then
+      emit(0, r[2], r[3], r[4], r[5])
     else
-      k[1] = KEYS[ki]
-      local r = f(k, a, F, v)
-      emit(r[1], r[2], r[3], r[4], r[5])
+      local v
+      if rs then v = redis.call('SET', key, rs, 'NX', 'GET', 'PX', px) end
+      if rs and not v then
+        emit(1, rrem, 0, rreset, t)
+      else
+        k[1] = key
+        r = f(k, a, F, v)
+        emit(r[1], r[2], r[3], r[4], r[5])
+        if r[1] == 0 then
+          denied = denied or {}
+          denied[key] = r
+        end
+      end
     end
   end
   b = b + 7
