@@ -377,3 +377,81 @@ func TestBatchHotKeyDenials(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchRepeats: batches in which states recur, each with its own
+// arguments (so one group per distinct limit and cost, the calls of a
+// state in arrival order) and interleaved with other states, decide every
+// call as the flat script decides the state's calls one after another,
+// denials repeated from an earlier one included.
+func TestBatchRepeats(t *testing.T) {
+	srv := redistest.Server(t)
+	c := newRueidis(t, srv.Addr)
+	var clock atomic.Int64
+	clock.Store(1_700_000_000_000_000)
+	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
+	batched := NewRueidis(c, tc, WithPrefix("b:"))
+	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	lims := []sluice.Limit{
+		{Algorithm: sluice.GCRA, Rate: 3, Period: time.Second},
+		{Algorithm: sluice.GCRA, Rate: 4, Period: time.Second, Burst: 2},
+		{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Second},
+		{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second},
+		{Algorithm: sluice.SlidingWindow, Rate: 4, Period: time.Second},
+		{Algorithm: sluice.TokenBucket, Rate: 2, Period: time.Second, Burst: 3},
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	repeatedDenials := 0
+	for round := range 200 {
+		type state struct {
+			key string
+			lim sluice.Limit
+			n   int
+		}
+		var states []state
+		seen := map[string]bool{}
+		for range 1 + rng.IntN(6) {
+			s := state{key: fmt.Sprintf("k%d", rng.IntN(4)), lim: lims[rng.IntN(len(lims))], n: []int{0, 1, 1, 1, 2}[rng.IntN(5)]}
+			id := fmt.Sprint(s.key, s.lim.Algorithm, s.lim.Period)
+			if !seen[id] {
+				seen[id] = true
+				states = append(states, s)
+			}
+		}
+		var order []int // the state of each call, in arrival order
+		for range 2 + rng.IntN(30) {
+			order = append(order, rng.IntN(len(states)))
+		}
+		calls := make([]*call, len(order))
+		for i, si := range order {
+			s := states[si]
+			calls[i] = batched.newCall(s.key, s.lim, s.n)
+			calls[i].ctx = ctx
+		}
+		batched.batch.exec(calls)
+		denied := map[int]bool{}
+		for i, si := range order {
+			s := states[si]
+			want, err := flat.AllowN(ctx, s.key, s.lim, s.n)
+			if err != nil {
+				t.Fatalf("round %d: flat AllowN(%q, %v, %d): %v", round, s.key, s.lim, s.n, err)
+			}
+			if calls[i].err != nil {
+				t.Fatalf("round %d: batched call %d: %v", round, i, calls[i].err)
+			}
+			if got := decision(s.lim, calls[i].res[:]); got != want {
+				t.Errorf("round %d: batched call %d (%q, %v, n=%d) = %+v, flat script says %+v", round, i, s.key, s.lim, s.n, got, want)
+			}
+			if !want.Allowed {
+				if denied[si] {
+					repeatedDenials++
+				}
+				denied[si] = true
+			}
+		}
+		clock.Add(rng.Int64N(700_000))
+	}
+	if repeatedDenials < 100 {
+		t.Errorf("%d denials repeated an earlier one of their batch; the test wants many", repeatedDenials)
+	}
+}
