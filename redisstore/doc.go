@@ -42,7 +42,11 @@
 // deciding rather than starting scripts and reading TIME. Lua, not the
 // calls it makes, is most of a decision's cost in Redis: a batch computes
 // once per group of equal arguments what an absent key is set to, and
-// admits such a key with its one SET NX GET. Batching needs
+// admits such a key with its one SET NX GET. A key denied in a batch is
+// denied again, from that first denial, for its later calls with the same
+// arguments in the batch (a denial writes nothing, and they share its time):
+// one hot key over its limit costs Redis almost nothing per request.
+// Batching needs
 // the keys on one node: it is off on Cluster and on a go-redis Ring
 // (WithBatching).
 //
