@@ -38,7 +38,12 @@ func newScript(name string, parts ...string) *script {
 // after the at-rest functions that the flat scripts and the driver share.
 func newBatchScript() *script {
 	var b strings.Builder
-	for _, f := range []string{"rest_fixed_window", "rest_sliding_window", "rest_gcra"} {
+	done := map[string]bool{"": true}
+	for _, f := range restFiles {
+		if done[f] {
+			continue
+		}
+		done[f] = true
 		src, err := luaFS.ReadFile("lua/" + f + ".lua")
 		if err != nil {
 			panic("redisstore: missing embedded script " + f)
@@ -112,11 +117,11 @@ func init() {
 		if k < kindSeedLog {
 			name = sluice.Algorithm(k).String()
 		}
+		parts := []string{algFiles[k]}
 		if restFiles[k] != "" {
-			singleScripts[k] = newScript(name, restFiles[k], algFiles[k])
-		} else {
-			singleScripts[k] = newScript(name, algFiles[k])
+			parts = append([]string{restFiles[k]}, parts...)
 		}
+		singleScripts[k] = newScript(name, parts...)
 		if k != sluice.TokenBucket {
 			all = append(all, "lib_"+algFiles[k])
 		}

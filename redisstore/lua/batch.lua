@@ -6,8 +6,9 @@
 -- (with the batch's F as its ...), but for the at-rest SET NX GET of the
 -- kinds that have one, which this driver makes with values it computes
 -- once per group (REST below): most of a decision's cost in Redis is its
--- Lua, not its one call. The rest_<algorithm>.lua functions come first,
--- shared by the flat scripts and the driver.
+-- Lua, not its one call; and for a key's calls after its denial in a
+-- group, which repeat that denial (denied, below). The rest_<algorithm>.lua
+-- functions come first, shared by the flat scripts and the driver.
 -- ARGV = TTL slack ms, then one group of 7 values per distinct set of
 -- arguments: kind, n, up to three limit values ('' when unused), now µs
 -- (test only, else ''), and how many of the following KEYS it decides.

@@ -1,5 +1,6 @@
--- gcra.lua: one GCRA decision, internal/algo.GCRAStep. Flat on purpose:
--- no closures or tables per call, since this is the hot path.
+-- gcra.lua: one GCRA decision, internal/algo.GCRAStep. Flat on purpose,
+-- since this is the hot path: its only function is rest_gcra (built in
+-- before it), its only table the reply.
 -- KEYS[1] = state; ARGV = n, cap*P, P, R, [now µs, test only], [TTL slack
 -- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
 -- one integer (µs) when frac is 0, "tat:frac" otherwise.
