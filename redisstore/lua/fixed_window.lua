@@ -63,7 +63,7 @@ local same = packed and c > 0
 c = c + n
 if same and c < per then
   -- The window's key already expires at the window's end: count on.
-  redis.call('INCRBY', key, n)
+  redis.call('INCRBY', key, F('%d', n))
 else
   local s
   if c < per then s = F('%d', ws + c) else s = string.format('%d:%d', ws, c) end

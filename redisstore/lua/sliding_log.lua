@@ -32,7 +32,7 @@ local count = redis.call('ZCOUNT', key, lo, '+inf')
 local newest
 if count > 0 then
   if n == 0 or count + n > rate or redis.call('ZCOUNT', key, '(' .. F('%d', now), '+inf') > 0 then
-    newest = tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])
+    newest = tonumber(redis.call('ZRANGE', key, '-1', '-1', 'WITHSCORES')[2])
     if now < newest then
       now = newest
       cut = now - per
@@ -43,7 +43,7 @@ if count > 0 then
 end
 if n > 0 and count + n > rate then
   -- (count > 0 here, as n <= rate: newest is known.)
-  local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count + n - rate - 1, 1)
+  local e = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', F('%d', count + n - rate - 1), '1')
   return {0, math.max(rate - count, 0), tonumber(e[2]) + per - now, newest + per - now, now}
 end
 if n == 0 then
@@ -60,7 +60,7 @@ if s then seq = -tonumber(s) end
 -- last admission, keeps the cut from moving back over what was not trimmed.
 -- A key holds at most 7 entries beyond its live ones.
 if cut >= 0 and math.floor((seq + n) / 8) > math.floor(seq / 8) then
-  redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', cut))
+  redis.call('ZREMRANGEBYSCORE', key, '0', F('%d', cut))
 end
 local t = F('%d', now)
 local args = {F('%d', -(seq + n)), '#'}
