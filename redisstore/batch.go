@@ -30,6 +30,10 @@ type batcher struct {
 	running int // runners
 
 	batches, decisions atomic.Int64 // for benchmarks
+
+	// alwaysScript runs even a batch of one call with the batch script
+	// (tests, so that sequential calls exercise it).
+	alwaysScript bool
 }
 
 // maxRunning is how many batches may be in flight at once. Between a
@@ -143,6 +147,10 @@ func (b *batcher) exec(batch []*call) {
 	b.decisions.Add(int64(len(batch)))
 	ctx, cancel := batchContext(batch)
 	defer cancel()
+	if len(batch) == 1 && !b.alwaysScript {
+		b.execOne(ctx, batch[0])
+		return
+	}
 	// group[i] is the group of batch[i]; heads[g] the first call of group g.
 	group := make([]int, len(batch))
 	heads := make([]int, 0, 4)
@@ -190,6 +198,40 @@ func (b *batcher) exec(batch []*call) {
 		for _, c := range order {
 			c.err = err
 		}
+	}
+}
+
+// execOne decides a batch of one call with the algorithm's flat script,
+// which costs Redis about 40% less than the batch script around it (5.5 µs
+// of command time against 9.0 for a GCRA decision): below a handful of
+// concurrent callers, most batches are of one.
+func (b *batcher) execOne(ctx context.Context, c *call) {
+	kind, err := strconv.Atoi(c.args[0])
+	if err != nil || kind < 1 || kind > kindSeedLog {
+		c.err = fmt.Errorf("redisstore: batch call of kind %q", c.args[0])
+		return
+	}
+	// The flat script's ARGV: n, the limit's values (the unused one is
+	// empty, and must not be sent: it would read as a test time), and
+	// with a test clock, the time and the TTL slack.
+	args := make([]string, 0, 6)
+	args = append(args, c.args[1])
+	for _, a := range c.args[2:5] {
+		if a != "" {
+			args = append(args, a)
+		}
+	}
+	if now := c.args[5]; now != "" {
+		args = append(args, now, strconv.Itoa(testSlackMs))
+	}
+	res, err := b.s.runSync(ctx, singleScripts[kind], []string{c.key}, args)
+	switch {
+	case err != nil:
+		c.err = err
+	case len(res) != 5:
+		c.err = fmt.Errorf("redisstore: eval %s: reply has %d values, want 5", singleScripts[kind].name, len(res))
+	default:
+		c.res = [5]int64(res)
 	}
 }
 

@@ -147,6 +147,9 @@ func TestSeedLayoutExact(t *testing.T) {
 	paths := map[string]func(key string, n int) (sluice.Decision, error){}
 	for _, batch := range []bool{true, false} {
 		s := NewRueidis(c, clock, WithSeedLayout(), WithBatching(batch))
+		if batch {
+			s.batch.alwaysScript = true // one call at a time, through batch.lua
+		}
 		name := map[bool]string{true: "batch", false: "flat"}[batch]
 		paths[name] = func(key string, n int) (sluice.Decision, error) {
 			return s.AllowN(context.Background(), key, lim, n)
@@ -453,5 +456,30 @@ func TestBatchRepeats(t *testing.T) {
 	}
 	if repeatedDenials < 100 {
 		t.Errorf("%d denials repeated an earlier one of their batch; the test wants many", repeatedDenials)
+	}
+}
+
+// TestBatchOfOne: a lone call, a batch of one, runs its algorithm's flat
+// script, which costs Redis less than the batch script around it; with
+// alwaysScript it runs the batch script, as the differential tests want.
+func TestBatchOfOne(t *testing.T) {
+	srv := redistest.Server(t)
+	c := newRueidis(t, srv.Addr)
+	lim := sluice.PerSecond(10)
+	for _, always := range []bool{false, true} {
+		s := NewRueidis(c)
+		s.batch.alwaysScript = always
+		srv.MustDo("SCRIPT", "FLUSH")
+		d, err := s.AllowN(context.Background(), fmt.Sprint("one-", always), lim, 1)
+		if err != nil || !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("alwaysScript %v: AllowN = %+v, %v; want allowed, 9 remaining", always, d, err)
+		}
+		want := "1\n0"
+		if always {
+			want = "0\n1"
+		}
+		if got := srv.MustDo("SCRIPT", "EXISTS", singleScripts[lim.Algorithm].sha, batchScript.sha); got != want {
+			t.Errorf("alwaysScript %v: SCRIPT EXISTS flat, batch = %q, want %q", always, got, want)
+		}
 	}
 }

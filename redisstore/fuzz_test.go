@@ -166,10 +166,12 @@ func newFuzzStore(t testing.TB) (fuzzStores, *atomic.Int64) {
 	clock := new(atomic.Int64)
 	c := newRueidis(t, srv.Addr)
 	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
-	return fuzzStores{
+	st := fuzzStores{
 		flat:    NewRueidis(c, tc, WithBatching(false), WithPrefix("flat:")),
 		batched: NewRueidis(c, tc, WithPrefix("batched:")),
-	}, clock
+	}
+	st.batched.batch.alwaysScript = true // one call at a time, through batch.lua
+	return st, clock
 }
 
 // FuzzScripts drives every Lua script (the flat one of AllowN and the
