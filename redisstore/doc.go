@@ -37,7 +37,8 @@
 // context.DeadlineExceeded), and the script may still run.
 //
 // Under load, the store gathers the decisions of concurrent callers that
-// arrive while earlier ones are in flight into one script run (batch.lua),
+// arrive while earlier ones are in flight into one script run (batch.lua;
+// a lone call runs its algorithm's own, cheaper script),
 // each still exactly one atomic decision, so that Redis spends its time
 // deciding rather than starting scripts and reading TIME. Lua, not the
 // calls it makes, is most of a decision's cost in Redis: a batch computes
