@@ -37,19 +37,17 @@
 // context.DeadlineExceeded), and the script may still run.
 //
 // Under load, the store gathers the decisions of concurrent callers that
-// arrive while earlier ones are in flight into one script run (batch.lua;
-// a lone call runs its algorithm's own, cheaper script),
-// each still exactly one atomic decision, so that Redis spends its time
-// deciding rather than starting scripts and reading TIME. Lua, not the
-// calls it makes, is most of a decision's cost in Redis: a batch computes
-// once per group of equal arguments what an absent key is set to, and
-// admits such a key with its one SET NX GET. A key denied in a batch is
-// denied again, from that first denial, for its later calls with the same
-// arguments in the batch (a denial writes nothing, and they share its time):
-// one hot key over its limit costs Redis almost nothing per request.
-// Batching needs
-// the keys on one node: it is off on Cluster and on a go-redis Ring
-// (WithBatching).
+// arrive while earlier ones are in flight into one script run (batch.lua; a
+// lone call runs its algorithm's own, cheaper script), each still exactly
+// one atomic decision, so that Redis spends its time deciding rather than
+// starting scripts and reading TIME. Lua, not the calls it makes, is most of
+// a decision's cost in Redis: a batch computes once per group of equal
+// arguments what an absent key is set to, and admits such a key with its one
+// SET NX GET. A key denied in a batch is denied again, from that first
+// denial, for its later calls with the same arguments in the batch (a denial
+// writes nothing, and they share its time): one hot key over its limit costs
+// Redis almost nothing per request. Batching needs the keys on one node: it
+// is off on Cluster and on a go-redis Ring (WithBatching).
 //
 // # Keys and values
 //
