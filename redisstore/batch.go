@@ -15,8 +15,8 @@ import (
 // commands into one write: a lone caller's decision is sent at once, and
 // under load the cost of running a script and of reading TIME is shared by
 // a batch. Each decision in a batch is still exactly one atomic AllowN; a
-// batch is never retried. Batching needs every key on one node, so it is
-// off on Cluster.
+// batch is never retried. A script's keys must share a Cluster hash slot,
+// so on Cluster there is one batcher per slot (Store.batcherFor).
 //
 // Batches are run by up to maxRunning runner goroutines, each sending one
 // batch, waking its callers, and going on with whatever has gathered
@@ -126,7 +126,11 @@ func (b *batcher) runner(batch []*call) {
 		// a quarter of a round trip for another runner to come back.
 		// bench/redis, c=64: +8% decisions/s, and batches of 15 rather
 		// than 10, so less Redis time per decision; c=16: +20%.
-		runtime.Gosched()
+		if len(batch) > 1 {
+			// (A lone call's caller is as likely to decide next on
+			// another key, or on Cluster another slot's batcher.)
+			runtime.Gosched()
+		}
 		b.mu.Lock()
 		if len(b.pending) == 0 {
 			b.running--

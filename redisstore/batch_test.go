@@ -483,3 +483,70 @@ func TestBatchOfOne(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterBatching: on Cluster, decisions are batched per hash slot.
+// Concurrent callers on hot keys in different slots, through rueidis and
+// go-redis, are admitted exactly up to the limit, in batches of several
+// calls, and each slot's batches run on its own node.
+func TestClusterBatching(t *testing.T) {
+	cl := redistest.Cluster(t, 3, 0)
+	clients := map[string]*Store{
+		"rueidis": NewRueidis(newRueidis(t, cl.Addrs()...)),
+		"goredis": NewGoRedis(newGoRedis(t, true, cl.Addrs()...)),
+	}
+	ctx := context.Background()
+	const limit, callers, each = 40, 32, 10
+	for name, s := range clients {
+		t.Run(name, func(t *testing.T) {
+			if s.slotBatch == nil {
+				t.Fatal("no per-slot batching on Cluster")
+			}
+			lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: limit, Period: time.Hour}
+			keys := []string{name + "-a", name + "-b", name + "-c", name + "-d"}
+			slots := map[uint16]bool{}
+			for _, k := range keys {
+				slots[slot(s.redisKey(k, lim))] = true
+			}
+			if len(slots) < 2 {
+				t.Fatalf("keys %v share one slot; the test wants several", keys)
+			}
+			admitted := make([]atomic.Int64, len(keys))
+			var wg sync.WaitGroup
+			for i := range callers {
+				wg.Go(func() {
+					for j := range each {
+						k := (i + j) % len(keys)
+						d, err := s.AllowN(ctx, keys[k], lim, 1)
+						if err != nil {
+							t.Errorf("AllowN(%q): %v", keys[k], err)
+							return
+						}
+						if d.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			var batches, decisions int64
+			counted := map[*batcher]bool{} // keys may share a slot
+			for i, k := range keys {
+				if got, want := admitted[i].Load(), int64(min(limit, callers*each/len(keys))); got != want {
+					t.Errorf("%q: %d admitted, want %d", k, got, want)
+				}
+				if b := s.batcherFor(s.redisKey(k, lim)); !counted[b] {
+					counted[b] = true
+					batches += b.batches.Load()
+					decisions += b.decisions.Load()
+				}
+			}
+			if decisions != callers*each {
+				t.Errorf("the slots' batchers decided %d calls, want %d", decisions, callers*each)
+			}
+			if batches >= decisions {
+				t.Errorf("%d decisions in %d batches: no batch held two", decisions, batches)
+			}
+			t.Logf("%d decisions in %d batches over %d slots", decisions, batches, len(slots))
+		})
+	}
+}

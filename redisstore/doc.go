@@ -46,8 +46,9 @@
 // SET NX GET. A key denied in a batch is denied again, from that first
 // denial, for its later calls with the same arguments in the batch (a denial
 // writes nothing, and they share its time): one hot key over its limit costs
-// Redis almost nothing per request. Batching needs the keys on one node: it
-// is off on Cluster and on a go-redis Ring (WithBatching).
+// Redis almost nothing per request. On Cluster, a
+// script's keys share a hash slot, so decisions are batched per slot; on a
+// go-redis Ring batching is off (WithBatching).
 //
 // # Keys and values
 //

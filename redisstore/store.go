@@ -51,8 +51,11 @@ type Store struct {
 	closed  atomic.Bool
 	once    sync.Once
 
-	argCache  sync.Map // sluice.Limit -> *limitArgs
-	batch     *batcher // nil: one flat script per decision
+	argCache sync.Map // sluice.Limit -> *limitArgs
+	batch    *batcher // nil: one flat script per decision, or per slot
+	// slotBatch holds, on Cluster with batching, one batcher per hash
+	// slot (made on first use): a script's keys must share a slot there.
+	slotBatch []atomic.Pointer[batcher]
 	argCached atomic.Int64
 }
 
@@ -88,23 +91,43 @@ func WithSeedLayout() Option { return func(s *Store) { s.seed = true } }
 func WithTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
 func newStore(c scripter, opts []Option) *Store {
-	sharded := c.isCluster() || c.isRing()
-	s := &Store{c: c, prefix: DefaultPrefix, batching: !sharded}
+	s := &Store{c: c, prefix: DefaultPrefix, batching: !c.isRing()}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.batching && !sharded {
+	switch {
+	case !s.batching || c.isRing():
+	case c.isCluster():
+		s.slotBatch = make([]atomic.Pointer[batcher], 16384)
+	default:
 		s.batch = &batcher{s: s}
 	}
 	return s
 }
 
-// WithBatching turns batching on or off (default on, except on Cluster and
-// on a go-redis Ring, where it is always off). With batching, the decisions
-// of concurrent callers that arrive while earlier ones are in flight go to
-// Redis in one script run, each still one atomic decision made by its
-// algorithm's own script, so that Redis spends its time deciding rather
-// than starting scripts. Off, every decision is one script run.
+// batcherFor is the batcher of a key's decisions: the store's, or on
+// Cluster its hash slot's; nil without batching.
+func (s *Store) batcherFor(redisKey string) *batcher {
+	if s.slotBatch == nil {
+		return s.batch
+	}
+	p := &s.slotBatch[slot(redisKey)]
+	if b := p.Load(); b != nil {
+		return b
+	}
+	p.CompareAndSwap(nil, &batcher{s: s})
+	return p.Load()
+}
+
+// WithBatching turns batching on or off (default on, except on a go-redis
+// Ring, where it is always off). With batching, the decisions of concurrent
+// callers that arrive while earlier ones are in flight go to Redis in one
+// script run, each still one atomic decision made by its algorithm's own
+// script, so that Redis spends its time deciding rather than starting
+// scripts. On Cluster, where a script's keys share a hash slot, decisions
+// are batched per slot: the calls of one hot key share runs, and a key's
+// repeated denials in a run cost Redis nothing. Off, every decision is one
+// script run.
 func WithBatching(on bool) Option { return func(s *Store) { s.batching = on } }
 
 // NewRueidis returns a Store deciding through c, the fast path: rueidis
@@ -222,9 +245,9 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return sluice.Decision{}, 0, err
 	}
 	kind := s.kind(lim)
-	if s.batch != nil {
+	if s.batch != nil || s.slotBatch != nil {
 		c := s.newCall(key, lim, n)
-		if err := s.batch.do(ctx, c); err != nil {
+		if err := s.batcherFor(c.key).do(ctx, c); err != nil {
 			return sluice.Decision{}, 0, err // c stays with its batch
 		}
 		if err := c.err; err != nil {
@@ -310,5 +333,5 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 
 // String describes the store for logs.
 func (s *Store) String() string {
-	return fmt.Sprintf("redisstore(prefix %q, cluster %v, batching %v)", s.prefix, s.c.isCluster(), s.batch != nil)
+	return fmt.Sprintf("redisstore(prefix %q, cluster %v, batching %v)", s.prefix, s.c.isCluster(), s.batch != nil || s.slotBatch != nil)
 }

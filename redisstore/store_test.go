@@ -442,7 +442,7 @@ func TestRing(t *testing.T) {
 	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}, MaxRetries: -1})
 	t.Cleanup(func() { r.Close() })
 	s := NewGoRedis(r)
-	if s.batch != nil {
+	if s.batch != nil || s.slotBatch != nil {
 		t.Fatal("batching is on with a Ring")
 	}
 	ctx := context.Background()
