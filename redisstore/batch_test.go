@@ -179,13 +179,7 @@ func TestSeedLayoutExact(t *testing.T) {
 // (so that its calls form several groups, interleaved) decides every call
 // as the flat script decides it alone.
 func TestBatchGroups(t *testing.T) {
-	srv := redistest.Server(t)
-	c := newRueidis(t, srv.Addr)
-	var clock atomic.Int64
-	clock.Store(1_700_000_000_000_000)
-	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
-	batched := NewRueidis(c, tc, WithPrefix("b:"))
-	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	batched, flat, clock, _ := batchPair(t)
 	lims := []sluice.Limit{
 		{Algorithm: sluice.GCRA, Rate: 5, Period: time.Second},
 		{Algorithm: sluice.GCRA, Rate: 7, Period: time.Second, Burst: 3},
@@ -324,13 +318,7 @@ func dataCommands(t *testing.T, srv *redistest.Instance) int {
 // decided as the flat script decides them one after another, and the
 // denials after the first cost Redis no command.
 func TestBatchHotKeyDenials(t *testing.T) {
-	srv := redistest.Server(t)
-	c := newRueidis(t, srv.Addr)
-	var clock atomic.Int64
-	clock.Store(1_700_000_000_000_000)
-	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
-	batched := NewRueidis(c, tc, WithPrefix("b:"))
-	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	batched, flat, _, srv := batchPair(t)
 	ctx := context.Background()
 	const calls, rate = 30, 5
 	for _, alg := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow, sluice.TokenBucket, sluice.GCRA} {
@@ -387,13 +375,7 @@ func TestBatchHotKeyDenials(t *testing.T) {
 // call as the flat script decides the state's calls one after another,
 // denials repeated from an earlier one included.
 func TestBatchRepeats(t *testing.T) {
-	srv := redistest.Server(t)
-	c := newRueidis(t, srv.Addr)
-	var clock atomic.Int64
-	clock.Store(1_700_000_000_000_000)
-	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
-	batched := NewRueidis(c, tc, WithPrefix("b:"))
-	flat := NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false))
+	batched, flat, clock, _ := batchPair(t)
 	lims := []sluice.Limit{
 		{Algorithm: sluice.GCRA, Rate: 3, Period: time.Second},
 		{Algorithm: sluice.GCRA, Rate: 4, Period: time.Second, Burst: 2},
@@ -549,4 +531,16 @@ func TestClusterBatching(t *testing.T) {
 			t.Logf("%d decisions in %d batches over %d slots", decisions, batches, len(slots))
 		})
 	}
+}
+
+// batchPair returns a batching store and a flat one on one new server,
+// both on the test clock it returns (set to a fixed start).
+func batchPair(t *testing.T) (batched, flat *Store, clock *atomic.Int64, srv *redistest.Instance) {
+	t.Helper()
+	srv = redistest.Server(t)
+	c := newRueidis(t, srv.Addr)
+	clock = new(atomic.Int64)
+	clock.Store(1_700_000_000_000_000)
+	tc := WithTestClock(func() time.Time { return time.UnixMicro(clock.Load()) })
+	return NewRueidis(c, tc, WithPrefix("b:")), NewRueidis(c, tc, WithPrefix("f:"), WithBatching(false)), clock, srv
 }
