@@ -35,11 +35,12 @@ func newScript(name string, parts ...string) *script {
 }
 
 // newBatchScript wraps every flat script as a function of the batch driver,
-// after the at-rest functions that the flat scripts and the driver share.
+// after the functions that the flat scripts and the driver share
+// (read_state.lua and the rest_<algorithm>.lua files).
 func newBatchScript() *script {
 	var b strings.Builder
 	done := map[string]bool{"": true}
-	for _, f := range restFiles {
+	for _, f := range append([]string{"read_state"}, restFiles[:]...) {
 		if done[f] {
 			continue
 		}
@@ -119,7 +120,7 @@ func init() {
 		}
 		parts := []string{algFiles[k]}
 		if restFiles[k] != "" {
-			parts = append([]string{restFiles[k]}, parts...)
+			parts = append([]string{"read_state", restFiles[k]}, parts...)
 		}
 		singleScripts[k] = newScript(name, parts...)
 		if k != sluice.TokenBucket {

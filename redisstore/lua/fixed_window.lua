@@ -22,21 +22,11 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local start, count, packed = 0, 0, false
-local v
-if V then
-  v = V -- a batch's SET NX GET found the key (batch.lua)
-else
-  -- An absent key (at rest) admits n: SET NX GET writes the state that
-  -- admission leaves, in one call; on a key that exists it writes nothing
-  -- and returns the value, decided below as after a GET.
-  local s, px, rem, reset = rest_fixed_window(n, rate, per, now, tonumber(ARGV[5]) or 0, F)
-  if s then
-    v = redis.call('SET', key, s, 'NX', 'GET', 'PX', px)
-    if not v then return {1, rem, 0, reset, now} end
-  else
-    v = redis.call('GET', key)
-  end
-end
+-- An absent key (at rest) admits n with one SET NX GET (read_state.lua).
+local s, px, rem, reset
+if not V then s, px, rem, reset = rest_fixed_window(n, rate, per, now, tonumber(ARGV[5]) or 0, F) end
+local v = read_state(key, V, s, px)
+if s and not v then return {1, rem, 0, reset, now} end
 if v then
   local i = string.find(v, ':', 1, true)
   if i then

@@ -1,6 +1,6 @@
 -- gcra.lua: one GCRA decision, internal/algo.GCRAStep. Flat on purpose,
--- since this is the hot path: its only function is rest_gcra (built in
--- before it), its only table the reply.
+-- since this is the hot path: its only functions are read_state and
+-- rest_gcra (built in before it), its only table the reply.
 -- KEYS[1] = state; ARGV = n, cap*P, P, R, [now µs, test only], [TTL slack
 -- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
 -- one integer (µs) when frac is 0, "tat:frac" otherwise.
@@ -24,21 +24,11 @@ else
   now = t[1] * 1000000 + t[2]
 end
 local d = 0
-local v
-if V then
-  v = V -- a batch's SET NX GET found the key (batch.lua)
-else
-  -- An absent key (at rest) admits n: SET NX GET writes the state that
-  -- admission leaves, in one call; on a key that exists it writes nothing
-  -- and returns the value, decided below as after a GET.
-  local s, px, rem, reset = rest_gcra(n, full, P, R, now, tonumber(ARGV[6]) or 0, F)
-  if s then
-    v = redis.call('SET', key, s, 'NX', 'GET', 'PX', px)
-    if not v then return {1, rem, 0, reset, now} end
-  else
-    v = redis.call('GET', key)
-  end
-end
+-- An absent key (at rest) admits n with one SET NX GET (read_state.lua).
+local s, px, rem, reset
+if not V then s, px, rem, reset = rest_gcra(n, full, P, R, now, tonumber(ARGV[6]) or 0, F) end
+local v = read_state(key, V, s, px)
+if s and not v then return {1, rem, 0, reset, now} end
 if v then
   local at, frac
   local i = string.find(v, ':', 1, true)
