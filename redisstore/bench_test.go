@@ -93,3 +93,34 @@ func stats(b *testing.B, srv *redistest.Instance) {
 // benchRate is the benchmark's Rate per second: at 1000, a key's state
 // matters for 1ms and Redis deletes and re-creates it between visits.
 var benchRate = 1000
+
+// BenchmarkAllowCluster measures decisions on a local 3-master Cluster,
+// batched per hash slot or not, for 10,000 keys (spread over the slots)
+// and for one hot key, under a cancellable context as a server's request
+// carries, at 32 callers per CPU.
+func BenchmarkAllowCluster(b *testing.B) {
+	cl := redistest.Cluster(b, 3, 0)
+	c := newRueidis(b, cl.Addrs()...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: benchRate, Period: time.Second}
+	for _, nk := range []int{10000, 1} {
+		keys := sluicetest.BenchKeys(nk)
+		for _, batch := range []bool{true, false} {
+			b.Run(fmt.Sprintf("keys=%d/batching=%v", nk, batch), func(b *testing.B) {
+				s := NewRueidis(c, WithBatching(batch))
+				var i atomic.Uint64
+				b.SetParallelism(32)
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						k := keys[i.Add(1)%uint64(len(keys))]
+						if _, err := s.AllowN(ctx, k, lim, 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			})
+		}
+	}
+}
