@@ -51,6 +51,22 @@ func (m *model) step(now int64, p algo.Params, n int64) algo.Result {
 	return r
 }
 
+// ret returns n units taken at at, at now: internal/algo's Return.
+func (m *model) ret(at, now int64, p algo.Params, n int64) {
+	switch p.Kind {
+	case algo.FixedWindow:
+		m.w = algo.FixedWindowReturn(m.w, at, p, n)
+	case algo.SlidingWindow:
+		m.c = algo.SlidingWindowReturn(m.c, at, p, n)
+	case algo.TokenBucket:
+		m.b = algo.TokenBucketReturn(m.b, at, now, p, n)
+	case algo.GCRA:
+		m.g = algo.GCRAReturn(m.g, at, now, p, n)
+	case algo.SlidingLog:
+		algo.SlidingLogReturn(&m.l, at, n)
+	}
+}
+
 // randLimit returns a valid random limit: small and large rates, periods
 // that do and do not divide the epoch evenly, bursts above and below Rate.
 func randLimit(rng *rand.Rand) sluice.Limit {
@@ -139,9 +155,25 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 			RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond}
 		// The same sequence on three keys: the flat script of the
 		// algorithm, the batch script and the AllowMulti script (both
-		// built from the lib_*.lua functions).
+		// built from the lib_*.lua functions). Now and then the flat key's
+		// step goes through the AllowMulti script instead, so that each
+		// script reads state that the other wrote.
+		viaMulti := rng.IntN(4) == 0
+		var at time.Time // the time the flat key's decision used (a Lease tells it)
 		for _, s := range []*Store{st.flat, st.batched} {
-			d, err := s.AllowN(context.Background(), key, lim, int(n))
+			var d sluice.Decision
+			var err error
+			switch {
+			case s == st.flat && viaMulti:
+				var ds []sluice.Decision
+				if ds, err = s.AllowMulti(context.Background(), []sluice.Request{{Key: key, Limit: lim, N: int(n)}}); err == nil {
+					d = ds[0]
+				}
+			case s == st.flat:
+				d, at, err = s.Lease(context.Background(), key, lim, int(n))
+			default:
+				d, err = s.AllowN(context.Background(), key, lim, int(n))
+			}
 			if err != nil {
 				t.Fatalf("seed %d step %d: AllowN(%v, %d) at %d (%v): %v", seed, i, lim, n, now, s, err)
 			}
@@ -155,6 +187,20 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 		}
 		if ds[0] != want {
 			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, ds[0], want)
+		}
+		if !viaMulti && r.Allowed && n > 0 && rng.IntN(4) == 0 {
+			// Return part of what was just admitted (a lease given back),
+			// to all three keys and to the model.
+			k := 1 + rng.Int64N(n)
+			m.ret(at.UnixMicro(), now, p, k)
+			for _, sk := range []struct {
+				s *Store
+				k string
+			}{{st.flat, key}, {st.batched, key}, {st.flat, key + "/multi"}} {
+				if err := sk.s.Return(context.Background(), sk.k, lim, int(k), at); err != nil {
+					t.Fatalf("seed %d step %d: Return(%v, %d) at %v: %v", seed, i, lim, k, at, err)
+				}
+			}
 		}
 	}
 }

@@ -74,7 +74,14 @@ ALG[2].commit = function(key, st, p, slack)
 end
 
 -- ret is internal/algo.SlidingLogReturn: up to n entries stamped at leave.
+-- The entries at or before at-P go too: internal/algo dropped them when it
+-- admitted the entries stamped at, and the log may still hold them (it trims
+-- at every 8th admission). Otherwise, with the newest entry returned,
+-- nothing would keep a later decision on a clock that ran back from
+-- counting them again.
 ALG[2].ret = function(key, now, at, n, p)
   local ms = redis.call('ZRANGEBYSCORE', key, str(at), str(at), 'LIMIT', 0, n)
-  if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
+  if #ms == 0 then return end
+  redis.call('ZREM', key, unpack(ms))
+  if at - p.period >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, str(at - p.period)) end
 end
