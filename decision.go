@@ -36,9 +36,15 @@ type Request struct {
 // MultiStore is a Store that decides several requests all-or-nothing: either
 // every request is admitted and counted, or none is counted.
 //
+// Requests on the same state (key, algorithm and period) are decided one
+// after the other: each after the earlier ones that were admitted, which it
+// sees as counted; a denied request is not counted for those after it, and
+// a request of cost 0 is never denied.
+//
 // The returned decisions are in request order. When any request is denied,
 // every decision has Allowed false; the ones that blocked carry their
-// RetryAfter, the others RetryAfter 0 and the Remaining of a peek.
+// RetryAfter, the others RetryAfter 0 and the Remaining and ResetAfter of a
+// peek at their state as it is (nothing of the call counted).
 type MultiStore interface {
 	Store
 	AllowMulti(ctx context.Context, reqs []Request) ([]Decision, error)

@@ -72,9 +72,12 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decision {
 	now := s.nowMicro()
 
-	// Decide every request without counting anything. Bucket and window
-	// states advance in a copy; a log is asked for the costs so far plus
-	// this one, which the capacity check above keeps within its Rate.
+	// Decide every request without counting anything, one after the other:
+	// a request on a state is decided after the earlier requests on it that
+	// were admitted (a denied one is not counted for those after it, as it
+	// is not counted at all). Bucket and window states advance in a copy; a
+	// log is asked for the costs admitted so far plus this one, which the
+	// capacity check above keeps within its Rate.
 	out := make([]sluice.Decision, len(reqs))
 	allowed := true
 	for i := range items {
@@ -95,10 +98,23 @@ func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decisi
 		n := int64(reqs[i].N)
 		var r algo.Result
 		if it.p.Kind == algo.SlidingLog {
-			before := it.sum - n
-			r = stepLog(g.log, now, *it.p, it.sum)
-			if !r.Allowed {
+			// A peek (n 0) after admitted costs asks for none of them:
+			// it is never denied.
+			before := g.admitted
+			cost := before + n
+			if n == 0 {
+				cost = 0
+			}
+			r = stepLog(g.log, now, *it.p, cost)
+			if r.Allowed {
+				g.admitted += n
+			}
+			if before > 0 && (n == 0 || !r.Allowed) {
+				// The costs admitted before it are counted, and are the
+				// newest entries: the log is back to empty a Period
+				// after now.
 				r.Remaining = max(r.Remaining-before, 0)
+				r.ResetAfter = it.p.Period
 			}
 		} else {
 			r = it.rf.sh.step(&g.tmp, now, it.p, n, true)
@@ -157,9 +173,10 @@ type item struct {
 	first int   // index of the first request on the same state
 	sum   int64 // costs of the requests on this state up to this one
 	// On the first request of a state only:
-	tmp     entry // the state as the requests so far leave it (not the log)
-	log     *algo.Log
-	changed bool // some request on the state has n > 0
+	tmp      entry // the state as the requests so far leave it (not the log)
+	log      *algo.Log
+	admitted int64 // a log's costs admitted so far in the call
+	changed  bool  // some request on the state has n > 0
 }
 
 // stepLog decides n on log (nil: empty) without counting it.

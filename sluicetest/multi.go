@@ -89,6 +89,23 @@ func (s *suite) testMulti(t *testing.T) {
 		if d := e.allow(k2, sl, 1); !d.Allowed || d.Remaining != 0 {
 			t.Errorf("AllowN(%q, 1) after a denied AllowMulti = %+v, want allowed, Remaining 0", k2, d)
 		}
+		// The requests that did not block report a peek of their state as
+		// it is: neither an earlier request of the call on the same state
+		// nor their own cost is in their Remaining or ResetAfter. (k2 is
+		// now full.)
+		k3, k4 := newKey(t), newKey(t)
+		tb := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 3, Period: time.Hour, Burst: 5}
+		ds = multi(e, sluice.Request{Key: k3, Limit: fw, N: 1}, sluice.Request{Key: k3, Limit: fw, N: 1},
+			sluice.Request{Key: k4, Limit: tb, N: 2}, sluice.Request{Key: k2, Limit: sl, N: 1})
+		peeks := []sluice.Decision{{Limit: fw, Remaining: 3}, {Limit: fw, Remaining: 3}, {Limit: tb, Remaining: 5}}
+		for i, want := range peeks {
+			if ds[i] != want {
+				t.Errorf("AllowMulti decision %d (not blocking) = %+v, want the peek %+v", i, ds[i], want)
+			}
+		}
+		if ds[3].Allowed || ds[3].RetryAfter <= 0 {
+			t.Errorf("AllowMulti decision 3 (blocking) = %+v, want denied with a wait", ds[3])
+		}
 	})
 
 	t.Run("SameState", func(t *testing.T) {
@@ -111,6 +128,24 @@ func (s *suite) testMulti(t *testing.T) {
 		}
 		if d := e.allow(k2, sl, 0); d.Remaining != 2 {
 			t.Errorf("peek after a denied AllowMulti on one state = %+v, want Remaining 2", d)
+		}
+		// A denied request is not counted for the later ones on its state:
+		// with 1 left, 2 is denied, and 1 after it would be admitted (the
+		// call is denied, so it reports a peek).
+		k4 := newKey(t)
+		e.allow(k4, sl, 2)
+		ds = multi(e, sluice.Request{Key: k4, Limit: sl, N: 2}, sluice.Request{Key: k4, Limit: sl, N: 1})
+		if ds[0].Allowed || ds[0].RetryAfter <= 0 || ds[1].Allowed || ds[1].RetryAfter != 0 || ds[1].Remaining != 1 {
+			t.Errorf("AllowMulti(2, 1 on one state with 1 remaining) = %+v, want the first blocking and the second a peek with Remaining 1", ds)
+		}
+		// A peek is never denied, even under a smaller limit of a state that
+		// the call's earlier requests fill.
+		k5 := newKey(t)
+		one := sl
+		one.Rate = 1
+		ds = multi(e, sluice.Request{Key: k5, Limit: sl, N: 1}, sluice.Request{Key: k5, Limit: one, N: 0})
+		if !ds[0].Allowed || ds[0].Remaining != 2 || !ds[1].Allowed || ds[1].Remaining != 0 || ds[1].RetryAfter != 0 {
+			t.Errorf("AllowMulti(1 of 3 per hour, a peek at 1 per hour, on one state) = %+v, want both allowed, Remaining 2 and 0", ds)
 		}
 		// Costs on one state whose sum exceeds its capacity can never be
 		// admitted: ErrExceedsCapacity, as for one request.

@@ -3,7 +3,9 @@
 -- extra. Requests on the same key are decided as if made one after the
 -- other. Returns {all allowed, time, then allowed, remaining, retry, reset
 -- per request}; when any is denied nothing is written, and the requests
--- that were admissible alone report a peek (allowed 0, retry 0).
+-- that did not block report a peek of their state as it is (allowed 0,
+-- retry 0): not counting the earlier requests of the call, which are not
+-- counted either.
 local now = now_us(ARGV[1])
 local slack = tonumber(ARGV[2])
 local out, reqs, cache, has = {1, now}, {}, {}, {}
@@ -28,8 +30,8 @@ if out[1] == 0 then
     local o = 2 + (i - 1) * 4
     if out[o + 1] == 1 then
       local r = reqs[i]
-      local _, _, rem = r[1].decide(r[2], now, 0, r[4], r[5])
-      out[o + 1], out[o + 2] = 0, rem
+      local _, _, rem, _, reset = r[1].decide(r[2], now, 0, r[4], nil)
+      out[o + 1], out[o + 2], out[o + 4] = 0, rem, reset
     end
   end
   return out
