@@ -1,8 +1,11 @@
 # make test: the whole suite, with its own set-up (redis-server when missing).
 # make bench: the benchmarks (not part of make test).
+# make compat: the differential test against envoyproxy/ratelimit (not part of make test).
 GO ?= go
+# The reference's version, as in bench/loadgen/run.sh.
+REFERENCE_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 
-.PHONY: test check-format vet unit bench fuzz
+.PHONY: test check-format vet unit bench fuzz compat
 test: 
 	./scripts/ensure-redis.sh
 	$(MAKE) check-format vet unit
@@ -20,3 +23,11 @@ unit:
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
+
+# Builds envoyproxy/ratelimit's service_cmd from the Go module proxy into a
+# temporary directory and runs bench/compat against it.
+compat:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "building envoyproxy/ratelimit $(REFERENCE_VERSION)" && \
+	GOBIN="$$tmp" $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(REFERENCE_VERSION) && \
+	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 -v ./compat

@@ -1,0 +1,500 @@
+package compat
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const (
+	ok        = pb.RateLimitResponse_OK
+	overLimit = pb.RateLimitResponse_OVER_LIMIT
+)
+
+// knownDifference is a difference between sluice and the reference that
+// internal/rls/COMPAT.md does not list as deliberate (or describes
+// otherwise). The comparison tolerates exactly the pattern described, counts
+// it and logs the first occurrence, so that it keeps comparing everything
+// else; TestCompat/<store>/known/<id> reproduces each one and skips with the
+// evidence while it lasts (and fails once sluice no longer differs, so that
+// the entry is removed).
+type knownDifference struct {
+	id, what string
+}
+
+var knownDifferences = []knownDifference{
+	{"quota-mode-status", "a quota_mode descriptor over its limit: the reference answers code OK, " +
+		"current_limit, limit_remaining 0 and no duration_until_reset (src/service/ratelimit.go: " +
+		"\"In quota mode: ... keep response as OK\"); sluice answers OVER_LIMIT with a duration_until_reset " +
+		"(COMPAT.md lists \"the descriptor reports OVER_LIMIT\" under \"The same\")"},
+	{"untouched-reset", "duration_until_reset of a key with no hits in its window (a hits_addend 0 peek, or a " +
+		"hits_addend larger than the limit, which sluice does not count): sluice answers 0 s (and RateLimit-Reset: 0), " +
+		"the reference the window's end, as for every status with a limit (utils.CalculateReset); for the " +
+		"OVER_LIMIT case COMPAT.md item 7 promises the window's end"},
+	{"blocked-marks-all", "a request with a requests_per_unit: 0 descriptor: sluice answers OVER_LIMIT (remaining 0) " +
+		"for every other limited descriptor too, the reference only for the blocked one (COMPAT.md item 2: " +
+		"\"only the descriptors that denied are OVER_LIMIT\")"},
+	{"shortcut-hides-over", "a request where one descriptor's hits_addend exceeds its limit: sluice decides the " +
+		"others with cost 0, so a descriptor that is itself at its limit is answered OK (remaining 0) where the " +
+		"reference (and sluice's own AllowMulti path without that descriptor) answers OVER_LIMIT"},
+	{"override-counter", "a descriptor's limit override counts in the reference's counter of the same entries and " +
+		"unit (src/limiter/cache_key.go: domain, entries and window start only), shared with the configured limit " +
+		"and with overrides of another rate; sluice counts each override (unit and rate) apart " +
+		"(COMPAT.md lists \"counted apart from the configured limit\" under \"The same\")"},
+	{"duplicate-sum-error", "a request naming one counter several times (the same descriptor twice: Envoy sends that when " +
+		"two rate_limit actions produce the same entries) whose costs together exceed the limit, each within it: " +
+		"sluice fails the call with gRPC Unavailable \"store: ... sluice: cost exceeds capacity\" (the stores' AllowMulti " +
+		"rejects the sum; rls only checks each descriptor's own cost), the reference answers OVER_LIMIT. Envoy's " +
+		"default failure_mode_deny: false admits requests on that error: with requests_per_unit: 1 and a duplicated " +
+		"descriptor, nothing is ever limited"},
+	{"blocked-peek", "a hits_addend 0 on a requests_per_unit: 0 descriptor: the reference answers OK (its counter, 0, " +
+		"is not over 0), sluice OVER_LIMIT and denies the whole request (a Deny rule ignores the cost; elsewhere " +
+		"sluice never denies a cost of 0)"},
+	{"headers-last-over", "with two or more descriptors OVER_LIMIT, the reference's RateLimit-* headers describe the " +
+		"last of them (src/service/ratelimit.go), sluice's the first (rls.Closest)"},
+}
+
+func knownWhat(id string) string {
+	for _, k := range knownDifferences {
+		if k.id == id {
+			return k.what
+		}
+	}
+	panic("unknown known difference " + id)
+}
+
+// documentedDuplicate is the COMPAT.md difference the comparison recognises
+// on a counter named twice in one request; it is counted apart from the
+// known differences.
+const documentedDuplicate = "documented: the reference counts hits that sluice does not (a denied request's, " +
+	"quota_mode's and shadow_mode's over their limit, a hits_addend above the limit), which a later descriptor " +
+	"of the same request on the same counter sees (COMPAT.md items 1, 2, 4)"
+
+// checker sends requests to the reference and to sluice and compares the
+// answers.
+type checker struct {
+	ref, sl *service
+
+	mu       sync.Mutex
+	seen     map[string]int    // tolerated difference -> occurrences
+	example  map[string]string // its first occurrence
+	requests int               // compared requests
+	full     int               // ... compared in full
+	denials  int               // ... compared at the reference's first denial
+}
+
+func newChecker(ref, sl *service) *checker {
+	return &checker{ref: ref, sl: sl, seen: map[string]int{}, example: map[string]string{}}
+}
+
+// sequence is the state of one sequence of requests: what the comparison
+// needs to know of the earlier answers.
+type sequence struct {
+	label string
+	start time.Time
+	// remaining is the reference's last limit_remaining per counter of a
+	// shadow_mode descriptor, to see when one goes over its limit (its status
+	// stays OK).
+	remaining map[string]uint32
+}
+
+func newSequence(label string) *sequence {
+	return &sequence{label: label, start: time.Now(), remaining: map[string]uint32{}}
+}
+
+// hits is the cost of descriptor i as both services read it: its own
+// hits_addend when set (0 included), else the request's, 0 meaning 1.
+func hits(req *pb.RateLimitRequest, i int) uint64 {
+	if h := req.Descriptors[i].GetHitsAddend(); h != nil {
+		return h.GetValue()
+	}
+	return max(uint64(req.GetHitsAddend()), 1)
+}
+
+// counter identifies the counter a descriptor counts in: its entries and
+// limit override (in testdata/compat.yaml distinct entries never share one).
+func counter(d *rlpb.RateLimitDescriptor) string {
+	c := &rlpb.RateLimitDescriptor{Entries: d.Entries, Limit: d.Limit}
+	return prototext.MarshalOptions{}.Format(c)
+}
+
+// isShadow reports whether d matches the shadow_mode limit of
+// testdata/compat.yaml.
+func isShadow(d *rlpb.RateLimitDescriptor) bool {
+	return len(d.Entries) == 1 && d.Entries[0].Key == "shadow" && d.Limit == nil
+}
+
+func text(m proto.Message) string {
+	if m == nil {
+		return "<nil>"
+	}
+	if m, ok := m.(*pb.RateLimitResponse); ok && m == nil {
+		return ""
+	}
+	return prototext.MarshalOptions{}.Format(m)
+}
+
+// outcome is what one step observed.
+type outcome struct {
+	goOn      bool // the sequence may go on
+	denied    bool // the reference denied (some descriptor OVER_LIMIT)
+	failed    bool
+	abandoned bool // the answers differ, but a window boundary passed
+}
+
+// step sends req to both services, compares the answers and reports whether
+// the sequence may go on: it stops at the reference's first denial, and when
+// a quota_mode or shadow_mode descriptor goes over its limit (the reference
+// counts those hits, sluice does not).
+//
+// Before any denial the whole response must be equal (duration_until_reset
+// and RateLimit-Reset within 1 s). At the reference's first denial only what
+// COMPAT.md documents as the same is compared: overall_code, every status's
+// code and current_limit, and the limit_remaining (0) and
+// duration_until_reset of the descriptors the reference says are
+// OVER_LIMIT; the RateLimit-* headers when exactly one descriptor is.
+//
+// A later descriptor of the request on a counter the reference has just
+// taken over its limit (OVER_LIMIT, quota_mode or shadow_mode) is compared
+// by current_limit only: the reference counted hits there that sluice did
+// not (COMPAT.md items 1, 2, 4). The known differences are tolerated as
+// described in knownDifferences, and the headers are then not compared
+// (they describe one of the statuses).
+func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) outcome {
+	t.Helper()
+	refResp, refErr := c.ref.should(req)
+	slResp, slErr := c.sl.should(req)
+	c.mu.Lock()
+	c.requests++
+	c.mu.Unlock()
+	report := func(mode, why string) outcome {
+		t.Helper()
+		if now := time.Now(); now.Truncate(time.Minute) != seq.start.Truncate(time.Minute) {
+			t.Logf("%s: differs (%s) but the sequence crossed a minute boundary (%s to %s): abandoned", seq.label, why,
+				seq.start.Format("15:04:05.000"), now.Format("15:04:05.000"))
+			return outcome{abandoned: true}
+		}
+		t.Errorf("%s (%s): %s\nrequest:   %s\nreference: %v %s\nsluice:    %v %s", seq.label, mode, why,
+			text(req), errText(refErr), text(refResp), errText(slErr), text(slResp))
+		return outcome{failed: true}
+	}
+	if refErr == nil && slErr != nil && status.Code(slErr) == codes.Unavailable &&
+		strings.Contains(status.Convert(slErr).Message(), "cost exceeds capacity") && sumOverLimit(req, refResp) {
+		c.tolerate(seq, req, refResp, nil, []string{"duplicate-sum-error"}, slErr)
+		// The reference counted the hits: the sequence cannot go on.
+		return outcome{denied: refResp.OverallCode == overLimit}
+	}
+	if refErr != nil || slErr != nil {
+		return report("call", "a valid request failed")
+	}
+	n := len(req.Descriptors)
+	if len(refResp.Statuses) != n || len(slResp.Statuses) != n {
+		return report("call", fmt.Sprintf("%d descriptors, %d and %d statuses", n, len(refResp.Statuses), len(slResp.Statuses)))
+	}
+	r := proto.Clone(refResp).(*pb.RateLimitResponse)
+	s := proto.Clone(slResp).(*pb.RateLimitResponse)
+
+	denied := r.OverallCode == overLimit
+	overs := 0           // statuses the reference says are OVER_LIMIT
+	blocked := false     // ... one of them a requests_per_unit: 0 limit
+	blockedPeek := false // a cost 0 on a requests_per_unit: 0 limit that sluice denies
+	for i, st := range r.Statuses {
+		if st.Code == overLimit {
+			denied = true
+			overs++
+			blocked = blocked || st.CurrentLimit.GetRequestsPerUnit() == 0
+		}
+		blockedPeek = blockedPeek || st.Code == ok && st.CurrentLimit != nil && st.CurrentLimit.RequestsPerUnit == 0 &&
+			hits(req, i) == 0 && s.Statuses[i].Code == overLimit
+	}
+	goOn := !denied
+	var notes []string
+	note := func(id string) {
+		if !slices.Contains(notes, id) {
+			notes = append(notes, id)
+		}
+	}
+	limitOnly := func(i int) {
+		for _, x := range []*pb.RateLimitResponse{r, s} {
+			x.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{CurrentLimit: x.Statuses[i].CurrentLimit}
+		}
+	}
+
+	mode := "full"
+	if blockedPeek {
+		// blocked-peek: sluice denies the whole request (and so counts
+		// nothing of it) where the reference admits it: only the limits
+		// compare.
+		mode = "blocked peek"
+		note("blocked-peek")
+		goOn = false
+		for i := range n {
+			limitOnly(i)
+		}
+		r.OverallCode, s.OverallCode = ok, ok
+	}
+
+	resetPatched := false
+	overCounter := map[string]bool{} // counters the reference took over their limit
+	for i := range n {
+		if blockedPeek {
+			break
+		}
+		rs, ss := r.Statuses[i], s.Statuses[i]
+		key := counter(req.Descriptors[i])
+		if overCounter[key] {
+			note(documentedDuplicate)
+			goOn = false
+			limitOnly(i)
+			continue
+		}
+		if rs.CurrentLimit == nil || !proto.Equal(rs.CurrentLimit, ss.CurrentLimit) {
+			continue // compared below
+		}
+		rpu := uint64(rs.CurrentLimit.RequestsPerUnit)
+		over := rs.Code == overLimit
+		// untouched-reset: sluice's 0 s where the reference has the
+		// window's end, on a key with no hits (an untouched peek keeps
+		// its whole limit; a cost above the limit counts nothing).
+		if rs.DurationUntilReset.GetSeconds() > 0 && ss.DurationUntilReset != nil && ss.DurationUntilReset.AsDuration() == 0 &&
+			(ss.Code == ok && uint64(ss.LimitRemaining) == rpu || hits(req, i) > rpu) {
+			ss.DurationUntilReset = proto.Clone(rs.DurationUntilReset).(*durationpb.Duration)
+			resetPatched = true
+			note("untouched-reset")
+		}
+		// quota-mode-status: the reference's quota_mode conversion is the
+		// only status with a limit and no duration_until_reset.
+		if rs.Code == ok && rs.DurationUntilReset == nil {
+			over, goOn = true, false // the reference counted hits over the limit
+			if ss.Code == overLimit && ss.LimitRemaining == 0 && rs.LimitRemaining == 0 && ss.DurationUntilReset != nil {
+				s.Statuses[i] = proto.Clone(rs).(*pb.RateLimitResponse_DescriptorStatus)
+				note("quota-mode-status")
+			}
+		}
+		// A shadow_mode descriptor over its limit is OK in both, but the
+		// reference counts those hits.
+		if isShadow(req.Descriptors[i]) {
+			prev, seen := seq.remaining[key]
+			if !seen {
+				prev = uint32(rpu)
+			}
+			if hits(req, i) > uint64(prev) {
+				over, goOn = true, false
+			}
+			seq.remaining[key] = rs.LimitRemaining
+		}
+		if over {
+			overCounter[key] = true
+		}
+	}
+
+	compareHeaders := len(notes) == 0 || len(notes) == 1 && notes[0] == "untouched-reset"
+	if resetPatched {
+		if rv, sv := header(r, "RateLimit-Reset"), header(s, "RateLimit-Reset"); sv != nil && rv != nil && sv.Value == "0" && rv.Value != "0" {
+			sv.Value = rv.Value
+		}
+	}
+	if denied && !blockedPeek {
+		mode = "at the reference's first denial"
+		compareHeaders = compareHeaders && overs == 1
+		keep := make([]bool, n) // compare limit_remaining and duration_until_reset
+		for i := range n {
+			rs, ss := r.Statuses[i], s.Statuses[i]
+			keep[i] = rs.Code == overLimit
+			switch {
+			case rs.Code == ok && ss.Code == overLimit && blocked && ss.LimitRemaining == 0:
+				note("blocked-marks-all")
+				ss.Code = ok
+				compareHeaders = false
+			case rs.Code == overLimit && ss.Code == overLimit && blocked && rs.CurrentLimit.GetRequestsPerUnit() > 0:
+				// With a blocked descriptor sluice decides nothing else:
+				// this OVER_LIMIT is blocked-marks-all's, on a peek
+				// (duration_until_reset 0 on an untouched key).
+				keep[i] = false
+			case rs.Code == overLimit && ss.Code == ok && c.earlierSame(req, i):
+				note(documentedDuplicate)
+				ss.Code, keep[i] = overLimit, false
+				compareHeaders = false
+			case rs.Code == overLimit && ss.Code == ok && hits(req, i) > uint64(ss.LimitRemaining) && c.overCapacityElsewhere(req, refResp, i):
+				note("shortcut-hides-over")
+				ss.Code, keep[i] = overLimit, false
+				compareHeaders = false
+			}
+		}
+		for i := range n {
+			if !keep[i] {
+				for _, x := range []*pb.RateLimitResponse{r, s} {
+					x.Statuses[i].LimitRemaining, x.Statuses[i].DurationUntilReset = 0, nil
+				}
+			}
+		}
+		if overs > 1 {
+			alignResponse(r, s)
+			if !proto.Equal(headersOnly(r), headersOnly(s)) {
+				note("headers-last-over")
+			}
+		}
+	}
+	if !compareHeaders {
+		r.ResponseHeadersToAdd, s.ResponseHeadersToAdd = nil, nil
+	}
+	alignResponse(r, s)
+	if !proto.Equal(r, s) {
+		return report(mode, "responses differ"+tolerated(notes))
+	}
+	c.mu.Lock()
+	if denied {
+		c.denials++
+	} else {
+		c.full++
+	}
+	c.mu.Unlock()
+	c.tolerate(seq, req, refResp, slResp, notes, nil)
+	return outcome{goOn: goOn, denied: denied}
+}
+
+// tolerate counts the tolerated differences ids and keeps the first
+// occurrence of each.
+func (c *checker) tolerate(seq *sequence, req *pb.RateLimitRequest, ref, sl *pb.RateLimitResponse, ids []string, slErr error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if c.seen[id] == 0 {
+			c.example[id] = fmt.Sprintf("%s\n    request:   %s\n    reference: %s\n    sluice:    %s %s",
+				seq.label, text(req), text(ref), errText(slErr), text(sl))
+		}
+		c.seen[id]++
+	}
+}
+
+// sumOverLimit reports whether req names one counter several times with
+// costs that together exceed its limit (as the reference's answer reports
+// the limit).
+func sumOverLimit(req *pb.RateLimitRequest, ref *pb.RateLimitResponse) bool {
+	sum := map[string]uint64{}
+	count := map[string]int{}
+	for i, x := range req.Descriptors {
+		if i >= len(ref.Statuses) || ref.Statuses[i].CurrentLimit == nil {
+			continue
+		}
+		k := counter(x)
+		sum[k] += hits(req, i)
+		count[k]++
+		if count[k] > 1 && sum[k] > uint64(ref.Statuses[i].CurrentLimit.RequestsPerUnit) {
+			return true
+		}
+	}
+	return false
+}
+
+func tolerated(notes []string) string {
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (after tolerating: " + strings.Join(notes, "; ") + ")"
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "error " + err.Error()
+}
+
+// earlierSame reports whether a descriptor before i in req counts in the
+// same counter.
+func (c *checker) earlierSame(req *pb.RateLimitRequest, i int) bool {
+	k := counter(req.Descriptors[i])
+	for j := range i {
+		if counter(req.Descriptors[j]) == k {
+			return true
+		}
+	}
+	return false
+}
+
+// overCapacityElsewhere reports whether a descriptor other than i is
+// denied by the reference with a cost above its whole limit (a request
+// sluice denies without asking its store).
+func (c *checker) overCapacityElsewhere(req *pb.RateLimitRequest, r *pb.RateLimitResponse, i int) bool {
+	for j, st := range r.Statuses {
+		if j != i && st.Code == overLimit && st.CurrentLimit != nil && hits(req, j) > uint64(st.CurrentLimit.RequestsPerUnit) {
+			return true
+		}
+	}
+	return false
+}
+
+// alignResponse copies the reference's duration_until_reset and
+// RateLimit-Reset into sluice's answer where they are within 1 s of each
+// other: the two services read the clock at slightly different instants.
+func alignResponse(r, s *pb.RateLimitResponse) {
+	for i := range min(len(r.Statuses), len(s.Statuses)) {
+		rd, sd := r.Statuses[i].DurationUntilReset, s.Statuses[i].DurationUntilReset
+		if rd != nil && sd != nil && absDuration(rd.AsDuration()-sd.AsDuration()) <= time.Second {
+			s.Statuses[i].DurationUntilReset = proto.Clone(rd).(*durationpb.Duration)
+		}
+	}
+	rv, sv := header(r, "RateLimit-Reset"), header(s, "RateLimit-Reset")
+	if rv != nil && sv != nil {
+		a, errA := strconv.ParseInt(rv.Value, 10, 64)
+		b, errB := strconv.ParseInt(sv.Value, 10, 64)
+		if errA == nil && errB == nil && a-b <= 1 && b-a <= 1 {
+			sv.Value = rv.Value
+		}
+	}
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func header(r *pb.RateLimitResponse, name string) *core.HeaderValue {
+	for _, h := range r.ResponseHeadersToAdd {
+		if strings.EqualFold(h.Key, name) {
+			return h
+		}
+	}
+	return nil
+}
+
+func headersOnly(r *pb.RateLimitResponse) *pb.RateLimitResponse {
+	return &pb.RateLimitResponse{ResponseHeadersToAdd: r.ResponseHeadersToAdd}
+}
+
+// summary logs how much was compared and every tolerated difference.
+func (c *checker) summary(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Logf("compared %d requests: %d in full, %d at the reference's first denial", c.requests, c.full, c.denials)
+	ids := make([]string, 0, len(c.seen))
+	for id := range c.seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		what := id
+		if !strings.HasPrefix(id, "documented") {
+			what = "KNOWN DIFFERENCE " + id + ": " + knownWhat(id)
+		}
+		t.Logf("tolerated %d times: %s\n  first: %s", c.seen[id], what, c.example[id])
+	}
+}

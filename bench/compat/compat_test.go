@@ -1,0 +1,666 @@
+package compat
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// domain is the domain of testdata/compat.yaml.
+const domain = "compat"
+
+// defaultSequences is the number of random sequences per store.
+const defaultSequences = 1500
+
+// TestCompat runs sluice on its memory store and on Redis, each next to its
+// own reference, and compares them: error behaviour, documented
+// differences, one case per configuration feature, the known differences,
+// and random sequences.
+func TestCompat(t *testing.T) {
+	referenceBin(t)
+	yaml, err := filepath.Abs(filepath.Join("testdata", "compat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
+		}
+	}
+	sequences := defaultSequences
+	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
+		if sequences, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
+		}
+	}
+	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences per store", seed, seed, sequences)
+
+	stores := []struct {
+		name  string
+		flags func(t *testing.T) []string
+	}{
+		{"memory", func(*testing.T) []string { return nil }},
+		{"redis", func(t *testing.T) []string {
+			rd := redistest.Server(t)
+			return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
+		}},
+	}
+	for k, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ref := startReference(t, yaml)
+			sl := startSluice(t, "sluice "+st.name, yaml, st.flags(t)...)
+			c := newChecker(ref, sl)
+			tok := tokens(rand.New(rand.NewPCG(seed, uint64(k))))
+			t.Run("errors", func(t *testing.T) { testErrors(t, c) })
+			t.Run("documented", func(t *testing.T) { testDocumented(t, c, tok) })
+			t.Run("cases", func(t *testing.T) { testCases(t, c, tok) })
+			t.Run("known", func(t *testing.T) { testKnown(t, c, tok) })
+			t.Run("random", func(t *testing.T) {
+				testRandom(t, c, rand.New(rand.NewPCG(seed, 100+uint64(k))), sequences)
+			})
+			c.summary(t)
+		})
+	}
+}
+
+// tokens returns a generator of fresh descriptor values, so that no two
+// sequences share a counter.
+func tokens(r *rand.Rand) func() string {
+	return func() string { return fmt.Sprintf("r%012x", r.Uint64()>>16) }
+}
+
+// awayFromBoundary waits, when a minute boundary (and so every hour and day
+// boundary) is less than 2 s away, until it has passed: a sequence must see
+// one window in both services.
+func awayFromBoundary() {
+	now := time.Now()
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < 2*time.Second {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+}
+
+// d builds a descriptor from key, value pairs.
+func d(kv ...string) *rlpb.RateLimitDescriptor {
+	out := &rlpb.RateLimitDescriptor{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out.Entries = append(out.Entries, &rlpb.RateLimitDescriptor_Entry{Key: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// withHits sets a descriptor's own hits_addend.
+func withHits(x *rlpb.RateLimitDescriptor, n uint64) *rlpb.RateLimitDescriptor {
+	x = proto.Clone(x).(*rlpb.RateLimitDescriptor)
+	x.HitsAddend = wrapperspb.UInt64(n)
+	return x
+}
+
+// withLimit sets a descriptor's limit override.
+func withLimit(x *rlpb.RateLimitDescriptor, rpu uint32, unit typev3.RateLimitUnit) *rlpb.RateLimitDescriptor {
+	x = proto.Clone(x).(*rlpb.RateLimitDescriptor)
+	x.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: rpu, Unit: unit}
+	return x
+}
+
+func rq(ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: domain, Descriptors: ds}
+}
+
+func rqHits(hits uint32, ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
+	return &pb.RateLimitRequest{Domain: domain, Descriptors: ds, HitsAddend: hits}
+}
+
+// testErrors: requests both services must reject. The codes differ by
+// design (COMPAT.md item 3): the reference answers Unknown (a panic
+// recovered in ShouldRateLimit), sluice InvalidArgument; the messages are
+// the reference's.
+func testErrors(t *testing.T, c *checker) {
+	for _, tc := range []struct {
+		name string
+		req  *pb.RateLimitRequest
+		msg  string
+	}{
+		{"empty domain", &pb.RateLimitRequest{Descriptors: []*rlpb.RateLimitDescriptor{d("plain", "x")}}, "rate limit domain must not be empty"},
+		{"no descriptors", &pb.RateLimitRequest{Domain: domain}, "rate limit descriptor list must not be empty"},
+		{"no descriptors, unknown domain", &pb.RateLimitRequest{Domain: "compat-unknown"}, "rate limit descriptor list must not be empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, refErr := c.ref.should(tc.req)
+			_, slErr := c.sl.should(tc.req)
+			if got := status.Code(refErr); got != codes.Unknown || !strings.Contains(status.Convert(refErr).Message(), tc.msg) {
+				t.Errorf("reference: %v, want Unknown %q", refErr, tc.msg)
+			}
+			if got := status.Code(slErr); got != codes.InvalidArgument || !strings.Contains(status.Convert(slErr).Message(), tc.msg) {
+				t.Errorf("sluice: %v, want InvalidArgument %q", slErr, tc.msg)
+			}
+		})
+	}
+}
+
+// call sends req to both services and fails the test on an error.
+func call(t *testing.T, c *checker, req *pb.RateLimitRequest) (ref, sl *pb.RateLimitResponse) {
+	t.Helper()
+	ref, err := c.ref.should(req)
+	if err != nil {
+		t.Fatalf("reference: %s: %v", text(req), err)
+	}
+	sl, err = c.sl.should(req)
+	if err != nil {
+		t.Fatalf("sluice: %s: %v", text(req), err)
+	}
+	return ref, sl
+}
+
+// statusIs checks one status's code and limit_remaining.
+func statusIs(t *testing.T, who string, resp *pb.RateLimitResponse, i int, code pb.RateLimitResponse_Code, remaining uint32) {
+	t.Helper()
+	st := resp.GetStatuses()[i]
+	if st.GetCode() != code || st.GetLimitRemaining() != remaining {
+		t.Errorf("%s: status %d is %v remaining %d, want %v remaining %d\n%s", who, i, st.GetCode(), st.GetLimitRemaining(), code, remaining, text(resp))
+	}
+}
+
+// testDocumented checks each side of the differences COMPAT.md documents,
+// with exact values.
+func testDocumented(t *testing.T, c *checker, tok func() string) {
+	t.Run("no entries (item 3)", func(t *testing.T) {
+		req := rq(d("plain", tok()), &rlpb.RateLimitDescriptor{})
+		ref, refErr := c.ref.should(req)
+		_, slErr := c.sl.should(req)
+		if refErr != nil || ref.OverallCode != ok || len(ref.Statuses) != 2 || ref.Statuses[1].CurrentLimit != nil {
+			t.Errorf("reference: %v %s, want OK with no limit for the empty descriptor", refErr, text(ref))
+		}
+		if status.Code(slErr) != codes.InvalidArgument {
+			t.Errorf("sluice: %v, want InvalidArgument", slErr)
+		}
+	})
+	t.Run("is_negative_hits (item 3)", func(t *testing.T) {
+		x := d("plain", tok())
+		neg := proto.Clone(x).(*rlpb.RateLimitDescriptor)
+		neg.IsNegativeHits = true
+		ref, refErr := c.ref.should(rq(neg))
+		_, slErr := c.sl.should(rq(neg))
+		if refErr != nil {
+			t.Fatalf("reference: %v", refErr)
+		}
+		statusIs(t, "reference (counts it as a hit)", ref, 0, ok, 4)
+		if status.Code(slErr) != codes.InvalidArgument {
+			t.Errorf("sluice: %v, want InvalidArgument", slErr)
+		}
+	})
+	t.Run("override of rate 0 (item 3)", func(t *testing.T) {
+		req := rq(withLimit(d("ovr", tok()), 0, typev3.RateLimitUnit_MINUTE))
+		ref, refErr := c.ref.should(req)
+		_, slErr := c.sl.should(req)
+		if refErr != nil || ref.OverallCode != overLimit {
+			t.Errorf("reference: %v %s, want OVER_LIMIT", refErr, text(ref))
+		}
+		if status.Code(slErr) != codes.InvalidArgument {
+			t.Errorf("sluice: %v, want InvalidArgument", slErr)
+		}
+	})
+	t.Run("denied hits not counted (item 1)", func(t *testing.T) {
+		awayFromBoundary()
+		x := d("plain", tok()) // 5 per minute
+		for range 5 {
+			call(t, c, rq(x))
+		}
+		for range 2 {
+			ref, sl := call(t, c, rq(x))
+			statusIs(t, "reference", ref, 0, overLimit, 0)
+			statusIs(t, "sluice", sl, 0, overLimit, 0)
+		}
+		// A peek: the reference's counter is at 7 > 5, sluice's at 5.
+		ref, sl := call(t, c, rq(withHits(x, 0)))
+		statusIs(t, "reference", ref, 0, overLimit, 0)
+		statusIs(t, "sluice", sl, 0, ok, 0)
+	})
+	t.Run("all or nothing (item 2)", func(t *testing.T) {
+		awayFromBoundary()
+		a, b := d("plain", tok()), d("plain", tok())
+		call(t, c, rq(withHits(a, 5)))
+		ref, sl := call(t, c, rq(a, b))
+		for _, x := range []*pb.RateLimitResponse{ref, sl} {
+			if x.OverallCode != overLimit || x.Statuses[0].Code != overLimit || x.Statuses[1].Code != ok {
+				t.Errorf("want a OVER_LIMIT, b OK: %s", text(x))
+			}
+		}
+		statusIs(t, "reference (b counted)", ref, 1, ok, 4)
+		statusIs(t, "sluice (b peeked)", sl, 1, ok, 5)
+		ref, sl = call(t, c, rq(withHits(b, 0)))
+		statusIs(t, "reference", ref, 0, ok, 4)
+		statusIs(t, "sluice", sl, 0, ok, 5)
+	})
+	t.Run("hits_addend above the limit (item 4)", func(t *testing.T) {
+		awayFromBoundary()
+		x := d("plain", tok())
+		ref, sl := call(t, c, rq(withHits(x, 6)))
+		statusIs(t, "reference", ref, 0, overLimit, 0)
+		statusIs(t, "sluice", sl, 0, overLimit, 0)
+		ref, sl = call(t, c, rq(withHits(x, 0)))
+		statusIs(t, "reference (counted 6)", ref, 0, overLimit, 0)
+		statusIs(t, "sluice (counted nothing)", sl, 0, ok, 5)
+	})
+}
+
+// aCase is a deterministic sequence covering one feature.
+type aCase struct {
+	name string
+	reqs []*pb.RateLimitRequest
+	// denial: the reference must deny the last request (and no earlier one).
+	denial bool
+}
+
+// testCases runs one sequence per feature of testdata/compat.yaml through
+// the comparison, with fresh values.
+func testCases(t *testing.T, c *checker, tok func() string) {
+	rep := func(n int, r *pb.RateLimitRequest) []*pb.RateLimitRequest {
+		out := make([]*pb.RateLimitRequest, n)
+		for i := range out {
+			out[i] = r
+		}
+		return out
+	}
+	cat := func(parts ...[]*pb.RateLimitRequest) []*pb.RateLimitRequest {
+		var out []*pb.RateLimitRequest
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	one := func(r ...*pb.RateLimitRequest) []*pb.RateLimitRequest { return r }
+	// Each case gets fresh values v and w.
+	cases := []func(v, w string) aCase{
+		func(v, w string) aCase {
+			return aCase{"key-only default to its limit", rep(6, rq(d("plain", v))), true}
+		},
+		func(v, w string) aCase {
+			silver := d("kv", "sil"+v)
+			return aCase{"key and value: exact (shared), wildcard, default", cat(
+				one(rq(d("kv", "gold"), silver, d("kv", v))), rep(3, rq(silver)), one(rq(silver))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"wildcards in config order, exact value, unmatched",
+				rep(3, rq(d("path", "api"+v), d("path", "ab"+v), d("path", "api"), d("path", "x"+v))), false}
+		},
+		func(v, w string) aCase { return aCase{"nested, two levels", rep(5, rq(d("org", v, "user", w))), true} },
+		func(v, w string) aCase {
+			gold := d("org", v, "plan", "gold")
+			return aCase{"nested exact value and default", cat(rep(3, rq(gold)), one(rq(d("org", v, "plan", w))), one(rq(gold))), true}
+		},
+		func(v, w string) aCase {
+			tier, path := d("org", v, "tier", "free"), d("org", v, "tier", "free", "path", w)
+			return aCase{"three levels and the two-level limit above them", cat(
+				rep(2, rq(path)), one(rq(d("org", v, "tier", "free", "path", "img"+w))), rep(2, rq(tier)), one(rq(path))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"no limit: level without one, deeper than config, unknown child, unknown key", rep(2, rq(
+				d("org", v), d("plain", v, "extra", w), d("org", v, "tier", w), d("nomatch", v), d("org", v, "user", w, "extra", w))), false}
+		},
+		func(v, w string) aCase {
+			return aCase{"unlimited, never counted", cat(rep(3, rqHits(1000, d("unlim", v))), one(rq(d("unlim", v), d("plain", w)))), false}
+		},
+		func(v, w string) aCase {
+			return aCase{"shadow_mode up to and over its limit", rep(4, rq(d("shadow", v))), false}
+		},
+		func(v, w string) aCase {
+			return aCase{"quota_mode up to and over its limit", rep(4, rq(d("quota", v))), false}
+		},
+		func(v, w string) aCase {
+			tenant, vip := d("tenant", v), d("vip", w)
+			return aCase{"name, and replaces when both apply", cat(
+				rep(2, rq(tenant)), rep(2, rq(tenant, vip)), one(rq(vip, tenant)), one(rq(tenant))), false}
+		},
+		func(v, w string) aCase { return aCase{"requests_per_unit 0 blocks", one(rq(d("blocked", v))), true} },
+		func(v, w string) aCase {
+			return aCase{"unknown domain", rep(7, &pb.RateLimitRequest{Domain: "compat-unknown",
+				Descriptors: []*rlpb.RateLimitDescriptor{d("plain", v), d("unlim", w)}}), false}
+		},
+		func(v, w string) aCase {
+			x := d("plain", v)
+			return aCase{"request hits_addend, 0 meaning 1", one(rqHits(0, x), rqHits(2, x), rqHits(2, x), rqHits(1, x)), true}
+		},
+		func(v, w string) aCase {
+			x, y := d("plain", v), d("kv", w) // 5 and 3 per minute
+			return aCase{"per-descriptor hits_addend wins; 0 peeks", one(
+				rqHits(2, withHits(x, 3), y),
+				rq(withHits(x, 0), withHits(y, 0)),
+				rqHits(3, withHits(x, 2)),
+				rq(withHits(x, 0)),
+				rq(withHits(x, 1))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"hits_addend above the limit", one(rq(withHits(d("plain", v), 6))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"several descriptors to the limit together", rep(4, rq(d("plain", v), d("kv", w), d("plain", w))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"the same descriptor twice in one request", rep(3, rq(d("plain", v), d("plain", v))), true}
+		},
+		func(v, w string) aCase {
+			return aCase{"limit override of a descriptor", rep(4, rq(withLimit(d("ovr", v), 3, typev3.RateLimitUnit_MINUTE))), true}
+		},
+	}
+	for _, mk := range cases {
+		tc := mk(tok(), tok())
+		t.Run(tc.name, func(t *testing.T) {
+			awayFromBoundary()
+			seq := newSequence(tc.name)
+			for i, req := range tc.reqs {
+				seq.label = fmt.Sprintf("%s, request %d", tc.name, i+1)
+				o := c.step(t, seq, req)
+				if o.failed {
+					return
+				}
+				if o.abandoned {
+					t.Skip("the case crossed a minute boundary")
+				}
+				last := i == len(tc.reqs)-1
+				if tc.denial && o.denied != last {
+					t.Fatalf("%s: reference denied: %v, want a denial at the last request only", seq.label, o.denied)
+				}
+				if !tc.denial && o.denied {
+					t.Fatalf("%s: reference denied, want no denial", seq.label)
+				}
+				if !o.goOn && !last {
+					t.Fatalf("%s: sequence stopped before its end", seq.label)
+				}
+			}
+		})
+	}
+}
+
+// testKnown reproduces each known difference; it skips with the evidence
+// while sluice still differs in exactly that way.
+func testKnown(t *testing.T, c *checker, tok func() string) {
+	type evidence struct {
+		req     *pb.RateLimitRequest
+		ref, sl *pb.RateLimitResponse
+	}
+	run := func(t *testing.T, id string, reqs []*pb.RateLimitRequest, still func(ref, sl *pb.RateLimitResponse) bool, same func(ref, sl *pb.RateLimitResponse) bool) {
+		t.Helper()
+		awayFromBoundary()
+		var e evidence
+		for _, req := range reqs {
+			e.req = req
+			e.ref, e.sl = call(t, c, req)
+		}
+		msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %s\n  sluice:    %s", knownWhat(id), text(e.req), text(e.ref), text(e.sl))
+		switch {
+		case still(e.ref, e.sl):
+			t.Skipf("KNOWN DIFFERENCE %s: %s", id, msg)
+		case same(e.ref, e.sl):
+			t.Errorf("%s no longer differs: remove it from knownDifferences\n  %s", id, msg)
+		default:
+			t.Errorf("%s: neither the known difference nor the reference's answer: %s", id, msg)
+		}
+	}
+	st := func(r *pb.RateLimitResponse, i int) *pb.RateLimitResponse_DescriptorStatus { return r.GetStatuses()[i] }
+
+	t.Run("quota-mode-status", func(t *testing.T) {
+		x := d("quota", tok())
+		run(t, "quota-mode-status", []*pb.RateLimitRequest{rqHits(3, x), rq(x)},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return ref.OverallCode == ok && sl.OverallCode == ok &&
+					st(ref, 0).Code == ok && st(ref, 0).DurationUntilReset == nil &&
+					st(sl, 0).Code == overLimit && st(sl, 0).DurationUntilReset.GetSeconds() > 0
+			},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(sl, 0).Code == ok && st(sl, 0).DurationUntilReset == nil
+			})
+	})
+	t.Run("untouched-reset/peek", func(t *testing.T) {
+		run(t, "untouched-reset", []*pb.RateLimitRequest{rq(withHits(d("plain", tok()), 0))},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).DurationUntilReset.GetSeconds() > 0 && st(sl, 0).DurationUntilReset.AsDuration() == 0 &&
+					header(sl, "RateLimit-Reset").GetValue() == "0"
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).DurationUntilReset.GetSeconds() > 0 })
+	})
+	t.Run("untouched-reset/above the limit", func(t *testing.T) {
+		run(t, "untouched-reset", []*pb.RateLimitRequest{rq(withHits(d("plain", tok()), 6))},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).Code == overLimit && st(sl, 0).Code == overLimit &&
+					st(ref, 0).DurationUntilReset.GetSeconds() > 0 && st(sl, 0).DurationUntilReset.AsDuration() == 0
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).DurationUntilReset.GetSeconds() > 0 })
+	})
+	t.Run("blocked-marks-all", func(t *testing.T) {
+		v := tok()
+		run(t, "blocked-marks-all", []*pb.RateLimitRequest{rq(d("plain", v), d("blocked", v))},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).Code == ok && st(ref, 0).LimitRemaining == 4 && st(ref, 1).Code == overLimit &&
+					st(sl, 0).Code == overLimit && st(sl, 0).LimitRemaining == 0 && st(sl, 1).Code == overLimit
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).Code == ok })
+	})
+	t.Run("shortcut-hides-over", func(t *testing.T) {
+		full, big := d("plain", tok()), withHits(d("plain", tok()), 9)
+		run(t, "shortcut-hides-over", []*pb.RateLimitRequest{rq(withHits(full, 5)), rq(full, big)},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).Code == overLimit && st(sl, 0).Code == ok && st(sl, 0).LimitRemaining == 0 &&
+					st(ref, 1).Code == overLimit && st(sl, 1).Code == overLimit
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).Code == overLimit })
+	})
+	t.Run("override-counter/configured limit", func(t *testing.T) {
+		x := d("plain", tok()) // configured: 5 per minute
+		run(t, "override-counter", []*pb.RateLimitRequest{rq(withLimit(x, 3, typev3.RateLimitUnit_MINUTE)), rq(withLimit(x, 3, typev3.RateLimitUnit_MINUTE)), rq(x)},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).LimitRemaining == 2 && st(sl, 0).LimitRemaining == 4
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).LimitRemaining == 2 })
+	})
+	t.Run("override-counter/another rate", func(t *testing.T) {
+		x := d("ovr", tok())
+		run(t, "override-counter", []*pb.RateLimitRequest{rq(withLimit(x, 3, typev3.RateLimitUnit_MINUTE)), rq(withLimit(x, 5, typev3.RateLimitUnit_MINUTE))},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return st(ref, 0).LimitRemaining == 3 && st(sl, 0).LimitRemaining == 4
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return st(sl, 0).LimitRemaining == 3 })
+	})
+	t.Run("blocked-peek", func(t *testing.T) {
+		v := tok()
+		run(t, "blocked-peek", []*pb.RateLimitRequest{rq(d("plain", v), withHits(d("blocked", v), 0))},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return ref.OverallCode == ok && st(ref, 1).Code == ok && st(ref, 0).LimitRemaining == 4 &&
+					sl.OverallCode == overLimit && st(sl, 1).Code == overLimit
+			},
+			func(ref, sl *pb.RateLimitResponse) bool { return sl.OverallCode == ok && st(sl, 1).Code == ok })
+	})
+	t.Run("duplicate-sum-error", func(t *testing.T) {
+		awayFromBoundary()
+		// rpu 1 per minute, the same descriptor twice at the default cost:
+		// every such request fails in sluice.
+		x := withLimit(d("ovr", tok()), 1, typev3.RateLimitUnit_MINUTE)
+		req := rq(x, x)
+		ref, refErr := c.ref.should(req)
+		sl, slErr := c.sl.should(req)
+		msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %v %s\n  sluice:    %v %s", knownWhat("duplicate-sum-error"),
+			text(req), errText(refErr), text(ref), errText(slErr), text(sl))
+		switch {
+		case refErr == nil && ref.OverallCode == overLimit && st(ref, 0).Code == ok && st(ref, 1).Code == overLimit &&
+			status.Code(slErr) == codes.Unavailable && strings.Contains(status.Convert(slErr).Message(), "cost exceeds capacity"):
+			t.Skipf("KNOWN DIFFERENCE duplicate-sum-error: %s", msg)
+		case slErr == nil && sl.OverallCode == overLimit && st(sl, 1).Code == overLimit:
+			t.Errorf("duplicate-sum-error no longer differs: remove it from knownDifferences\n  %s", msg)
+		default:
+			t.Errorf("duplicate-sum-error: neither the known difference nor the reference's answer: %s", msg)
+		}
+	})
+	t.Run("headers-last-over", func(t *testing.T) {
+		three, five := d("kv", tok()), d("plain", tok()) // 3 and 5 per minute
+		run(t, "headers-last-over", []*pb.RateLimitRequest{rq(withHits(three, 3), withHits(five, 5)), rq(three, five)},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return ref.OverallCode == overLimit && st(ref, 0).Code == overLimit && st(ref, 1).Code == overLimit &&
+					header(ref, "RateLimit-Limit").GetValue() == "5" && header(sl, "RateLimit-Limit").GetValue() == "3"
+			},
+			func(ref, sl *pb.RateLimitResponse) bool {
+				return header(sl, "RateLimit-Limit").GetValue() == header(ref, "RateLimit-Limit").GetValue()
+			})
+	})
+}
+
+// kind is one shape of descriptor that random sequences draw from.
+type kind struct {
+	name string
+	make func(r *rand.Rand, v, w string) *rlpb.RateLimitDescriptor
+	// shared: a fixed value, one counter for every sequence: only in
+	// sequences of never-denied kinds, so that both services count the same.
+	shared bool
+	// safe: never denied (no limit, unlimited, or a shared large limit).
+	safe bool
+}
+
+func fixed(kv ...string) func(*rand.Rand, string, string) *rlpb.RateLimitDescriptor {
+	return func(_ *rand.Rand, v, w string) *rlpb.RateLimitDescriptor {
+		out := make([]string, len(kv))
+		for i, s := range kv {
+			out[i] = strings.NewReplacer("$v", v, "$w", w).Replace(s)
+		}
+		return d(out...)
+	}
+}
+
+var kinds = []kind{
+	{name: "plain", make: fixed("plain", "$v")},
+	{name: "kv exact (shared)", make: fixed("kv", "gold"), shared: true, safe: true},
+	{name: "kv wildcard", make: fixed("kv", "sil$v")},
+	{name: "kv default", make: fixed("kv", "$v")},
+	{name: "path wildcard api*", make: fixed("path", "api$v")},
+	{name: "path wildcard a*", make: fixed("path", "ab$v")},
+	{name: "path exact (shared)", make: fixed("path", "api"), shared: true, safe: true},
+	{name: "path unmatched", make: fixed("path", "x$v"), safe: true},
+	{name: "org, no limit", make: fixed("org", "$v"), safe: true},
+	{name: "org user", make: fixed("org", "$v", "user", "$w")},
+	{name: "org plan gold", make: fixed("org", "$v", "plan", "gold")},
+	{name: "org plan default", make: fixed("org", "$v", "plan", "$w")},
+	{name: "org tier free", make: fixed("org", "$v", "tier", "free")},
+	{name: "org tier free path img*", make: fixed("org", "$v", "tier", "free", "path", "img$w")},
+	{name: "org tier free path", make: fixed("org", "$v", "tier", "free", "path", "$w")},
+	{name: "org tier unmatched", make: fixed("org", "$v", "tier", "$w"), safe: true},
+	{name: "deeper than config", make: fixed("plain", "$v", "extra", "$w"), safe: true},
+	{name: "unknown key", make: fixed("nomatch", "$v"), safe: true},
+	{name: "unlimited", make: fixed("unlim", "$v"), safe: true},
+	{name: "shadow_mode", make: fixed("shadow", "$v")},
+	{name: "quota_mode", make: fixed("quota", "$v")},
+	{name: "named", make: fixed("tenant", "$v")},
+	{name: "replaces named", make: fixed("vip", "$v")},
+	{name: "blocked", make: fixed("blocked", "$v")},
+	{name: "override", make: func(r *rand.Rand, v, _ string) *rlpb.RateLimitDescriptor {
+		units := []typev3.RateLimitUnit{typev3.RateLimitUnit_MINUTE, typev3.RateLimitUnit_HOUR, typev3.RateLimitUnit_DAY}
+		return withLimit(d("ovr", v), uint32(1+r.IntN(6)), units[r.IntN(len(units))])
+	}},
+}
+
+// testRandom runs random sequences: each draws 1 to 4 descriptors with
+// fresh values, then sends 1 to 12 requests, each a random choice of them
+// (repeats included) with random hits_addend, compared by checker.step until
+// the reference's first denial.
+func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
+	var safe, unsafe []kind
+	for _, k := range kinds {
+		if k.safe {
+			safe = append(safe, k)
+		}
+		if !k.shared {
+			unsafe = append(unsafe, k)
+		}
+	}
+	tok := tokens(r)
+	var denied, stopped, requests int
+	for s := range sequences {
+		reqDomain := domain
+		pool := unsafe
+		sharedOK := false
+		switch p := r.IntN(100); {
+		case p < 5:
+			reqDomain = "compat-unknown"
+		case p < 20:
+			pool, sharedOK = safe, true
+		}
+		descs := make([]*rlpb.RateLimitDescriptor, 1+r.IntN(4))
+		names := make([]string, len(descs))
+		for i := range descs {
+			k := pool[r.IntN(len(pool))]
+			descs[i], names[i] = k.make(r, tok(), tok()), k.name
+		}
+		awayFromBoundary()
+		seq := newSequence("")
+		n := 1 + r.IntN(12)
+		for i := range n {
+			req := &pb.RateLimitRequest{Domain: reqDomain}
+			for range 1 + r.IntN(min(4, len(descs)+1)) {
+				x := proto.Clone(descs[r.IntN(len(descs))]).(*rlpb.RateLimitDescriptor)
+				if r.IntN(5) == 0 {
+					x.HitsAddend = wrapperspb.UInt64(randomHits(r, sharedOK))
+				}
+				req.Descriptors = append(req.Descriptors, x)
+			}
+			switch p := r.IntN(100); {
+			case p < 60: // 0: one hit
+			case p < 85:
+				req.HitsAddend = 1
+			case p < 97:
+				req.HitsAddend = uint32(2 + r.IntN(2))
+			default:
+				if !sharedOK {
+					req.HitsAddend = uint32(10 + r.IntN(1<<20))
+				}
+			}
+			seq.label = fmt.Sprintf("sequence %d (%s), request %d of %d", s, strings.Join(names, ", "), i+1, n)
+			requests++
+			o := c.step(t, seq, req)
+			if o.failed {
+				break
+			}
+			if o.denied {
+				denied++
+			}
+			if !o.goOn {
+				stopped++
+				break
+			}
+		}
+		if t.Failed() {
+			t.Log("stopped the random sequences at the first failure; replay with the seed logged above")
+			return
+		}
+	}
+	t.Logf("%d sequences, %d requests: %d ended at the reference's first denial, %d stopped (denial, or quota/shadow over the limit)",
+		sequences, requests, denied, stopped)
+}
+
+// randomHits is a per-descriptor hits_addend: often a peek (0) or a few,
+// sometimes more than any limit (never for a sequence with shared
+// counters, which must never be denied).
+func randomHits(r *rand.Rand, sharedOK bool) uint64 {
+	switch p := r.IntN(100); {
+	case p < 40:
+		return 0
+	case p < 90 || sharedOK:
+		return uint64(1 + r.IntN(3))
+	case p < 97:
+		return uint64(4 + r.IntN(8))
+	default:
+		return 1<<32 + uint64(r.IntN(1000))
+	}
+}
