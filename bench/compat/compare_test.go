@@ -13,8 +13,6 @@ import (
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,18 +23,15 @@ const (
 	overLimit = pb.RateLimitResponse_OVER_LIMIT
 )
 
-// knownDifference is a difference between sluice and the reference that
-// internal/rls/COMPAT.md does not list as deliberate (or describes
-// otherwise). The comparison tolerates exactly the pattern described, counts
-// it and logs the first occurrence, so that it keeps comparing everything
-// else; TestCompat/<store>/known/<id> reproduces each one and skips with the
-// evidence while it lasts (and fails once sluice no longer differs, so that
-// the entry is removed).
-type knownDifference struct {
+// fixedDifference is a difference between sluice and the reference that
+// this test found and that sluice no longer has: the comparison tolerates
+// none of them, and TestCompat/<store>/fixed/<id> reproduces each one, so
+// that it fails with this description if the difference comes back.
+type fixedDifference struct {
 	id, what string
 }
 
-var knownDifferences = []knownDifference{
+var fixedDifferences = []fixedDifference{
 	{"quota-mode-status", "a quota_mode descriptor over its limit: the reference answers code OK, " +
 		"current_limit, limit_remaining 0 and no duration_until_reset (src/service/ratelimit.go: " +
 		"\"In quota mode: ... keep response as OK\"); sluice answers OVER_LIMIT with a duration_until_reset " +
@@ -68,18 +63,18 @@ var knownDifferences = []knownDifference{
 		"last of them (src/service/ratelimit.go), sluice's the first (rls.Closest)"},
 }
 
-func knownWhat(id string) string {
-	for _, k := range knownDifferences {
+func fixedWhat(id string) string {
+	for _, k := range fixedDifferences {
 		if k.id == id {
 			return k.what
 		}
 	}
-	panic("unknown known difference " + id)
+	panic("unknown fixed difference " + id)
 }
 
 // documentedDuplicate is the COMPAT.md difference the comparison recognises
 // on a counter named twice in one request; it is counted apart from the
-// known differences.
+// fixed differences.
 const documentedDuplicate = "documented: the reference counts hits that sluice does not (a denied request's, " +
 	"quota_mode's and shadow_mode's over their limit, a hits_addend above the limit), which a later descriptor " +
 	"of the same request on the same counter sees (COMPAT.md items 1, 2, 4)"
@@ -166,14 +161,13 @@ type outcome struct {
 // COMPAT.md documents as the same is compared: overall_code, every status's
 // code and current_limit, and the limit_remaining (0) and
 // duration_until_reset of the descriptors the reference says are
-// OVER_LIMIT; the RateLimit-* headers when exactly one descriptor is.
+// OVER_LIMIT; and the RateLimit-* headers.
 //
 // A later descriptor of the request on a counter the reference has just
 // taken over its limit (OVER_LIMIT, quota_mode or shadow_mode) is compared
 // by current_limit only: the reference counted hits there that sluice did
-// not (COMPAT.md items 1, 2, 4). The known differences are tolerated as
-// described in knownDifferences, and the headers are then not compared
-// (they describe one of the statuses).
+// not (COMPAT.md items 1, 2, 4); the headers are then not compared (they
+// may describe that status).
 func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) outcome {
 	t.Helper()
 	refResp, refErr := c.ref.should(req)
@@ -192,12 +186,6 @@ func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) ou
 			text(req), errText(refErr), text(refResp), errText(slErr), text(slResp))
 		return outcome{failed: true}
 	}
-	if refErr == nil && slErr != nil && status.Code(slErr) == codes.Unavailable &&
-		strings.Contains(status.Convert(slErr).Message(), "cost exceeds capacity") && sumOverLimit(req, refResp) {
-		c.tolerate(seq, req, refResp, nil, []string{"duplicate-sum-error"}, slErr)
-		// The reference counted the hits: the sequence cannot go on.
-		return outcome{denied: refResp.OverallCode == overLimit}
-	}
 	if refErr != nil || slErr != nil {
 		return report("call", "a valid request failed")
 	}
@@ -209,17 +197,8 @@ func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) ou
 	s := proto.Clone(slResp).(*pb.RateLimitResponse)
 
 	denied := r.OverallCode == overLimit
-	overs := 0           // statuses the reference says are OVER_LIMIT
-	blocked := false     // ... one of them a requests_per_unit: 0 limit
-	blockedPeek := false // a cost 0 on a requests_per_unit: 0 limit that sluice denies
-	for i, st := range r.Statuses {
-		if st.Code == overLimit {
-			denied = true
-			overs++
-			blocked = blocked || st.CurrentLimit.GetRequestsPerUnit() == 0
-		}
-		blockedPeek = blockedPeek || st.Code == ok && st.CurrentLimit != nil && st.CurrentLimit.RequestsPerUnit == 0 &&
-			hits(req, i) == 0 && s.Statuses[i].Code == overLimit
+	for _, st := range r.Statuses {
+		denied = denied || st.Code == overLimit
 	}
 	goOn := !denied
 	var notes []string
@@ -235,55 +214,27 @@ func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) ou
 	}
 
 	mode := "full"
-	if blockedPeek {
-		// blocked-peek: sluice denies the whole request (and so counts
-		// nothing of it) where the reference admits it: only the limits
-		// compare.
-		mode = "blocked peek"
-		note("blocked-peek")
-		goOn = false
-		for i := range n {
-			limitOnly(i)
-		}
-		r.OverallCode, s.OverallCode = ok, ok
-	}
-
-	resetPatched := false
+	compareHeaders := true
 	overCounter := map[string]bool{} // counters the reference took over their limit
 	for i := range n {
-		if blockedPeek {
-			break
-		}
-		rs, ss := r.Statuses[i], s.Statuses[i]
+		rs := r.Statuses[i]
 		key := counter(req.Descriptors[i])
 		if overCounter[key] {
 			note(documentedDuplicate)
-			goOn = false
+			goOn, compareHeaders = false, false
 			limitOnly(i)
 			continue
 		}
-		if rs.CurrentLimit == nil || !proto.Equal(rs.CurrentLimit, ss.CurrentLimit) {
+		if rs.CurrentLimit == nil {
 			continue // compared below
 		}
 		rpu := uint64(rs.CurrentLimit.RequestsPerUnit)
 		over := rs.Code == overLimit
-		// untouched-reset: sluice's 0 s where the reference has the
-		// window's end, on a key with no hits (an untouched peek keeps
-		// its whole limit; a cost above the limit counts nothing).
-		if rs.DurationUntilReset.GetSeconds() > 0 && ss.DurationUntilReset != nil && ss.DurationUntilReset.AsDuration() == 0 &&
-			(ss.Code == ok && uint64(ss.LimitRemaining) == rpu || hits(req, i) > rpu) {
-			ss.DurationUntilReset = proto.Clone(rs.DurationUntilReset).(*durationpb.Duration)
-			resetPatched = true
-			note("untouched-reset")
-		}
-		// quota-mode-status: the reference's quota_mode conversion is the
-		// only status with a limit and no duration_until_reset.
+		// A quota_mode descriptor over its limit is the only status with
+		// a limit and no duration_until_reset: the reference counted hits
+		// over the limit, which sluice does not.
 		if rs.Code == ok && rs.DurationUntilReset == nil {
-			over, goOn = true, false // the reference counted hits over the limit
-			if ss.Code == overLimit && ss.LimitRemaining == 0 && rs.LimitRemaining == 0 && ss.DurationUntilReset != nil {
-				s.Statuses[i] = proto.Clone(rs).(*pb.RateLimitResponse_DescriptorStatus)
-				note("quota-mode-status")
-			}
+			over, goOn = true, false
 		}
 		// A shadow_mode descriptor over its limit is OK in both, but the
 		// reference counts those hits.
@@ -302,50 +253,25 @@ func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) ou
 		}
 	}
 
-	compareHeaders := len(notes) == 0 || len(notes) == 1 && notes[0] == "untouched-reset"
-	if resetPatched {
-		if rv, sv := header(r, "RateLimit-Reset"), header(s, "RateLimit-Reset"); sv != nil && rv != nil && sv.Value == "0" && rv.Value != "0" {
-			sv.Value = rv.Value
-		}
-	}
-	if denied && !blockedPeek {
+	if denied {
+		// Only the descriptors the reference says are OVER_LIMIT keep
+		// their limit_remaining (0) and duration_until_reset: the others
+		// are a peek in sluice (nothing of a denied request counts) and
+		// counted in the reference (COMPAT.md items 1, 2).
 		mode = "at the reference's first denial"
-		compareHeaders = compareHeaders && overs == 1
-		keep := make([]bool, n) // compare limit_remaining and duration_until_reset
 		for i := range n {
 			rs, ss := r.Statuses[i], s.Statuses[i]
-			keep[i] = rs.Code == overLimit
-			switch {
-			case rs.Code == ok && ss.Code == overLimit && blocked && ss.LimitRemaining == 0:
-				note("blocked-marks-all")
-				ss.Code = ok
-				compareHeaders = false
-			case rs.Code == overLimit && ss.Code == overLimit && blocked && rs.CurrentLimit.GetRequestsPerUnit() > 0:
-				// With a blocked descriptor sluice decides nothing else:
-				// this OVER_LIMIT is blocked-marks-all's, on a peek
-				// (duration_until_reset 0 on an untouched key).
-				keep[i] = false
-			case rs.Code == overLimit && ss.Code == ok && c.earlierSame(req, i):
+			if rs.Code == overLimit && ss.Code == ok && c.earlierSame(req, i) {
+				// The reference counted an earlier descriptor of the
+				// request on this counter, which sluice did not.
 				note(documentedDuplicate)
-				ss.Code, keep[i] = overLimit, false
-				compareHeaders = false
-			case rs.Code == overLimit && ss.Code == ok && hits(req, i) > uint64(ss.LimitRemaining) && c.overCapacityElsewhere(req, refResp, i):
-				note("shortcut-hides-over")
-				ss.Code, keep[i] = overLimit, false
+				ss.Code = overLimit
 				compareHeaders = false
 			}
-		}
-		for i := range n {
-			if !keep[i] {
+			if rs.Code != overLimit {
 				for _, x := range []*pb.RateLimitResponse{r, s} {
 					x.Statuses[i].LimitRemaining, x.Statuses[i].DurationUntilReset = 0, nil
 				}
-			}
-		}
-		if overs > 1 {
-			alignResponse(r, s)
-			if !proto.Equal(headersOnly(r), headersOnly(s)) {
-				note("headers-last-over")
 			}
 		}
 	}
@@ -381,26 +307,6 @@ func (c *checker) tolerate(seq *sequence, req *pb.RateLimitRequest, ref, sl *pb.
 	}
 }
 
-// sumOverLimit reports whether req names one counter several times with
-// costs that together exceed its limit (as the reference's answer reports
-// the limit).
-func sumOverLimit(req *pb.RateLimitRequest, ref *pb.RateLimitResponse) bool {
-	sum := map[string]uint64{}
-	count := map[string]int{}
-	for i, x := range req.Descriptors {
-		if i >= len(ref.Statuses) || ref.Statuses[i].CurrentLimit == nil {
-			continue
-		}
-		k := counter(x)
-		sum[k] += hits(req, i)
-		count[k]++
-		if count[k] > 1 && sum[k] > uint64(ref.Statuses[i].CurrentLimit.RequestsPerUnit) {
-			return true
-		}
-	}
-	return false
-}
-
 func tolerated(notes []string) string {
 	if len(notes) == 0 {
 		return ""
@@ -421,18 +327,6 @@ func (c *checker) earlierSame(req *pb.RateLimitRequest, i int) bool {
 	k := counter(req.Descriptors[i])
 	for j := range i {
 		if counter(req.Descriptors[j]) == k {
-			return true
-		}
-	}
-	return false
-}
-
-// overCapacityElsewhere reports whether a descriptor other than i is
-// denied by the reference with a cost above its whole limit (a request
-// sluice denies without asking its store).
-func (c *checker) overCapacityElsewhere(req *pb.RateLimitRequest, r *pb.RateLimitResponse, i int) bool {
-	for j, st := range r.Statuses {
-		if j != i && st.Code == overLimit && st.CurrentLimit != nil && hits(req, j) > uint64(st.CurrentLimit.RequestsPerUnit) {
 			return true
 		}
 	}
@@ -491,10 +385,6 @@ func (c *checker) summary(t *testing.T) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		what := id
-		if !strings.HasPrefix(id, "documented") {
-			what = "KNOWN DIFFERENCE " + id + ": " + knownWhat(id)
-		}
-		t.Logf("tolerated %d times: %s\n  first: %s", c.seen[id], what, c.example[id])
+		t.Logf("tolerated %d times: %s\n  first: %s", c.seen[id], id, c.example[id])
 	}
 }

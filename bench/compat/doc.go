@@ -2,8 +2,9 @@
 // envoyproxy/ratelimit (the reference) on gRPC ShouldRateLimit: both run
 // side by side on loopback with the same YAML (testdata/compat.yaml), get
 // the same requests, and their responses are compared field by field,
-// allowing only the differences that internal/rls/COMPAT.md documents and
-// the known ones listed in knownDifferences (compat_test.go).
+// allowing only the differences that internal/rls/COMPAT.md documents.
+// fixedDifferences (compare_test.go) lists what this test found and sluice
+// fixed; a subtest reproduces each.
 //
 // The reference is a separate binary: set SLUICE_REFERENCE to its
 // service_cmd, or run

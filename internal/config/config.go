@@ -37,6 +37,9 @@ type Rule struct {
 	// OVER_LIMIT (remaining 0, reset at the end of the fixed window) without
 	// calling the store.
 	Deny bool
+	// Override marks the rule of a request's own limit (an RLS descriptor's
+	// RateLimitOverride), made per request, never configured.
+	Override bool
 
 	Unlimited      bool // unlimited: true: always admitted, never counted
 	ShadowMode     bool // shadow_mode: counted and reported, never denied

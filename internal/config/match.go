@@ -96,6 +96,20 @@ type step struct {
 	wildcard bool
 }
 
+// CountingKey is the key that counts a descriptor's entries in domain as
+// written, with no share_threshold pattern: the counter of a descriptor
+// that matched a node by exact values, and of a request's own limit
+// override (the reference counts an override and the configured limit of
+// the same entries and unit on one counter).
+func CountingKey(domain string, entries []Descriptor) string {
+	var small [8]step
+	steps := small[:0]
+	for range entries {
+		steps = append(steps, step{})
+	}
+	return countingKey(domain, entries, steps)
+}
+
 // countingKey builds domain/key=value/key=value with '\', '/' and '='
 // escaped, so that distinct (domain, path, values) never share a key. An
 // entry matched by a share_threshold wildcard is written key*=pattern: every

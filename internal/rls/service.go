@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +78,11 @@ func WithObserver(o Observer) Option { return func(s *Service) { s.obs = o } }
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
+// WithClock sets the clock that places fixed windows for the resets the
+// service computes itself (a requests_per_unit: 0 rule, a window with
+// nothing counted yet); default time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
 // WithResponseHeaders makes every response carry RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset in response_headers_to_add for the
 // descriptor closest to its limit, as the reference does with
@@ -103,6 +107,7 @@ type Service struct {
 	obs     Observer
 	log     *slog.Logger
 	headers bool
+	now     func() time.Time
 
 	// limits caches the current_limit of each configured rule: protobuf
 	// messages are safe to marshal concurrently, so responses share them.
@@ -113,7 +118,7 @@ var _ pb.RateLimitServiceServer = (*Service)(nil)
 
 // New returns a Service deciding through store with configuration cfg.
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
-	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler)}
+	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now}
 	s.multi, _ = store.(sluice.MultiStore)
 	for _, o := range opts {
 		o(s)
@@ -138,20 +143,31 @@ type check struct {
 	rule *config.Rule
 	key  string
 	n    int
+	sum  int // n and the request's earlier costs on the same counter (enforced limits)
 	d    sluice.Decision
 	over bool // this limit denied (or could never admit n)
 }
 
-// denyDecision is the answer of a requests_per_unit: 0 rule, which blocks
-// its descriptor: over the limit, nothing remaining, reset at the end of
-// the rule's epoch-aligned window as the reference reports it.
-func denyDecision(r *config.Rule, now time.Time) sluice.Decision {
-	p := r.Limit.Period
+// denyDecision is the answer of a requests_per_unit: 0 rule to a cost of n,
+// which blocks its descriptor: over the limit, nothing remaining, reset at
+// the end of the rule's epoch-aligned window as the reference reports it.
+// A cost of 0 asks for nothing, and is admitted (as the reference's 0 hits
+// on a limit of 0).
+func denyDecision(r *config.Rule, now time.Time, n int) sluice.Decision {
+	left := windowLeft(r.Limit.Period, now)
+	if n == 0 {
+		return sluice.Decision{Allowed: true, Limit: r.Limit, ResetAfter: left}
+	}
+	return sluice.Decision{Limit: r.Limit, RetryAfter: left, ResetAfter: left}
+}
+
+// windowLeft is the time from now to the end of the epoch-aligned window of
+// period p that holds now: where a fixed window resets.
+func windowLeft(p time.Duration, now time.Time) time.Duration {
 	if p <= 0 {
 		p = time.Second
 	}
-	left := p - time.Duration(now.UnixNano()%int64(p))
-	return sluice.Decision{Limit: r.Limit, RetryAfter: left, ResetAfter: left}
+	return p - time.Duration(now.UnixNano()%int64(p))
 }
 
 // maxHits bounds a hits_addend: anything larger exceeds every capacity.
@@ -208,7 +224,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d].limit: %v", i, err)
 			}
-			m = config.Match{Rules: []*config.Rule{r}, Key: overrideKey(domain, entries, r)}
+			// The reference counts an override on the counter of the
+			// descriptor's entries and unit, which the configured limit of
+			// the same entries and unit shares.
+			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(domain, entries)}
 		}
 		matches[i] = m
 		for _, r := range m.Rules {
@@ -282,12 +301,12 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		if !admitted {
 			n = 0 // a denied request is counted by no limit
 		}
+		if c.rule.Deny {
+			c.over, c.d = n > 0, denyDecision(c.rule, s.now(), n)
+			continue
+		}
 		if n > c.rule.Limit.Capacity() {
 			c.over, n = true, 0
-		}
-		if c.rule.Deny {
-			c.over, c.d = true, denyDecision(c.rule, time.Now())
-			continue
 		}
 		d, err := s.allowN(ctx, c.key, c.rule.Limit, n)
 		if err != nil {
@@ -323,6 +342,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	if !admitted {
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
+	var quotaOver []int
 	for i := range descs {
 		switch {
 		case unlimited[i]:
@@ -335,10 +355,19 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			s.obs.Unmatched(domain)
 			continue
 		}
-		resp.Statuses[i] = descriptorStatus(rep, s.currentLimit(rep.rule, rep.key))
+		resp.Statuses[i] = descriptorStatus(rep, s.currentLimit(rep.rule), s.now)
+		if rep.over && rep.rule.QuotaMode {
+			quotaOver = append(quotaOver, i)
+		}
 	}
 	if s.headers {
 		resp.ResponseHeadersToAdd = headers(resp)
+	}
+	// The reference keeps a quota-mode descriptor over its limit OK, with
+	// its limit, nothing remaining and no reset; its headers still tell the
+	// reset.
+	for _, i := range quotaOver {
+		resp.Statuses[i].DurationUntilReset = nil
 	}
 	return resp, nil
 }
@@ -349,15 +378,34 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 	if len(cs) == 0 {
 		return true, nil
 	}
+	// Some limits deny without asking the store whether they would admit:
+	// a requests_per_unit: 0 rule asked for a cost above 0, and a cost that
+	// the limit could never admit at once, with the request's earlier costs
+	// on the same counter (a descriptor sent twice): waiting never helps.
 	admitted := true
+	var sums map[counter]int
 	for k := range cs {
-		if cs[k].rule.Deny {
-			// requests_per_unit: 0 blocks the descriptor; no store call.
-			cs[k].over, cs[k].d, admitted = true, denyDecision(cs[k].rule, time.Now()), false
-		} else if cs[k].n > cs[k].rule.Limit.Capacity() {
-			cs[k].over, admitted = true, false // waiting never helps: deny, count nothing
+		c := &cs[k]
+		if c.rule.Deny {
+			c.over, c.d = c.n > 0, denyDecision(c.rule, s.now(), c.n)
+			admitted = admitted && !c.over
+			continue
+		}
+		sum := c.n
+		if len(cs) > 1 {
+			if sums == nil {
+				sums = make(map[counter]int, len(cs))
+			}
+			id := counter{c.key, c.rule.Limit.Algorithm, c.rule.Limit.Period}
+			sum += sums[id]
+			sums[id] = sum
+		}
+		c.sum = sum
+		if sum > c.rule.Limit.Capacity() {
+			c.over, admitted = true, false
 		}
 	}
+	shortcut := !admitted // then every store call below is a peek
 	reqs := make([]sluice.Request, 0, len(cs))
 	idx := make([]int, 0, len(cs))
 	for k, c := range cs {
@@ -365,7 +413,7 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 			continue
 		}
 		n := c.n
-		if !admitted {
+		if shortcut {
 			n = 0
 		}
 		reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.rule.Limit, N: n})
@@ -379,16 +427,23 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 			return false, err
 		}
 	}
-	anyBlocker := false // a Deny rule is over already
+	anyBlocker := shortcut
 	for j, k := range idx {
-		cs[k].d = ds[j]
+		c := &cs[k]
+		c.d = ds[j]
+		if shortcut {
+			// A peek: a limit that could not admit its own cost now,
+			// after the request's earlier costs on its counter, is over
+			// too, as the reference reports it.
+			c.over = c.over || c.n > 0 && c.d.Remaining < c.sum
+			continue
+		}
 		if !ds[j].Allowed {
 			admitted = false
 			if ds[j].RetryAfter > 0 {
-				cs[k].over, anyBlocker = true, true
+				c.over, anyBlocker = true, true
 			}
 		}
-		anyBlocker = anyBlocker || cs[k].over
 	}
 	if !admitted && !anyBlocker { // a store that names no blocker: all are
 		for k := range cs {
@@ -396,6 +451,13 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 		}
 	}
 	return admitted, nil
+}
+
+// counter is the state a limit counts on in the store.
+type counter struct {
+	key    string
+	alg    sluice.Algorithm
+	period time.Duration
 }
 
 func (s *Service) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
@@ -481,8 +543,8 @@ func pick(enforced, advisory []check, i int) *check {
 
 // currentLimit returns the rule's current_limit, cached unless the rule is
 // a request's own override.
-func (s *Service) currentLimit(r *config.Rule, key string) *pb.RateLimitResponse_RateLimit {
-	if strings.HasPrefix(key, "*override/") {
+func (s *Service) currentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
+	if r.Override {
 		return CurrentLimit(r)
 	}
 	if cl, ok := s.limits.Load(r); ok {
@@ -493,7 +555,7 @@ func (s *Service) currentLimit(r *config.Rule, key string) *pb.RateLimitResponse
 	return cl
 }
 
-func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit) *pb.RateLimitResponse_DescriptorStatus {
+func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit, now func() time.Time) *pb.RateLimitResponse_DescriptorStatus {
 	st := &pb.RateLimitResponse_DescriptorStatus{
 		Code:           pb.RateLimitResponse_OK,
 		CurrentLimit:   cl,
@@ -505,9 +567,14 @@ func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit) *pb.RateLimi
 		if c.d.RetryAfter > 0 {
 			reset = c.d.RetryAfter
 		}
-		if !c.rule.ShadowMode {
+		if !c.rule.ShadowMode && !c.rule.QuotaMode {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
+	}
+	if reset == 0 && c.rule.Limit.Algorithm == sluice.FixedWindow {
+		// A fixed window with nothing counted yet resets with its window,
+		// as the reference reports it, not "now".
+		reset = windowLeft(c.rule.Limit.Period, now())
 	}
 	st.DurationUntilReset = durationpb.New(untilReset(reset, c.rule.Limit.Period))
 	return st
@@ -573,21 +640,25 @@ func headers(resp *pb.RateLimitResponse) []*core.HeaderValue {
 	}
 }
 
-// Closest returns the status that headers describe: the first OVER_LIMIT
-// descriptor when the request is denied, else the limited descriptor with
-// the least remaining; nil when no descriptor has a limit.
+// Closest returns the status that headers describe, as the reference picks
+// it: the last OVER_LIMIT descriptor when the request is denied, else the
+// first limited descriptor with the least remaining; nil when no descriptor
+// has a limit.
 func Closest(resp *pb.RateLimitResponse) *pb.RateLimitResponse_DescriptorStatus {
-	var best *pb.RateLimitResponse_DescriptorStatus
+	var best, over *pb.RateLimitResponse_DescriptorStatus
 	for _, st := range resp.GetStatuses() {
 		if st.GetCurrentLimit() == nil {
 			continue
 		}
-		if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT && st.Code == pb.RateLimitResponse_OVER_LIMIT {
-			return st
+		if st.Code == pb.RateLimitResponse_OVER_LIMIT {
+			over = st
 		}
 		if best == nil || st.LimitRemaining < best.LimitRemaining {
 			best = st
 		}
+	}
+	if over != nil && resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		return over
 	}
 	return best
 }
@@ -617,24 +688,5 @@ func overrideRule(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*config.Rule, 
 	if err := lim.Validate(); err != nil {
 		return nil, err
 	}
-	return &config.Rule{Name: "override", Limit: lim, Unit: u.String()}, nil
-}
-
-// overrideKey counts an override apart from the configured limits: config
-// keys never start with '*' (the config package escapes it).
-func overrideKey(domain string, entries []config.Descriptor, r *config.Rule) string {
-	var b strings.Builder
-	b.WriteString("*override/")
-	b.WriteString(r.Unit)
-	b.WriteByte('/')
-	b.WriteString(strconv.Itoa(r.Limit.Rate))
-	b.WriteByte('/')
-	b.WriteString(strconv.Quote(domain))
-	for _, e := range entries {
-		b.WriteByte('/')
-		b.WriteString(strconv.Quote(e.Key))
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(e.Value))
-	}
-	return b.String()
+	return &config.Rule{Name: "override", Limit: lim, Unit: u.String(), Override: true}, nil
 }

@@ -83,7 +83,7 @@ func newService(t testing.TB, opts ...Option) (*Service, *clock) {
 	clk := &clock{t: time.Date(2026, 11, 29, 9, 0, 10, 0, time.UTC)}
 	st := memstore.New(memstore.WithClock(clk.now))
 	t.Cleanup(func() { st.Close() })
-	return New(st, cfg, opts...), clk
+	return New(st, cfg, append([]Option{WithClock(clk.now)}, opts...)...), clk
 }
 
 func desc(kv ...string) *rlpb.RateLimitDescriptor {
@@ -194,8 +194,14 @@ func TestQuotaMode(t *testing.T) {
 	if got.OverallCode != ok {
 		t.Errorf("overall = %v, want OK: a quota_mode limit does not deny", got.OverallCode)
 	}
-	if got.Statuses[0].Code != over || got.Statuses[1].Code != ok || got.Statuses[1].LimitRemaining != 19 {
-		t.Errorf("statuses = %v, want quota OVER_LIMIT and key1 OK with 19 remaining", got.Statuses)
+	// The reference keeps an over-limit quota_mode descriptor OK, with its
+	// limit, nothing remaining and no reset.
+	q := got.Statuses[0]
+	if q.Code != ok || q.CurrentLimit.GetRequestsPerUnit() != 1 || q.LimitRemaining != 0 || q.DurationUntilReset != nil {
+		t.Errorf("quota status = %v, want OK, current_limit 1 per minute, remaining 0, no duration_until_reset", q)
+	}
+	if got.Statuses[1].Code != ok || got.Statuses[1].LimitRemaining != 19 {
+		t.Errorf("key1 status = %v, want OK with 19 remaining", got.Statuses[1])
 	}
 }
 
@@ -364,7 +370,18 @@ func TestOverride(t *testing.T) {
 		}
 	}
 	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
-		t.Errorf("configured key1=a after the override: remaining %d, want 19 (separate counter)", got.Statuses[0].LimitRemaining)
+		t.Errorf("configured key1=a after the override: remaining %d, want 19 (another unit: another counter)", got.Statuses[0].LimitRemaining)
+	}
+	// In the configured limit's unit, the override counts on its counter,
+	// as the reference's (domain, entries, window) key does.
+	d = desc("key1", "b")
+	d.Limit = &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3, Unit: typev3.RateLimitUnit_MINUTE}
+	call(t, s, req(d))
+	if got := call(t, s, req(d)); got.Statuses[0].LimitRemaining != 1 {
+		t.Errorf("second call under a 3 per minute override: remaining %d, want 1", got.Statuses[0].LimitRemaining)
+	}
+	if got := call(t, s, req(desc("key1", "b"))); got.Statuses[0].LimitRemaining != 17 {
+		t.Errorf("configured key1=b (20 per minute) after two calls under a per-minute override: remaining %d, want 17 (one counter)", got.Statuses[0].LimitRemaining)
 	}
 }
 
@@ -372,6 +389,25 @@ func TestResponseHeaders(t *testing.T) {
 	s, _ := newService(t, WithResponseHeaders(true))
 	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
 	want := []string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
+	var hs []string
+	for _, h := range got.ResponseHeadersToAdd {
+		hs = append(hs, h.Key+": "+h.Value)
+	}
+	if d := cmp.Diff(want, hs); d != "" {
+		t.Errorf("headers mismatch (-want +got):\n%s", d)
+	}
+}
+
+// With several descriptors over, the headers describe the last one, as the
+// reference's.
+func TestResponseHeadersLastOver(t *testing.T) {
+	s, _ := newService(t, WithResponseHeaders(true))
+	call(t, s, req(desc("wild", "foo")))
+	call(t, s, req(desc("quota", "x")))
+	big := desc("key1", "a")
+	big.HitsAddend = wrapperspb.UInt64(21)
+	got := call(t, s, req(desc("wild", "foo"), big, desc("quota", "x")))
+	want := []string{"RateLimit-Limit: 20", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
 	var hs []string
 	for _, h := range got.ResponseHeadersToAdd {
 		hs = append(hs, h.Key+": "+h.Value)
@@ -430,8 +466,78 @@ func TestDenyRule(t *testing.T) {
 	if d := st.DurationUntilReset.AsDuration(); d <= 0 || d > time.Second {
 		t.Errorf("blocked duration_until_reset = %v, want within the second", d)
 	}
-	// The other descriptor was not counted: all-or-nothing.
+	// Only the blocked descriptor is over; the other reports a peek, and
+	// was not counted: all-or-nothing.
+	if st := got.Statuses[1]; st.Code != ok || st.LimitRemaining != 20 {
+		t.Errorf("key1 status beside a blocked descriptor = %v, want OK with 20 remaining (a peek)", st)
+	}
 	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
 		t.Errorf("key1 after a blocked request: remaining %d, want 19", got.Statuses[0].LimitRemaining)
+	}
+	// A cost of 0 asks for nothing: admitted, as the reference's 0 hits on
+	// a limit of 0.
+	zero := desc("blocked", "10.0.0.1")
+	zero.HitsAddend = wrapperspb.UInt64(0)
+	got = call(t, s, req(zero, desc("key1", "a")))
+	if got.OverallCode != ok || got.Statuses[0].Code != ok || got.Statuses[0].LimitRemaining != 0 || got.Statuses[1].LimitRemaining != 18 {
+		t.Errorf("blocked with hits_addend 0 = %v, want OK, blocked with 0 remaining, key1 counted (18)", got)
+	}
+}
+
+// A descriptor sent twice counts twice on one counter: costs that together
+// exceed its capacity are OVER_LIMIT (the reference denies the second), not
+// a store error.
+func TestDuplicateDescriptorOverCapacity(t *testing.T) {
+	s, _ := newService(t)
+	got, err := s.ShouldRateLimit(context.Background(), req(desc("wild", "foo"), desc("wild", "foo"))) // 1 per minute
+	if err != nil {
+		t.Fatalf("the same 1-per-minute descriptor twice: %v, want a decision", err)
+	}
+	if got.OverallCode != over || got.Statuses[0].Code != ok || got.Statuses[0].LimitRemaining != 1 || got.Statuses[1].Code != over {
+		t.Errorf("the same 1-per-minute descriptor twice = %v, want OVER_LIMIT: the first OK (a peek, 1 remaining), the second OVER_LIMIT", got)
+	}
+	if got := call(t, s, req(desc("wild", "foo"))); got.OverallCode != ok {
+		t.Errorf("wild=foo afterwards = %v, want OK: the denied request counted nothing", got)
+	}
+}
+
+// A fixed window with nothing counted resets with its window: a peek on a
+// fresh key reports the window's end, as the reference does.
+func TestUntouchedWindowReset(t *testing.T) {
+	s, _ := newService(t) // 10s into the minute
+	d := desc("key1", "fresh")
+	d.HitsAddend = wrapperspb.UInt64(0)
+	got := call(t, s, req(d))
+	want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, minute20, 20, 50*time.Second)}}
+	diff(t, "peek on a fresh key", got, want)
+	// Above the capacity on a fresh key: over, and the same reset.
+	d.HitsAddend = wrapperspb.UInt64(21)
+	got = call(t, s, req(d))
+	want = &pb.RateLimitResponse{OverallCode: over, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(over, minute20, 0, 50*time.Second)}}
+	diff(t, "21 on a fresh 20-per-minute key", got, want)
+}
+
+// When a request is denied before the store decides (a cost above a
+// capacity), a descriptor that could not admit its own cost either is
+// OVER_LIMIT too, as the reference reports it.
+func TestDeniedEarlyMarksFullDescriptors(t *testing.T) {
+	s, _ := newService(t)
+	call(t, s, req(desc("wild", "foo"))) // full: 1 per minute
+	big := desc("key1", "a")
+	big.HitsAddend = wrapperspb.UInt64(21) // above 20 per minute
+	got := call(t, s, req(desc("wild", "foo"), big, desc("wild", "fooz")))
+	if got.OverallCode != over || got.Statuses[0].Code != over || got.Statuses[1].Code != over || got.Statuses[2].Code != ok || got.Statuses[2].LimitRemaining != 1 {
+		t.Errorf("got %v, want wild=foo (full) and key1 (21 of 20) OVER_LIMIT, wild=fooz OK with 1 remaining", got)
+	}
+	// The same counter twice: the second could not admit its cost after
+	// the first's, so it is over too.
+	ten := desc("key1", "b")
+	ten.HitsAddend = wrapperspb.UInt64(10)
+	call(t, s, req(ten)) // 10 of 20 left
+	six := desc("key1", "b")
+	six.HitsAddend = wrapperspb.UInt64(6)
+	got = call(t, s, req(big, six, six))
+	if got.Statuses[1].Code != ok || got.Statuses[1].LimitRemaining != 10 || got.Statuses[2].Code != over {
+		t.Errorf("got %v, want key1=b OK (a peek, 10 remaining) and then OVER_LIMIT (6 after 6, with 10 left)", got)
 	}
 }
