@@ -383,7 +383,6 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 	// the limit could never admit at once, with the request's earlier costs
 	// on the same counter (a descriptor sent twice): waiting never helps.
 	admitted := true
-	var sums map[counter]int
 	for k := range cs {
 		c := &cs[k]
 		if c.rule.Deny {
@@ -391,17 +390,13 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 			admitted = admitted && !c.over
 			continue
 		}
-		sum := c.n
-		if len(cs) > 1 {
-			if sums == nil {
-				sums = make(map[counter]int, len(cs))
+		c.sum = c.n
+		for _, p := range cs[:k] { // a request holds few limits
+			if !p.rule.Deny && p.key == c.key && p.rule.Limit.Algorithm == c.rule.Limit.Algorithm && p.rule.Limit.Period == c.rule.Limit.Period {
+				c.sum += p.n
 			}
-			id := counter{c.key, c.rule.Limit.Algorithm, c.rule.Limit.Period}
-			sum += sums[id]
-			sums[id] = sum
 		}
-		c.sum = sum
-		if sum > c.rule.Limit.Capacity() {
+		if c.sum > c.rule.Limit.Capacity() {
 			c.over, admitted = true, false
 		}
 	}
@@ -451,13 +446,6 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 		}
 	}
 	return admitted, nil
-}
-
-// counter is the state a limit counts on in the store.
-type counter struct {
-	key    string
-	alg    sluice.Algorithm
-	period time.Duration
 }
 
 func (s *Service) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
