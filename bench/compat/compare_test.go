@@ -83,6 +83,8 @@ const documentedDuplicate = "documented: the reference counts hits that sluice d
 // answers.
 type checker struct {
 	ref, sl *service
+	// json sends the requests to POST /json instead of gRPC.
+	json bool
 
 	mu       sync.Mutex
 	seen     map[string]int    // tolerated difference -> occurrences
@@ -96,11 +98,23 @@ func newChecker(ref, sl *service) *checker {
 	return &checker{ref: ref, sl: sl, seen: map[string]int{}, example: map[string]string{}}
 }
 
+// ask sends req to s over gRPC, or to its POST /json for a JSON checker
+// (see shouldJSON).
+func (c *checker) ask(s *service, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	if c.json {
+		return s.shouldJSON(req)
+	}
+	return s.should(req)
+}
+
 // sequence is the state of one sequence of requests: what the comparison
 // needs to know of the earlier answers.
 type sequence struct {
 	label string
 	start time.Time
+	// window is the shortest window of the sequence's limits: a difference
+	// after one of its boundaries passed abandons the sequence.
+	window time.Duration
 	// remaining is the reference's last limit_remaining per counter of a
 	// shadow_mode descriptor, to see when one goes over its limit (its status
 	// stays OK).
@@ -108,7 +122,7 @@ type sequence struct {
 }
 
 func newSequence(label string) *sequence {
-	return &sequence{label: label, start: time.Now(), remaining: map[string]uint32{}}
+	return &sequence{label: label, start: time.Now(), window: time.Minute, remaining: map[string]uint32{}}
 }
 
 // hits is the cost of descriptor i as both services read it: its own
@@ -120,11 +134,54 @@ func hits(req *pb.RateLimitRequest, i int) uint64 {
 	return max(uint64(req.GetHitsAddend()), 1)
 }
 
-// counter identifies the counter a descriptor counts in: its entries and
-// limit override (in testdata/compat.yaml distinct entries never share one).
+// counter identifies the counter a descriptor counts in, in the reference:
+// its entries and limit override, with the value of an entry matched by a
+// share_threshold wildcard replaced by the pattern (the other distinct
+// entries of testdata/compat.yaml never share one).
 func counter(d *rlpb.RateLimitDescriptor) string {
 	c := &rlpb.RateLimitDescriptor{Entries: d.Entries, Limit: d.Limit}
+	if d.Limit == nil {
+		if i, pattern := sharedEntry(d); i >= 0 {
+			c.Entries = slices.Clone(d.Entries)
+			c.Entries[i] = &rlpb.RateLimitDescriptor_Entry{Key: d.Entries[i].Key, Value: pattern}
+		}
+	}
 	return prototext.MarshalOptions{}.Format(c)
+}
+
+// shareThresholds are the share_threshold wildcards of testdata/compat.yaml
+// that end in a limit: the keys of the descriptors that match one, the
+// entry matched by the wildcard and its pattern.
+var shareThresholds = []struct {
+	keys    []string
+	at      int
+	pattern string
+}{
+	{[]string{"shtop"}, 0, "t*"},
+	{[]string{"shtop"}, 0, "big*"},
+	{[]string{"grp", "shr"}, 1, "sh*"},
+	{[]string{"grp", "team", "user"}, 1, "tm*"},
+	{[]string{"conc"}, 0, "sh*"},
+}
+
+// sharedEntry returns the entry of d whose value a share_threshold wildcard
+// replaces by its pattern in the reference's counter key, and the pattern;
+// -1 if none. A value equal to the pattern itself matches the wildcard's
+// node exactly in the reference, and its counter key is the shared one.
+func sharedEntry(d *rlpb.RateLimitDescriptor) (int, string) {
+	for _, s := range shareThresholds {
+		if len(d.Entries) != len(s.keys) {
+			continue
+		}
+		match := true
+		for i, k := range s.keys {
+			match = match && d.Entries[i].Key == k
+		}
+		if match && strings.HasPrefix(d.Entries[s.at].Value, strings.TrimSuffix(s.pattern, "*")) {
+			return s.at, s.pattern
+		}
+	}
+	return -1, ""
 }
 
 // isShadow reports whether d matches the shadow_mode limit of
@@ -170,16 +227,16 @@ type outcome struct {
 // may describe that status).
 func (c *checker) step(t *testing.T, seq *sequence, req *pb.RateLimitRequest) outcome {
 	t.Helper()
-	refResp, refErr := c.ref.should(req)
-	slResp, slErr := c.sl.should(req)
+	refResp, refErr := c.ask(c.ref, req)
+	slResp, slErr := c.ask(c.sl, req)
 	c.mu.Lock()
 	c.requests++
 	c.mu.Unlock()
 	report := func(mode, why string) outcome {
 		t.Helper()
-		if now := time.Now(); now.Truncate(time.Minute) != seq.start.Truncate(time.Minute) {
-			t.Logf("%s: differs (%s) but the sequence crossed a minute boundary (%s to %s): abandoned", seq.label, why,
-				seq.start.Format("15:04:05.000"), now.Format("15:04:05.000"))
+		if now := time.Now(); now.Truncate(seq.window) != seq.start.Truncate(seq.window) {
+			t.Logf("%s: differs (%s) but the sequence crossed a %v boundary (%s to %s): abandoned", seq.label, why,
+				seq.window, seq.start.Format("15:04:05.000"), now.Format("15:04:05.000"))
 			return outcome{abandoned: true}
 		}
 		t.Errorf("%s (%s): %s\nrequest:   %s\nreference: %v %s\nsluice:    %v %s", seq.label, mode, why,

@@ -1,10 +1,23 @@
 // Package compat is a differential test of sluice serve against
-// envoyproxy/ratelimit (the reference) on gRPC ShouldRateLimit: both run
-// side by side on loopback with the same YAML (testdata/compat.yaml), get
-// the same requests, and their responses are compared field by field,
-// allowing only the differences that internal/rls/COMPAT.md documents.
-// fixedDifferences (compare_test.go) lists what this test found and sluice
-// fixed; a subtest reproduces each.
+// envoyproxy/ratelimit (the reference) on gRPC ShouldRateLimit and on the
+// HTTP POST /json: both run side by side on loopback with the same YAML
+// (testdata/compat.yaml), get the same requests, and their responses are
+// compared field by field, allowing only the differences that
+// internal/rls/COMPAT.md documents. fixedDifferences (compare_test.go) lists
+// what this test found and sluice fixed; a subtest reproduces each.
+// openDifferences (open_test.go) lists what it found and sluice has not
+// fixed yet: their subtests (open/...) fail with the evidence.
+//
+// Per store: request errors; the documented differences; one case per
+// configuration feature (wildcards, nesting, share_threshold, every unit
+// from second to year, detailed_metric and value_to_metric, overrides,
+// shadow and quota mode, replaces); the fixed and open differences; the
+// default RateLimit-* header names; concurrency (32 goroutines at once on
+// shared counters: every hit counted under the limits, exactly the limit
+// admitted over them); random sequences. Then over /json: the status codes
+// of malformed and unusual HTTP requests (the differences are listed in the
+// summary), the cases, the fixed differences and a fifth of the random
+// sequences.
 //
 // The reference is a separate binary: set SLUICE_REFERENCE to its
 // service_cmd, or run
@@ -17,7 +30,9 @@
 //
 // Without SLUICE_REFERENCE the tests skip. SLUICE_COMPAT_SEED replays a
 // seed (the test logs the one it used), SLUICE_COMPAT_SEQUENCES sets the
-// number of random sequences per store (default 1500).
+// number of random sequences per store (default 1500; a fifth of them over
+// /json). SLUICE_COMPAT_SLUICE_CONFIG gives sluice another YAML than the
+// reference's, to check that the comparison fails when they disagree.
 //
 // sluice runs twice, on its memory store and on a redis-server of its own
 // (--redis); each run is paired with its own reference on its own

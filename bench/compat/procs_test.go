@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -103,6 +104,8 @@ type service struct {
 	done    chan struct{}
 	exitErr error
 	rls     pb.RateLimitServiceClient
+	// http is the base URL of the service's HTTP listener (POST /json).
+	http string
 }
 
 // callTimeout bounds one ShouldRateLimit call.
@@ -113,6 +116,42 @@ func (s *service) should(req *pb.RateLimitRequest) (*pb.RateLimitResponse, error
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	return s.rls.ShouldRateLimit(ctx, req)
+}
+
+// httpClient sends the HTTP requests of the test: keep-alive connections,
+// enough idle ones for the concurrent subtests.
+var httpClient = &http.Client{
+	Timeout:   callTimeout,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true},
+}
+
+// httpReply is one HTTP answer.
+type httpReply struct {
+	code        int
+	contentType string
+	body        []byte
+}
+
+// send sends an HTTP request with body to path on the service's HTTP
+// listener; contentType is not set when empty.
+func (s *service) send(method, path, contentType string, body []byte) (httpReply, error) {
+	req, err := http.NewRequest(method, s.http+path, bytes.NewReader(body))
+	if err != nil {
+		return httpReply{}, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return httpReply{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return httpReply{}, err
+	}
+	return httpReply{code: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: b}, nil
 }
 
 // exited reports whether the process has ended.
@@ -249,6 +288,7 @@ func startReference(t *testing.T, yaml string) *service {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	s.http = "http://127.0.0.1:" + httpPort
 	s.connect(t, "127.0.0.1:"+grpcPort)
 	return s
 }
@@ -281,9 +321,10 @@ func startSluice(t *testing.T, name, yaml string, extra ...string) *service {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !strings.HasPrefix(addrs.GRPC, "127.0.0.1:") {
-		t.Fatalf("%s listens on %q, not loopback", name, addrs.GRPC)
+	if !strings.HasPrefix(addrs.GRPC, "127.0.0.1:") || !strings.HasPrefix(addrs.HTTP, "127.0.0.1:") {
+		t.Fatalf("%s listens on %q and %q, not loopback", name, addrs.GRPC, addrs.HTTP)
 	}
+	s.http = "http://" + addrs.HTTP
 	s.connect(t, addrs.GRPC)
 	return s
 }
