@@ -32,6 +32,11 @@ type fixedDifference struct {
 }
 
 var fixedDifferences = []fixedDifference{
+	{"share-pattern-value", "a descriptor whose value is a share_threshold wildcard's pattern itself (shr=\"sh*\" for " +
+		"`value: \"sh*\"`, `share_threshold: true`) is counted by the reference on the counter that every value " +
+		"matching the wildcard shares (its exact lookup finds the wildcard's node, and it writes the value, the " +
+		"pattern, into the counter key, as for every matched value); sluice counted it on a counter of its own, so " +
+		"that value got the whole limit again on top of the shared counter"},
 	{"quota-mode-status", "a quota_mode descriptor over its limit: the reference answers code OK, " +
 		"current_limit, limit_remaining 0 and no duration_until_reset (src/service/ratelimit.go: " +
 		"\"In quota mode: ... keep response as OK\"); sluice answers OVER_LIMIT with a duration_until_reset " +

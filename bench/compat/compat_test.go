@@ -83,7 +83,6 @@ func TestCompat(t *testing.T) {
 			t.Run("cases", func(t *testing.T) { testCases(t, c, tok) })
 			t.Run("share_threshold at the top level", func(t *testing.T) { testShareTop(t, c, tok) })
 			t.Run("fixed", func(t *testing.T) { testFixed(t, c, tok) })
-			t.Run("open", func(t *testing.T) { testOpen(t, c, tok) })
 			t.Run("header names", func(t *testing.T) { testHeaderNames(t, c, tok) })
 			t.Run("concurrency", func(t *testing.T) { testConcurrency(t, c, tok) })
 			t.Run("random", func(t *testing.T) {
@@ -568,6 +567,7 @@ func testShareTop(t *testing.T, c *checker, tok func() string) {
 // fixed: it fails, with the description of the difference, if sluice
 // answers otherwise than the reference again.
 func testFixed(t *testing.T, c *checker, tok func() string) {
+	testFixedSharePattern(t, c, tok)
 	type evidence struct {
 		req     *pb.RateLimitRequest
 		ref, sl *pb.RateLimitResponse

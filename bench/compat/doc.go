@@ -4,14 +4,13 @@
 // (testdata/compat.yaml), get the same requests, and their responses are
 // compared field by field, allowing only the differences that
 // internal/rls/COMPAT.md documents. fixedDifferences (compare_test.go) lists
-// what this test found and sluice fixed; a subtest reproduces each.
-// openDifferences (open_test.go) lists what it found and sluice has not
-// fixed yet: their subtests (open/...) fail with the evidence.
+// what this test found and sluice fixed; a subtest (fixed/...) reproduces
+// each, and fails if the difference comes back.
 //
 // Per store: request errors; the documented differences; one case per
 // configuration feature (wildcards, nesting, share_threshold, every unit
 // from second to year, detailed_metric and value_to_metric, overrides,
-// shadow and quota mode, replaces); the fixed and open differences; the
+// shadow and quota mode, replaces); the fixed differences; the
 // default RateLimit-* header names; concurrency (32 goroutines at once on
 // shared counters: every hit counted under the limits, exactly the limit
 // admitted over them); random sequences. Then over /json: the status codes

@@ -69,8 +69,9 @@ type Match struct {
 	// entry of the request descriptor with the request's values (wildcard and
 	// default matches count per actual value, as the reference does), except
 	// that a share_threshold wildcard match uses the wildcard pattern so that
-	// all matching values share one counter. Distinct (domain, path, values)
-	// give distinct keys. Empty when Rules is empty.
+	// all matching values (and the pattern itself as a value) share one
+	// counter. Distinct (domain, path, values) give distinct keys. Empty when
+	// Rules is empty.
 	Key string
 	// Metric is the stats name of the match, as the reference builds it: the
 	// rule's path name, extended with the request's values for

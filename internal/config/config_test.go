@@ -181,17 +181,17 @@ func TestCompat(t *testing.T) {
 		{
 			name: "share_threshold: one counter for the pattern", domain: "share", entries: d("files", "files/a.pdf"),
 			want: []Rule{{Name: "share.files_files/*", Limit: fw(100, time.Minute), Unit: "MINUTE", ShareThreshold: true}},
-			key:  `share/files*=files\/\*`, metric: "share.files_files/*",
+			key:  `share/files=files\/\*`, metric: "share.files_files/*",
 		},
 		{
 			name: "share_threshold: same counter for another value", domain: "share", entries: d("files", "files/b.csv"),
 			want: []Rule{{Name: "share.files_files/*", Limit: fw(100, time.Minute), Unit: "MINUTE", ShareThreshold: true}},
-			key:  `share/files*=files\/\*`, metric: "share.files_files/*",
+			key:  `share/files=files\/\*`, metric: "share.files_files/*",
 		},
 		{
 			name: "share_threshold parent, value_to_metric child", domain: "share", entries: d("route", "api/v1/users", "method", "GET"),
 			want: []Rule{{Name: "share.route_api/*.method", Limit: fw(60, time.Minute), Unit: "MINUTE", ValueToMetric: true}},
-			key:  `share/route*=api\/\*/method=GET`, metric: "share.route_api/*.method_GET",
+			key:  `share/route=api\/\*/method=GET`, metric: "share.route_api/*.method_GET",
 		},
 		{
 			name: "exact value beats a shared wildcard", domain: "share", entries: d("file", "test1"),
@@ -201,10 +201,10 @@ func TestCompat(t *testing.T) {
 		{
 			name: "shared wildcard", domain: "share", entries: d("file", "test2"),
 			want: []Rule{{Name: "share.file_test*", Limit: fw(100, time.Minute), Unit: "MINUTE", ShareThreshold: true}},
-			key:  `share/file*=test\*`, metric: "share.file_test*",
+			key:  `share/file=test\*`, metric: "share.file_test*",
 		},
 		{
-			name: "literal pattern value is an exact match", domain: "share", entries: d("file", "test*"),
+			name: "the pattern sent as a value shares its counter (as the reference)", domain: "share", entries: d("file", "test*"),
 			want: []Rule{{Name: "share.file_test*", Limit: fw(100, time.Minute), Unit: "MINUTE", ShareThreshold: true}},
 			key:  `share/file=test\*`, metric: "share.file_test*",
 		},
@@ -565,6 +565,19 @@ descriptors:
       unit: second
       requests_per_unit: 5
       replaces: [{}]`, `t.yaml:8: descriptors[0].rate_limit.replaces[0].name: missing or empty: a replaces entry names the rule it replaces`},
+		{"share_threshold without a wildcard", `
+domain: a
+descriptors:
+  - key: k
+    value: v
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:6: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "v"`},
+		{"share_threshold on a key-only descriptor", `
+domain: a
+descriptors:
+  - key: k
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not ""`},
 		{"replaces entry unknown key", `
 domain: a
 descriptors:

@@ -110,20 +110,17 @@ func CountingKey(domain string, entries []Descriptor) string {
 	return countingKey(domain, entries, steps)
 }
 
-// countingKey builds domain/key=value/key=value with '\', '/' and '='
+// countingKey builds domain/key=value/key=value with '\', '/', '=' and '*'
 // escaped, so that distinct (domain, path, values) never share a key. An
-// entry matched by a share_threshold wildcard is written key*=pattern: every
-// value matching the pattern shares the counter, and no literal value can
-// collide with it.
+// entry matched by a share_threshold wildcard is written key=pattern: every
+// value matching the pattern shares the counter, and so does the pattern
+// itself sent as a value (as in the reference, whose key is the same
+// string).
 func countingKey(domain string, entries []Descriptor, steps []step) string {
 	n := escapedLen(domain)
 	for i, e := range entries {
 		n += 2 + escapedLen(e.Key)
-		if steps[i].wildcard && steps[i].n.shareThreshold {
-			n += 1 + escapedLen(steps[i].n.value)
-		} else {
-			n += escapedLen(e.Value)
-		}
+		n += escapedLen(keyValue(e, steps[i]))
 	}
 	var b strings.Builder
 	b.Grow(n)
@@ -131,15 +128,19 @@ func countingKey(domain string, entries []Descriptor, steps []step) string {
 	for i, e := range entries {
 		b.WriteByte('/')
 		escape(&b, e.Key)
-		if steps[i].wildcard && steps[i].n.shareThreshold {
-			b.WriteString("*=")
-			escape(&b, steps[i].n.value)
-			continue
-		}
 		b.WriteByte('=')
-		escape(&b, e.Value)
+		escape(&b, keyValue(e, steps[i]))
 	}
 	return b.String()
+}
+
+// keyValue is the value that counts entry e matched at step st: the
+// pattern of a share_threshold wildcard, else e's own.
+func keyValue(e Descriptor, st step) string {
+	if st.n != nil && st.n.shareThreshold {
+		return st.n.value
+	}
+	return e.Value
 }
 
 func escapedLen(s string) int {

@@ -367,7 +367,7 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 	}
 	var (
 		key, value        string
-		keyNode           *yaml.Node
+		keyNode, shareKey *yaml.Node
 		flags             descFlags
 		rl, rls, children *field
 	)
@@ -396,8 +396,10 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 			flags.valueToMetric, err = p.boolean(f.v, fp)
 		case "share_threshold":
 			flags.shareThreshold, err = p.boolean(f.v, fp)
+			shareKey = f.k
 		case "metadata":
-			// Free-form data for operators; the reference ignores it too.
+			// Free-form data for operators, ignored. (The reference's
+			// list of keys lacks it: a file using it loads in sluice only.)
 		default:
 			return p.unknown(f, path, descriptorKeys)
 		}
@@ -411,6 +413,9 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 			at = fields[0].k
 		}
 		return p.errorf(at, join(path, "key"), "missing or empty: a descriptor needs a key")
+	}
+	if flags.shareThreshold && !strings.HasSuffix(value, "*") {
+		return p.errorf(shareKey, join(path, "share_threshold"), "can only be used with a wildcard value (ending in '*'), not %q", value)
 	}
 	child := &node{key: key, value: value, path: parent.path + "." + key}
 	if value != "" {

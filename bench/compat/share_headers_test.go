@@ -8,34 +8,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 )
 
-// openDifferences are differences between sluice and the reference that
-// this test found and that sluice still has: TestCompat/<store>/open/<id>
-// shows each one, and fails with this description and the evidence until
-// sluice answers as the reference (then the entry moves to
-// fixedDifferences, its subtest to testFixed).
-var openDifferences = []fixedDifference{
-	{"share-pattern-value", "a descriptor whose value is a share_threshold wildcard's pattern itself (shr=\"sh*\" for " +
-		"`value: \"sh*\"`, `share_threshold: true`) is a value matching the wildcard, and the reference counts it on the " +
-		"counter that every such value shares: it finds the wildcard's node by its exact lookup (config_impl.go GetLimit: " +
-		"descriptorsMap[key_value] holds the wildcard under \"shr_sh*\") and writes the value, \"sh*\", into the counter " +
-		"key, which is the key it writes for every value matched by the wildcard (limiter/cache_key.go: the " +
-		"ShareThresholdKeyPattern). sluice counts it on a counter of its own (internal/config/match.go countingKey " +
-		"writes \"shr*=sh\\*\" for a wildcard match, \"shr=sh\\*\" for the exact one): that value gets the whole limit " +
-		"again, on top of the shared counter"},
-}
-
-func openWhat(id string) string {
-	for _, k := range openDifferences {
-		if k.id == id {
-			return k.what
-		}
-	}
-	panic("unknown open difference " + id)
-}
-
-// testOpen shows each open difference: it fails while sluice answers
-// otherwise than the reference.
-func testOpen(t *testing.T, c *checker, tok func() string) {
+// testFixedSharePattern reproduces share-pattern-value (fixedDifferences).
+func testFixedSharePattern(t *testing.T, c *checker, tok func() string) {
 	st := func(r *pb.RateLimitResponse, i int) *pb.RateLimitResponse_DescriptorStatus { return r.GetStatuses()[i] }
 	t.Run("share-pattern-value", func(t *testing.T) {
 		awayFromBoundary()
@@ -48,7 +22,7 @@ func testOpen(t *testing.T, c *checker, tok func() string) {
 		}
 		req := rq(d("grp", v, "shr", "sh*"))
 		ref, sl := call(t, c, req)
-		msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %s\n  sluice:    %s", openWhat("share-pattern-value"), text(req), text(ref), text(sl))
+		msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %s\n  sluice:    %s", fixedWhat("share-pattern-value"), text(req), text(ref), text(sl))
 		statusIs(t, "reference", ref, 0, ok, 0)
 		if st(sl, 0).Code != ok || st(sl, 0).LimitRemaining != 0 {
 			t.Errorf("share-pattern-value: %s", msg)
