@@ -1,6 +1,7 @@
-# make test: the whole suite, with its own set-up (redis-server when missing).
+# make test: the whole suite, with its own set-up (redis-server when missing,
+#   envoyproxy/ratelimit built from the Go module proxy for make compat).
 # make bench: the benchmarks (not part of make test).
-# make compat: the differential test against envoyproxy/ratelimit (not part of make test).
+# make compat: the differential test against envoyproxy/ratelimit (part of make test).
 GO ?= go
 # The reference's version, as in bench/loadgen/run.sh.
 REFERENCE_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
@@ -8,7 +9,7 @@ REFERENCE_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 .PHONY: test check-format vet unit bench fuzz compat
 test: 
 	./scripts/ensure-redis.sh
-	$(MAKE) check-format vet unit
+	$(MAKE) check-format vet unit compat
 
 check-format:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -30,4 +31,4 @@ compat:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	echo "building envoyproxy/ratelimit $(REFERENCE_VERSION)" && \
 	GOBIN="$$tmp" $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(REFERENCE_VERSION) && \
-	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 -v ./compat
+	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 ./compat
