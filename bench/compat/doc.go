@@ -36,4 +36,14 @@
 // sluice runs twice, on its memory store and on a redis-server of its own
 // (--redis); each run is paired with its own reference on its own
 // redis-server, so that no counter is shared between the runs.
+//
+// TestConfigAcceptance (config_test.go) compares which configuration files
+// each accepts: a corpus (testdata/configs, expectations and the known
+// differences with their reasons in config_corpus_test.go) and random
+// single mutations of its valid files (SLUICE_COMPAT_SEED replays them,
+// SLUICE_COMPAT_CONFIG_MUTANTS sets how many, default 300). The reference
+// starts on each and gets one request (a bad file makes it answer "no rate
+// limit configuration loaded"); sluice check judges it for sluice, and
+// sluice serve must refuse to start on what check rejects. Where both
+// accept, every limit the reference loaded is asked for on both.
 package compat
