@@ -11,7 +11,8 @@ import (
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check FILE|DIR...",
 		`Validate envoyproxy/ratelimit configuration files (or directories of
-*.yaml and *.yml files) as sluice serve would load them together. Exits 0
+*.yaml and *.yml files, subdirectories included) as sluice serve would load
+them together. Exits 0
 when they are valid; otherwise prints file:line: key: problem and exits 1.`, stderr)
 	if code, done := parse(fs, args); done {
 		return code

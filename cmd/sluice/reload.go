@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -87,33 +85,13 @@ func fingerprint(paths []string) ([32]byte, error) {
 		h.Write(b)
 		h.Write([]byte{0})
 	}
-	for _, p := range paths {
-		fi, err := os.Stat(p)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			h.Write([]byte("missing:" + p))
-			continue
-		}
-		if !fi.IsDir() {
-			add(p)
-			continue
-		}
-		entries, err := os.ReadDir(p)
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		for _, e := range entries {
-			n := e.Name()
-			if strings.HasPrefix(n, ".") || (filepath.Ext(n) != ".yaml" && filepath.Ext(n) != ".yml") {
-				continue
-			}
-			if e.Type()&fs.ModeDir != 0 {
-				continue
-			}
-			add(filepath.Join(p, n))
-		}
+	files, err := config.Files(paths...)
+	if err != nil {
+		firstErr = err
+		h.Write([]byte("error:" + err.Error()))
+	}
+	for _, f := range files {
+		add(f)
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])

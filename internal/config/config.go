@@ -115,22 +115,44 @@ func Load(paths ...string) (*Config, error) {
 		return nil, fmt.Errorf("config: no files to load")
 	}
 	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
-	for _, p := range paths {
-		files, err := expand(p)
+	files, err := Files(paths...)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("config: %w", err)
 		}
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return nil, fmt.Errorf("config: %w", err)
-			}
-			if err := c.add(f, data); err != nil {
-				return nil, err
-			}
+		if err := c.add(f, data); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// Files lists the configuration files that paths name, in the order Load
+// reads them: a file as it is; for a directory, its *.yaml and *.yml files
+// and those of its subdirectories, as the reference loads every file below
+// its runtime directory, in name order. Names starting with "." are skipped
+// (editor swap files, Kubernetes' ..data); a file named twice is listed
+// once. A directory with no such file is an error.
+func Files(paths ...string) ([]string, error) {
+	var files []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		fs, err := expand(p)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			if f = filepath.Clean(f); !seen[f] { // a file named twice is read once
+				seen[f] = true
+				files = append(files, f)
+			}
+		}
+	}
+	return files, nil
 }
 
 // expand lists the config files of path.
@@ -142,32 +164,51 @@ func expand(path string) ([]string, error) {
 	if !fi.IsDir() {
 		return []string{path}, nil
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
 	var files []string
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, ".") {
-			continue // editor swap files, Kubernetes ..data
-		}
-		if ext := filepath.Ext(n); ext != ".yaml" && ext != ".yml" {
-			continue
-		}
-		f := filepath.Join(path, n)
-		st, err := os.Stat(f) // follow symlinks (Kubernetes ConfigMap mounts)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		if st.Mode().IsRegular() {
-			files = append(files, f)
-		}
+	if err := walkDir(path, map[string]bool{}, &files); err != nil {
+		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
 	}
-	return files, nil // ReadDir sorts by name
+	return files, nil
+}
+
+// walkDir appends the config files below dir; seen holds the directories
+// walked, by their real path, so that a symlink loop ends.
+func walkDir(dir string, seen map[string]bool, files *[]string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if seen[real] {
+		return nil
+	}
+	seen[real] = true
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	for _, e := range entries { // sorted by name
+		n := e.Name()
+		if strings.HasPrefix(n, ".") {
+			continue // editor swap files, Kubernetes ..data
+		}
+		f := filepath.Join(dir, n)
+		st, err := os.Stat(f) // follow symlinks (Kubernetes ConfigMap mounts)
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		switch ext := filepath.Ext(n); {
+		case st.IsDir():
+			if err := walkDir(f, seen, files); err != nil {
+				return err
+			}
+		case st.Mode().IsRegular() && (ext == ".yaml" || ext == ".yml"):
+			*files = append(*files, f)
+		}
+	}
+	return nil
 }
 
 // add parses one file and adds its domain.

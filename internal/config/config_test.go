@@ -565,6 +565,30 @@ descriptors:
       unit: second
       requests_per_unit: 5
       replaces: [{}]`, `t.yaml:8: descriptors[0].rate_limit.replaces[0].name: missing or empty: a replaces entry names the rule it replaces`},
+		{"quoted requests_per_unit", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: "5"}`, `t.yaml:5: descriptors[0].rate_limit.requests_per_unit: want a whole number, got the string "5" (write it unquoted)`},
+		{"!!str boolean", `
+domain: a
+descriptors:
+  - key: k
+    shadow_mode: !!str true
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].shadow_mode: want true or false, got the string "true" (write it unquoted)`},
+		{"float value", `
+domain: a
+descriptors:
+  - key: k
+    value: 1.5
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].value: 1.5 is a YAML float, which envoyproxy/ratelimit rejects: quote it ("1.5") to mean the string`},
+		{"integer value beyond 64 bits", `
+domain: a
+descriptors:
+  - key: k
+    value: 18446744073709551615
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].value: 18446744073709551615 is a YAML integer beyond 64 bits, which envoyproxy/ratelimit rejects: quote it ("18446744073709551615") to mean the string`},
+		{"float domain", `domain: 7.5`, `t.yaml:1: domain: 7.5 is a YAML float, which envoyproxy/ratelimit rejects: quote it ("7.5") to mean the string`},
 		{"share_threshold without a wildcard", `
 domain: a
 descriptors:
@@ -838,19 +862,22 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if err := os.Symlink(filepath.Join(dir, "conf"), filepath.Join(dir, "conf", "sub", "loop")); err != nil {
+		t.Fatal(err)
+	}
 	c, err := Load(filepath.Join(dir, "conf"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"a", "b"}, c.Domains()); diff != "" {
-		t.Errorf("Load(dir).Domains() (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"a", "b", "c"}, c.Domains()); diff != "" {
+		t.Errorf("Load(dir).Domains(), subdirectories included as the reference loads them (-want +got):\n%s", diff)
 	}
 	c, err = Load(filepath.Join(dir, "conf"), filepath.Join(dir, "conf/sub/c.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{"a", "b", "c"}, c.Domains()); diff != "" {
-		t.Errorf("Load(dir, file).Domains() (-want +got):\n%s", diff)
+		t.Errorf("Load(dir, a file in it).Domains(), the file read once (-want +got):\n%s", diff)
 	}
 
 	errTests := []struct {
@@ -1026,5 +1053,35 @@ func BenchmarkMatch(b *testing.B) {
 				c.Match(bb.domain, bb.entries)
 			}
 		})
+	}
+}
+
+// A !!binary value is its decoded bytes, as the reference's decoder reads
+// it; plain integers and booleans are their text.
+func TestScalarValues(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(`
+domain: a
+descriptors:
+  - key: bin
+    value: !!binary aGVsbG8=
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: int
+    value: 0x1F
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: bool
+    value: true
+    rate_limit: {unit: second, requests_per_unit: 3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		key, value string
+		rate       int
+	}{{"bin", "hello", 1}, {"int", "0x1F", 2}, {"bool", "true", 3}} {
+		m, ok := c.Match("a", []Descriptor{{tt.key, tt.value}})
+		if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.Rate != tt.rate {
+			t.Errorf("Match(%s=%s) = %+v, want the limit of rate %d", tt.key, tt.value, m, tt.rate)
+		}
 	}
 }

@@ -45,4 +45,17 @@
 //     are errors rather than ignored.
 //   - A domain defined in two files is always an error (the reference can
 //     merge them with MERGE_DOMAIN_CONFIG).
+//   - A YAML key given twice in one mapping is an error (YAML forbids it;
+//     the reference keeps the last silently), and descriptors nest at most
+//     64 levels deep.
+//   - In a directory, only *.yaml and *.yml files are read, and names
+//     starting with "." (files and directories) are skipped; the reference
+//     reads every file, hidden ones too unless RUNTIME_IGNOREDOTFILES is
+//     set. Subdirectories are read, as in the reference.
+//
+// Scalars are read as the reference's decoder (yaml.v2) reads them: a
+// number or a boolean written as a string ("5", !!str true) is an error
+// where a number or a boolean is wanted; a float, or an integer beyond 64
+// bits, is an error where a string is wanted (quote it); a !!binary value is
+// its decoded bytes.
 package config

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -288,7 +289,30 @@ func (p *parser) str(n *yaml.Node, path string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", p.errorf(n, path, "want a string, got %s", kind(n))
 	}
+	switch n.Tag {
+	case "!!float":
+		// The reference's check of a file's values rejects floats
+		// ("error checking config").
+		return "", p.errorf(n, path, "%s is a YAML float, which envoyproxy/ratelimit rejects: quote it (%q) to mean the string", n.Value, n.Value)
+	case "!!int":
+		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64); err != nil {
+			return "", p.errorf(n, path, "%s is a YAML integer beyond 64 bits, which envoyproxy/ratelimit rejects: quote it (%q) to mean the string", n.Value, n.Value)
+		}
+	case "!!binary":
+		b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(n.Value), ""))
+		if err != nil {
+			return "", p.errorf(n, path, "!!binary: %v", err)
+		}
+		return string(b), nil
+	}
 	return n.Value, nil
+}
+
+// quoted reports a scalar written as a string: quoted, a block scalar, or
+// tagged !!str. The reference's decoder (yaml.v2) refuses such a scalar
+// where it wants a number or a boolean.
+func quoted(n *yaml.Node) bool {
+	return n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 || n.Tag == "!!str" && n.Style&yaml.TaggedStyle != 0
 }
 
 // boolean reads a YAML 1.1 boolean, as the reference's decoder (yaml.v2)
@@ -302,11 +326,18 @@ func (p *parser) boolean(n *yaml.Node, path string) (bool, error) {
 		return false, nil
 	}
 	if n.Kind == yaml.ScalarNode {
+		var v, ok bool
 		switch n.Value {
 		case "true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON", "y", "Y":
-			return true, nil
+			v, ok = true, true
 		case "false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF", "n", "N":
-			return false, nil
+			ok = true
+		}
+		switch {
+		case ok && quoted(n):
+			return false, p.errorf(n, path, "want true or false, got the string %q (write it unquoted)", n.Value)
+		case ok:
+			return v, nil
 		}
 	}
 	return false, p.errorf(n, path, "want true or false, got %s", kind(n))
@@ -327,6 +358,9 @@ func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, error)
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 	if err != nil {
 		return 0, p.errorf(n, path, "want a whole number, got %s", kind(n))
+	}
+	if quoted(n) {
+		return 0, p.errorf(n, path, "want a whole number, got the string %q (write it unquoted)", n.Value)
 	}
 	if v < lo || v > hi {
 		return 0, p.errorf(n, path, "%d is out of range [%d, %d]", v, lo, hi)
