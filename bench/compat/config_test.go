@@ -474,16 +474,8 @@ func (a *acceptance) tryReference(t *testing.T, root, domain string) (*service, 
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
 	cmd := exec.Command(referenceBin(t))
 	cmd.Dir = root
-	cmd.Env = minimalEnv(
-		"HOST=127.0.0.1", "PORT="+httpPort,
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+debugPort,
-		"USE_STATSD=false", "LOG_LEVEL=warn",
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+a.redis,
-		"CACHE_KEY_PREFIX=cfg"+strconv.FormatInt(a.prefix.Add(1), 10)+"_",
-		"LIMIT_RESPONSE_HEADERS_ENABLED=true",
-	)
+	cmd.Env = referenceEnv(root, a.redis, httpPort, grpcPort, debugPort,
+		"CACHE_KEY_PREFIX=cfg"+strconv.FormatInt(a.prefix.Add(1), 10)+"_")
 	s := run(t, "reference", cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(20 * time.Second); ; {

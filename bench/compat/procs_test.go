@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -222,6 +221,22 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// referenceEnv is the reference's environment: its listeners on the given
+// loopback ports, its configuration below root (ratelimit/config), its
+// redis-server at redisAddr, statsd off, the RateLimit-* headers on; extra
+// settings follow.
+func referenceEnv(root, redisAddr, httpPort, grpcPort, debugPort string, extra ...string) []string {
+	return minimalEnv(append([]string{
+		"HOST=127.0.0.1", "PORT=" + httpPort,
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + grpcPort,
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + debugPort,
+		"USE_STATSD=false", "LOG_LEVEL=warn",
+		"RUNTIME_ROOT=" + root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+		"LIMIT_RESPONSE_HEADERS_ENABLED=true",
+	}, extra...)...)
+}
+
 // minimalEnv is the environment of the services: PATH and HOME only, so
 // that nothing from the caller's environment (REDIS_URL, SLUICE_*, ...)
 // configures them.
@@ -248,28 +263,10 @@ func startReference(t *testing.T, yaml string) *service {
 	if err := os.WriteFile(filepath.Join(cfgDir, filepath.Base(yaml)), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ports := map[int]bool{}
-	port := func() string {
-		for {
-			p := freePort(t)
-			if !ports[p] {
-				ports[p] = true
-				return strconv.Itoa(p)
-			}
-		}
-	}
-	httpPort, grpcPort, debugPort := port(), port(), port()
+	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = root
-	cmd.Env = minimalEnv(
-		"HOST=127.0.0.1", "PORT="+httpPort,
-		"GRPC_HOST=127.0.0.1", "GRPC_PORT="+grpcPort,
-		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+debugPort,
-		"USE_STATSD=false", "LOG_LEVEL=warn",
-		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
-		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+rd.Addr,
-		"LIMIT_RESPONSE_HEADERS_ENABLED=true",
-	)
+	cmd.Env = referenceEnv(root, rd.Addr, httpPort, grpcPort, debugPort)
 	s := run(t, "reference", cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(30 * time.Second); ; {
