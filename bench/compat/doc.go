@@ -37,6 +37,9 @@
 // (--redis); each run is paired with its own reference on its own
 // redis-server, so that no counter is shared between the runs.
 //
+// TestCompatModes (modes_test.go) compares the service-wide settings:
+// SHADOW_MODE with renamed headers, and QUOTA_MODE.
+//
 // TestConfigAcceptance (config_test.go) compares which configuration files
 // each accepts: a corpus (testdata/configs, expectations and the known
 // differences with their reasons in config_corpus_test.go) and random

@@ -247,7 +247,7 @@ func minimalEnv(extra ...string) []string {
 // startReference runs the reference on its own redis-server with the YAML
 // file yaml, response headers on (LIMIT_RESPONSE_HEADERS_ENABLED), and
 // waits until it is healthy and answers gRPC.
-func startReference(t *testing.T, yaml string) *service {
+func startReference(t *testing.T, yaml string, env ...string) *service {
 	t.Helper()
 	bin := referenceBin(t)
 	rd := redistest.Server(t)
@@ -266,7 +266,7 @@ func startReference(t *testing.T, yaml string) *service {
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
 	cmd := exec.Command(bin)
 	cmd.Dir = root
-	cmd.Env = referenceEnv(root, rd.Addr, httpPort, grpcPort, debugPort)
+	cmd.Env = referenceEnv(root, rd.Addr, httpPort, grpcPort, debugPort, env...)
 	s := run(t, "reference", cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(30 * time.Second); ; {

@@ -42,9 +42,9 @@ func testFixedSharePattern(t *testing.T, c *checker, tok func() string) {
 // reference's LIMIT_RESPONSE_HEADERS_ENABLED, sluice's --response-headers)
 // have the reference's default names, in its order, over gRPC and /json:
 // for a request admitted, one denied, and none for a request with no limit.
-// The reference can rename them (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
-// LIMIT_RESET_HEADER in src/settings/settings.go); sluice has no such
-// setting, so only the defaults are compared.
+// Renamed headers (the reference's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER,
+// LIMIT_RESET_HEADER; sluice's --limit-header, --remaining-header,
+// --reset-header) are compared in TestCompatModes.
 func testHeaderNames(t *testing.T, c *checker, tok func() string) {
 	want := []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"}
 	names := func(r *pb.RateLimitResponse) []string {

@@ -40,6 +40,9 @@ type serveFlags struct {
 	drainDelay      time.Duration
 	shutdownTimeout time.Duration
 	responseHeaders bool
+	headerNames     [3]string // limit, remaining, reset
+	shadowMode      bool
+	quotaMode       bool
 	readyzBreaker   bool
 	authDomain      string
 	authDescriptors string
@@ -95,6 +98,11 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.DurationVar(&f.drainDelay, "drain-delay", 0, "on SIGTERM, how long to keep serving with readiness false before draining (for load balancers to notice)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 15*time.Second, "longest wait for in-flight requests when draining")
 	fs.BoolVar(&f.responseHeaders, "response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to ShouldRateLimit's response_headers_to_add")
+	fs.StringVar(&f.headerNames[0], "limit-header", rls.HeaderLimit, "`name` of --response-headers' limit header (the reference's LIMIT_LIMIT_HEADER)")
+	fs.StringVar(&f.headerNames[1], "remaining-header", rls.HeaderRemaining, "`name` of --response-headers' remaining header (the reference's LIMIT_REMAINING_HEADER)")
+	fs.StringVar(&f.headerNames[2], "reset-header", rls.HeaderReset, "`name` of --response-headers' reset header (the reference's LIMIT_RESET_HEADER)")
+	fs.BoolVar(&f.shadowMode, "shadow-mode", false, "answer every ShouldRateLimit OK, as the reference's SHADOW_MODE: statuses and metrics still tell which limits are over (for trying limits on live traffic)")
+	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every limit in quota_mode, as the reference's QUOTA_MODE: over its limit, a descriptor is reported but does not deny")
 	fs.BoolVar(&f.readyzBreaker, "readyz-breaker", false, "make /readyz fail while the shared store's circuit breaker is open")
 	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
 	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: one per key with a header present, valued by the first present of its headers: `key=Header|Header,...`")
@@ -162,7 +170,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 
-	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders))
+	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders),
+		rls.WithHeaderNames(f.headerNames[0], f.headerNames[1], f.headerNames[2]),
+		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode))
 	sopts := []server.Option{
 		server.WithMetrics(metrics), server.WithLogger(log),
 		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus}),
@@ -256,6 +266,21 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// headerName reports whether s is an HTTP header field name (RFC 9110's
+// token).
+func headerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 func (f *serveFlags) validate() error {
 	switch f.failureMode {
 	case "open", "closed":
@@ -267,6 +292,11 @@ func (f *serveFlags) validate() error {
 	}
 	if f.failureMode == "open" && f.redis != "" && f.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
+	}
+	for i, flag := range []string{"--limit-header", "--remaining-header", "--reset-header"} {
+		if !headerName(f.headerNames[i]) {
+			return fmt.Errorf("%s %q: want an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", flag, f.headerNames[i])
+		}
 	}
 	if f.authDenyStatus < 400 || f.authDenyStatus > 599 {
 		return fmt.Errorf("--auth-deny-status %d: want a 4xx or 5xx status", f.authDenyStatus)

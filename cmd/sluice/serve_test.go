@@ -130,3 +130,28 @@ func TestServeFlagLeaseRefreshAhead(t *testing.T) {
 		{"bad env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "half"}, nil, 0, 2, "SLUICE_LEASE_REFRESH_AHEAD"},
 	})
 }
+
+func TestServeFlagHeaderNames(t *testing.T) {
+	testFlag(t, "limitHeader", func(f serveFlags) string { return f.headerNames[0] }, []flagCase[string]{
+		{"default", nil, nil, "RateLimit-Limit", 0, ""},
+		{"flag", nil, []string{"--limit-header", "X-RateLimit-Limit"}, "X-RateLimit-Limit", 0, ""},
+		{"env", map[string]string{"SLUICE_LIMIT_HEADER": "X-Limit"}, nil, "X-Limit", 0, ""},
+		{"empty", nil, []string{"--limit-header", ""}, "", 2, `--limit-header "": want an HTTP header name`},
+		{"space", nil, []string{"--limit-header", "X Limit"}, "X Limit", 2, `--limit-header "X Limit": want an HTTP header name`},
+	})
+	testFlag(t, "resetHeader", func(f serveFlags) string { return f.headerNames[2] }, []flagCase[string]{
+		{"colon", nil, []string{"--reset-header", "X-Reset:"}, "X-Reset:", 2, `--reset-header "X-Reset:"`},
+	})
+}
+
+func TestServeFlagGlobalModes(t *testing.T) {
+	testFlag(t, "shadowMode", func(f serveFlags) bool { return f.shadowMode }, []flagCase[bool]{
+		{"default", nil, nil, false, 0, ""},
+		{"flag", nil, []string{"--shadow-mode"}, true, 0, ""},
+		{"env", map[string]string{"SLUICE_SHADOW_MODE": "true"}, nil, true, 0, ""},
+	})
+	testFlag(t, "quotaMode", func(f serveFlags) bool { return f.quotaMode }, []flagCase[bool]{
+		{"default", nil, nil, false, 0, ""},
+		{"env", map[string]string{"SLUICE_QUOTA_MODE": "1"}, nil, true, 0, ""},
+	})
+}

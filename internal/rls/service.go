@@ -89,6 +89,33 @@ func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = 
 // LIMIT_RESPONSE_HEADERS_ENABLED.
 func WithResponseHeaders(on bool) Option { return func(s *Service) { s.headers = on } }
 
+// WithHeaderNames renames the three headers of WithResponseHeaders, as the
+// reference's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER do; an empty name keeps the default.
+func WithHeaderNames(limit, remaining, reset string) Option {
+	return func(s *Service) {
+		for _, x := range []struct {
+			dst *string
+			v   string
+		}{{&s.hdrLimit, limit}, {&s.hdrRemaining, remaining}, {&s.hdrReset, reset}} {
+			if x.v != "" {
+				*x.dst = x.v
+			}
+		}
+	}
+}
+
+// WithShadowMode answers every request OK, as the reference's SHADOW_MODE:
+// the statuses still say which descriptors are over their limits, the
+// limits decide and count as they would, and metrics count the denials;
+// only the overall code admits. For trying limits on live traffic.
+func WithShadowMode(on bool) Option { return func(s *Service) { s.shadowMode = on } }
+
+// WithQuotaMode puts every limit in quota_mode, as the reference's
+// QUOTA_MODE: a descriptor over its limit is reported (OK, remaining 0) but
+// never denies the request.
+func WithQuotaMode(on bool) Option { return func(s *Service) { s.quotaMode = on } }
+
 // Header names of WithResponseHeaders, the reference's defaults.
 const (
 	HeaderLimit     = "RateLimit-Limit"
@@ -109,6 +136,9 @@ type Service struct {
 	headers bool
 	now     func() time.Time
 
+	hdrLimit, hdrRemaining, hdrReset string
+	shadowMode, quotaMode            bool
+
 	// limits caches the current_limit of each configured rule: protobuf
 	// messages are safe to marshal concurrently, so responses share them.
 	limits sync.Map // *config.Rule -> *pb.RateLimitResponse_RateLimit
@@ -118,7 +148,8 @@ var _ pb.RateLimitServiceServer = (*Service)(nil)
 
 // New returns a Service deciding through store with configuration cfg.
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
-	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now}
+	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now,
+		hdrLimit: HeaderLimit, hdrRemaining: HeaderRemaining, hdrReset: HeaderReset}
 	s.multi, _ = store.(sluice.MultiStore)
 	for _, o := range opts {
 		o(s)
@@ -277,7 +308,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				open = true
 			}
 			c := check{desc: i, rule: r, key: key, n: hits[i]}
-			if r.ShadowMode || r.QuotaMode {
+			if r.ShadowMode || r.QuotaMode || s.quotaMode {
 				advisory = append(advisory, c)
 			} else {
 				enforced = append(enforced, c)
@@ -355,13 +386,21 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			s.obs.Unmatched(domain)
 			continue
 		}
-		resp.Statuses[i] = descriptorStatus(rep, s.currentLimit(rep.rule), s.now)
-		if rep.over && rep.rule.QuotaMode {
+		// A shadow-mode limit is OK already: quota mode leaves it as it
+		// is, as the reference's.
+		quota := !rep.rule.ShadowMode && (rep.rule.QuotaMode || s.quotaMode)
+		resp.Statuses[i] = descriptorStatus(rep, s.currentLimit(rep.rule), quota, s.now)
+		if rep.over && quota {
 			quotaOver = append(quotaOver, i)
 		}
 	}
 	if s.headers {
-		resp.ResponseHeadersToAdd = headers(resp)
+		resp.ResponseHeadersToAdd = s.responseHeaders(resp)
+	}
+	if s.shadowMode {
+		// After the headers, which still describe the denying descriptor,
+		// as the reference's.
+		resp.OverallCode = pb.RateLimitResponse_OK
 	}
 	// The reference keeps a quota-mode descriptor over its limit OK, with
 	// its limit, nothing remaining and no reset; its headers still tell the
@@ -543,7 +582,7 @@ func (s *Service) currentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 	return cl
 }
 
-func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit, now func() time.Time) *pb.RateLimitResponse_DescriptorStatus {
+func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit, quota bool, now func() time.Time) *pb.RateLimitResponse_DescriptorStatus {
 	st := &pb.RateLimitResponse_DescriptorStatus{
 		Code:           pb.RateLimitResponse_OK,
 		CurrentLimit:   cl,
@@ -555,7 +594,7 @@ func descriptorStatus(c *check, cl *pb.RateLimitResponse_RateLimit, now func() t
 		if c.d.RetryAfter > 0 {
 			reset = c.d.RetryAfter
 		}
-		if !c.rule.ShadowMode && !c.rule.QuotaMode {
+		if !c.rule.ShadowMode && !quota {
 			st.Code = pb.RateLimitResponse_OVER_LIMIT
 		}
 	}
@@ -614,17 +653,18 @@ func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 	return cl
 }
 
-// headers builds the RateLimit-* headers for the descriptor closest to its
-// limit (a denying one when the request is denied).
-func headers(resp *pb.RateLimitResponse) []*core.HeaderValue {
+// responseHeaders builds the RateLimit-* headers, under their configured
+// names, for the descriptor closest to its limit (a denying one when the
+// request is denied).
+func (s *Service) responseHeaders(resp *pb.RateLimitResponse) []*core.HeaderValue {
 	st := Closest(resp)
 	if st == nil {
 		return nil
 	}
 	return []*core.HeaderValue{
-		{Key: HeaderLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
-		{Key: HeaderRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
-		{Key: HeaderReset, Value: strconv.FormatInt(CeilSeconds(st.DurationUntilReset.AsDuration()), 10)},
+		{Key: s.hdrLimit, Value: strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10)},
+		{Key: s.hdrRemaining, Value: strconv.FormatUint(uint64(st.LimitRemaining), 10)},
+		{Key: s.hdrReset, Value: strconv.FormatInt(CeilSeconds(st.DurationUntilReset.AsDuration()), 10)},
 	}
 }
 

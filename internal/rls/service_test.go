@@ -541,3 +541,56 @@ func TestDeniedEarlyMarksFullDescriptors(t *testing.T) {
 		t.Errorf("got %v, want key1=b OK (a peek, 10 remaining) and then OVER_LIMIT (6 after 6, with 10 left)", got)
 	}
 }
+
+// WithShadowMode: the request is answered OK, the statuses and headers still
+// tell the denying descriptor, and nothing of the denied request counts.
+func TestGlobalShadowMode(t *testing.T) {
+	s, _ := newService(t, WithShadowMode(true), WithResponseHeaders(true))
+	call(t, s, req(desc("wild", "foo"))) // full: 1 per minute
+	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
+	if got.OverallCode != ok || got.Statuses[0].Code != ok || got.Statuses[1].Code != over {
+		t.Errorf("got %v, want overall OK, key1 OK, wild=foo still OVER_LIMIT", got)
+	}
+	var hs []string
+	for _, h := range got.ResponseHeadersToAdd {
+		hs = append(hs, h.Key+": "+h.Value)
+	}
+	if d := cmp.Diff([]string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}, hs); d != "" {
+		t.Errorf("headers (-want +got):\n%s", d)
+	}
+	if got := call(t, s, req(desc("key1", "a"))); got.Statuses[0].LimitRemaining != 19 {
+		t.Errorf("key1 afterwards: remaining %d, want 19 (the shadowed denial counted nothing)", got.Statuses[0].LimitRemaining)
+	}
+}
+
+// WithQuotaMode: every limit reports over its limit without denying.
+func TestGlobalQuotaMode(t *testing.T) {
+	s, _ := newService(t, WithQuotaMode(true))
+	call(t, s, req(desc("wild", "foo")))
+	got := call(t, s, req(desc("wild", "foo"), desc("key1", "a")))
+	q := got.Statuses[0]
+	if got.OverallCode != ok || q.Code != ok || q.LimitRemaining != 0 || q.DurationUntilReset != nil || got.Statuses[1].LimitRemaining != 19 {
+		t.Errorf("got %v, want OK: wild=foo OK with 0 remaining and no reset (quota), key1 counted (19)", got)
+	}
+	// A shadow_mode limit over its limit is OK already, and keeps its
+	// reset: quota mode leaves it as it is, as the reference's.
+	for range 2 {
+		call(t, s, req(desc("shadow", "x")))
+	}
+	got = call(t, s, req(desc("shadow", "x")))
+	if st := got.Statuses[0]; st.Code != ok || st.LimitRemaining != 0 || st.DurationUntilReset.AsDuration() != 50*time.Second {
+		t.Errorf("shadow over its limit under quota mode = %v, want OK, 0 remaining, reset 50s", st)
+	}
+}
+
+func TestHeaderNames(t *testing.T) {
+	s, _ := newService(t, WithResponseHeaders(true), WithHeaderNames("X-RL-Limit", "", "X-RL-Reset"))
+	got := call(t, s, req(desc("key1", "a")))
+	var hs []string
+	for _, h := range got.ResponseHeadersToAdd {
+		hs = append(hs, h.Key+": "+h.Value)
+	}
+	if d := cmp.Diff([]string{"X-RL-Limit: 20", "RateLimit-Remaining: 19", "X-RL-Reset: 50"}, hs); d != "" {
+		t.Errorf("headers (-want +got):\n%s", d)
+	}
+}
