@@ -389,10 +389,7 @@ func TestResponseHeaders(t *testing.T) {
 	s, _ := newService(t, WithResponseHeaders(true))
 	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
 	want := []string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
-	var hs []string
-	for _, h := range got.ResponseHeadersToAdd {
-		hs = append(hs, h.Key+": "+h.Value)
-	}
+	hs := headerLines(got)
 	if d := cmp.Diff(want, hs); d != "" {
 		t.Errorf("headers mismatch (-want +got):\n%s", d)
 	}
@@ -408,10 +405,7 @@ func TestResponseHeadersLastOver(t *testing.T) {
 	big.HitsAddend = wrapperspb.UInt64(21)
 	got := call(t, s, req(desc("wild", "foo"), big, desc("quota", "x")))
 	want := []string{"RateLimit-Limit: 20", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
-	var hs []string
-	for _, h := range got.ResponseHeadersToAdd {
-		hs = append(hs, h.Key+": "+h.Value)
-	}
+	hs := headerLines(got)
 	if d := cmp.Diff(want, hs); d != "" {
 		t.Errorf("headers mismatch (-want +got):\n%s", d)
 	}
@@ -551,10 +545,7 @@ func TestGlobalShadowMode(t *testing.T) {
 	if got.OverallCode != ok || got.Statuses[0].Code != ok || got.Statuses[1].Code != over {
 		t.Errorf("got %v, want overall OK, key1 OK, wild=foo still OVER_LIMIT", got)
 	}
-	var hs []string
-	for _, h := range got.ResponseHeadersToAdd {
-		hs = append(hs, h.Key+": "+h.Value)
-	}
+	hs := headerLines(got)
 	if d := cmp.Diff([]string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}, hs); d != "" {
 		t.Errorf("headers (-want +got):\n%s", d)
 	}
@@ -586,11 +577,17 @@ func TestGlobalQuotaMode(t *testing.T) {
 func TestHeaderNames(t *testing.T) {
 	s, _ := newService(t, WithResponseHeaders(true), WithHeaderNames("X-RL-Limit", "", "X-RL-Reset"))
 	got := call(t, s, req(desc("key1", "a")))
-	var hs []string
-	for _, h := range got.ResponseHeadersToAdd {
-		hs = append(hs, h.Key+": "+h.Value)
-	}
+	hs := headerLines(got)
 	if d := cmp.Diff([]string{"X-RL-Limit: 20", "RateLimit-Remaining: 19", "X-RL-Reset: 50"}, hs); d != "" {
 		t.Errorf("headers (-want +got):\n%s", d)
 	}
+}
+
+// headerLines is resp's response_headers_to_add as "Name: value" lines.
+func headerLines(resp *pb.RateLimitResponse) []string {
+	var hs []string
+	for _, h := range resp.ResponseHeadersToAdd {
+		hs = append(hs, h.Key+": "+h.Value)
+	}
+	return hs
 }
