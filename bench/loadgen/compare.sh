@@ -9,6 +9,13 @@
 #   bench/loadgen/compare.sh 64 10s
 #   ROUNDS=5 bench/loadgen/compare.sh 64 10s
 #
+# BASE=DIR adds the three sluice configurations built from another checkout
+# of sluice (say, a git worktree of the commit before a change), interleaved
+# with the others in every round, and prints each configuration's ratios to
+# its base as well:
+#
+#   git worktree add /tmp/base HEAD~3 && BASE=/tmp/base bench/loadgen/compare.sh 64 10s
+#
 # Everything listens on 127.0.0.1 only.
 set -eu
 c=${1:-64}; d=${2:-10s}
@@ -16,22 +23,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for r in $(seq 1 "${ROUNDS:-3}"); do
-	for cfg in reference redis tiered memory; do
-		case $cfg in
+	for cfg in reference redis tiered memory ${BASE:+base-redis base-tiered base-memory}; do
+		dir=$here
+		case $cfg in base-*) dir=$BASE/bench/loadgen ;; esac
+		case ${cfg#base-} in
 		reference) set -- reference ;;
 		redis) set -- redis --redis-timeout 1s ;;
 		tiered) set -- redis --redis-timeout 1s --tiered --lease-max 100 ;;
 		memory) set -- memory ;;
 		esac
 		store=$1; shift
-		line=$(MODES=grpc sh "$here/run.sh" "$store" "$c" "$d" "$@" | grep '^throughput=')
+		line=$(MODES=grpc sh "$dir/run.sh" "$store" "$c" "$d" "$@" | grep '^throughput=')
 		echo "round $r $cfg $line"
 		echo "$cfg $line" >>"$out"
 	done
 done
 echo
 echo "# medians over ${ROUNDS:-3} rounds, c=$c d=$d, $(nproc) CPUs"
-awk '
+awk -v base="${BASE:+1}" '
 function ms(v) { # a Go duration: 1.5ms, 870µs, 1.2s
 	if (v ~ /µs$/) return substr(v, 1, length(v)-2) / 1000
 	if (v ~ /ms$/) return substr(v, 1, length(v)-2) + 0
@@ -51,15 +60,22 @@ function median(a, n,    i, j, t) {
 	}
 }
 END {
-	split("reference redis tiered memory", order, " ")
-	for (k = 1; k <= 4; k++) {
+	m = split("reference redis tiered memory" (base ? " base-redis base-tiered base-memory" : ""), order, " ")
+	for (k = 1; k <= m; k++) {
 		cfg = order[k]
 		for (i = 1; i <= n[cfg]; i++) { a[i] = tp[cfg, i]; b[i] = p99[cfg, i] }
 		mt[cfg] = median(a, n[cfg]); mp[cfg] = median(b, n[cfg])
 	}
-	printf "%-10s %12s %10s %18s %14s\n", "config", "calls/s", "p99 ms", "calls/s / ref", "p99 / ref"
-	for (k = 1; k <= 4; k++) {
+	printf "%-12s %12s %10s %18s %14s\n", "config", "calls/s", "p99 ms", "calls/s / ref", "p99 / ref"
+	for (k = 1; k <= m; k++) {
 		cfg = order[k]
-		printf "%-10s %12.0f %10.2f %17.2fx %13.2fx\n", cfg, mt[cfg], mp[cfg], mt[cfg]/mt["reference"], mp[cfg]/mp["reference"]
+		printf "%-12s %12.0f %10.2f %17.2fx %13.2fx\n", cfg, mt[cfg], mp[cfg], mt[cfg]/mt["reference"], mp[cfg]/mp["reference"]
+	}
+	if (base) {
+		printf "\n%-12s %18s %14s\n", "config", "calls/s / base", "p99 / base"
+		for (k = 2; k <= 4; k++) {
+			cfg = order[k]
+			printf "%-12s %17.3fx %13.3fx\n", cfg, mt[cfg]/mt["base-" cfg], mp[cfg]/mp["base-" cfg]
+		}
 	}
 }' "$out"
