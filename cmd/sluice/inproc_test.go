@@ -183,7 +183,9 @@ func TestServePanicIsRecovered(t *testing.T) {
 	}
 }
 
-func rlsDescriptors(kv ...string) []*rlpb.RateLimitDescriptor { return []*rlpb.RateLimitDescriptor{d(kv...)} }
+func rlsDescriptors(kv ...string) []*rlpb.RateLimitDescriptor {
+	return []*rlpb.RateLimitDescriptor{d(kv...)}
+}
 
 func TestServeRequestTimeout(t *testing.T) {
 	hs := &hostileStore{release: make(chan struct{}), ctxBlock: true}
