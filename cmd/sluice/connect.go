@@ -25,6 +25,7 @@ const (
 	connectTimeout    = 5 * time.Second
 	connectRetryFirst = 100 * time.Millisecond
 	connectRetryMax   = 2 * time.Second
+	connectWarnEvery  = 30 * time.Second
 )
 
 // unreachable reports whether err, a failure of redisstore.Open, says that
@@ -68,6 +69,7 @@ func newPendingStore(url string, opts []redisstore.Option, log *slog.Logger) *pe
 // store is closed.
 func (p *pendingStore) connect() {
 	wait := connectRetryFirst
+	var warned time.Time
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 		rs, err := redisstore.Open(ctx, p.url, p.opts...)
@@ -84,7 +86,12 @@ func (p *pendingStore) connect() {
 			p.log.Info("redis connected", "attempts", attempt)
 			return
 		}
-		p.log.Debug("redis still unreachable", "attempt", attempt, "err", err)
+		if time.Since(warned) >= connectWarnEvery {
+			p.log.Warn("redis still unreachable; deciding by the failure policy", "attempt", attempt, "err", err)
+			warned = time.Now()
+		} else {
+			p.log.Debug("redis still unreachable", "attempt", attempt, "err", err)
+		}
 		select {
 		case <-p.stop:
 			return
