@@ -31,8 +31,8 @@ const (
 	defaultHTTPWriteTimeout      = 40 * time.Second
 	defaultHTTPIdleTimeout       = 2 * time.Minute
 	defaultHTTPMaxHeaderBytes    = 64 << 10
-	defaultMaxConnections        = 10000
-	defaultGRPCMaxStreams        = 1000
+	defaultMaxConnections        = 4096
+	defaultGRPCMaxStreams        = 250
 	defaultGRPCKeepaliveMinTime  = 10 * time.Second
 	defaultGRPCMaxConnAge        = 24 * time.Hour // the reference's GRPC_MAX_CONNECTION_AGE
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
