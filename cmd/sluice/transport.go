@@ -166,8 +166,8 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc
 		grpc.MaxConcurrentStreams(uint32(g.grpcMaxStreams)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		grpc.ChainUnaryInterceptor(rls.RecoverUnary(log, panicked), rls.DefaultDeadline(g.requestTimeout)),
-		grpc.ChainStreamInterceptor(rls.RecoverStream(log, panicked)),
+		grpc.UnaryInterceptor(rls.Guard(log, panicked, g.requestTimeout)),
+		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
 	}
 }
 

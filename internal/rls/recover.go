@@ -50,6 +50,24 @@ func recovered(log *slog.Logger, panicked func(), method string, v any) error {
 	return status.Error(codes.Internal, "internal error")
 }
 
+// Guard is RecoverUnary and DefaultDeadline in one interceptor, which
+// costs one call level less than chaining the two.
+func Guard(log *slog.Logger, panicked func(), d time.Duration) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				resp, err = nil, recovered(log, panicked, info.FullMethod, v)
+			}
+		}()
+		if _, ok := ctx.Deadline(); ok || d <= 0 {
+			return h(ctx, req)
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return h(ctx, req)
+	}
+}
+
 // DefaultDeadline returns an interceptor that gives a unary call that
 // brings no deadline (no grpc-timeout) one of d; d <= 0 leaves calls as
 // they come. Envoy always sends its filter's timeout, so this bounds other
