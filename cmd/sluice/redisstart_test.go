@@ -41,6 +41,7 @@ func TestE2ERedisDownAtStart(t *testing.T) {
 	p := start(t, nil, "--config", cfg, "--redis", "redis://127.0.0.1:"+strconv.Itoa(port), "--readyz-breaker", "--redis-timeout", "1s")
 	p.waitLog(t, "redis unreachable at start")
 	p.waitReady(t, 503, time.Second)
+	awayFromMinuteEdge()
 	if resp := p.should(t, "e2e", 1, d("key1", "down")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("fail closed before Redis is up: %v, want OVER_LIMIT", resp)
 	}
@@ -57,6 +58,22 @@ func TestE2ERedisDownAtStart(t *testing.T) {
 	}
 	if n, err := strconv.Atoi(r.MustDo("DBSIZE")); err != nil || n == 0 {
 		t.Errorf("Redis DBSIZE = %v, %v: want the decision's key in Redis", n, err)
+	}
+}
+
+// The same with --failure-mode open: the local share admits from the start.
+func TestE2ERedisDownAtStartFailOpen(t *testing.T) {
+	port := redistest.FreePort(t)
+	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	p := start(t, nil, "--config", cfg, "--redis", "redis://127.0.0.1:"+strconv.Itoa(port), "--failure-mode", "open", "--replicas", "4")
+	// key1 admits 20 a minute: 5 for each of 4 replicas while Redis is down.
+	awayFromMinuteEdge()
+	for i := range 6 {
+		resp := p.should(t, "e2e", 1, d("key1", "open"))
+		if want := i < 5; (resp.OverallCode == pb.RateLimitResponse_OK) != want {
+			t.Errorf("call %d with Redis down, fail open at 20/4: %v, want admitted=%v", i+1, resp.OverallCode, want)
+		}
 	}
 }
 
