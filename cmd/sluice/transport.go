@@ -144,8 +144,9 @@ func (g *transportFlags) httpServer(h http.Handler, log *slog.Logger, admin bool
 		ReadTimeout:       g.httpReadTimeout,
 		WriteTimeout:      g.httpWriteTimeout,
 		IdleTimeout:       g.httpIdleTimeout,
-		// net/http adds 4096 bytes of slack to MaxHeaderBytes.
-		MaxHeaderBytes: int(g.httpMaxHeaderBytes) - 4096,
+		// net/http adds 4096 bytes of slack to MaxHeaderBytes (and takes 0
+		// for its 1 MiB default).
+		MaxHeaderBytes: max(int(g.httpMaxHeaderBytes)-4096, 1),
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if admin {
