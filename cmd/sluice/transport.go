@@ -6,11 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,12 +149,27 @@ func (g *transportFlags) httpServer(h http.Handler, log *slog.Logger, admin bool
 		// net/http adds 4096 bytes of slack to MaxHeaderBytes (and takes 0
 		// for its 1 MiB default).
 		MaxHeaderBytes: max(int(g.httpMaxHeaderBytes)-4096, 1),
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:       stdlog.New(serverErrorLog{log}, "", 0),
 	}
 	if admin {
 		s.WriteTimeout = 0
 	}
 	return s
+}
+
+// serverErrorLog takes net/http's error lines: warnings, except failed TLS
+// handshakes (a client without a certificate, a scanner), which anyone who
+// can connect can cause at will and so are logged at debug level only.
+type serverErrorLog struct{ log *slog.Logger }
+
+func (w serverErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		w.log.Debug(msg)
+	} else {
+		w.log.Warn(msg)
+	}
+	return len(p), nil
 }
 
 // grpcOptions are the gRPC server's limits and interceptors.
