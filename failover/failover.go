@@ -84,6 +84,8 @@ type Store struct {
 	local *memstore.Store
 	epoch time.Time
 
+	startOpen error // WithStartOpen's cause, nil when closed at start
+
 	open     atomic.Bool
 	openedAt atomic.Int64 // ns since epoch
 	consec   atomic.Int64
@@ -206,6 +208,20 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithStartOpen starts the breaker open, with cause as its reason:
+// decisions follow the policy from the first call, Ready reports false, and
+// the prober closes the breaker at the shared store's first answer. It is
+// for a shared store that cannot be reached yet, such as a service that
+// starts before its Redis.
+func WithStartOpen(cause error) Option {
+	return func(s *Store) {
+		if cause == nil {
+			cause = ErrUnavailable
+		}
+		s.startOpen = cause
+	}
+}
+
 // New returns a Store deciding through shared. Close stops its goroutines;
 // it does not close shared, which the caller owns.
 func New(shared sluice.Store, opts ...Option) *Store {
@@ -233,6 +249,9 @@ func New(shared sluice.Store, opts ...Option) *Store {
 	s.first, _ = shared.(LocalFirst)
 	s.local = memstore.New(memstore.WithClock(s.now))
 	s.base, s.cancel = context.WithCancel(context.Background())
+	if s.startOpen != nil {
+		s.openBreaker(s.startOpen)
+	}
 	return s
 }
 

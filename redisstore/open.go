@@ -2,8 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -26,6 +30,13 @@ import (
 // redis://:password@host). Other query parameters are rueidis's: db,
 // dial_timeout, write_timeout, client_name, skip_verify (TLS), protocol=2.
 // rueidis detects a Cluster by itself from any seed address.
+//
+// A rediss:// URL verifies the server with the system's CAs unless told
+// otherwise: tls_ca=FILE (PEM CA certificates), tls_cert=FILE and
+// tls_key=FILE (a client certificate and its key, for servers with
+// tls-auth-clients), tls_server_name=NAME (the name to verify instead of
+// the URL's host). The files are read once, by Open; WithTLSConfig gives a
+// whole tls.Config instead (and then the URL must carry none of these).
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -33,6 +44,22 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	o, err := parseURL(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	var so Store
+	for _, opt := range opts {
+		opt(&so)
+	}
+	if c := so.open.tls; c != nil {
+		if o.TLSConfig == nil {
+			return nil, fmt.Errorf("redisstore: URL %q: WithTLSConfig needs a rediss:// URL", redact(rawURL))
+		}
+		if hasTLSParams(rawURL) {
+			return nil, fmt.Errorf("redisstore: URL %q: tls_* parameters and WithTLSConfig: set TLS one way only", redact(rawURL))
+		}
+		o.TLSConfig = mergeTLS(c, o.TLSConfig)
+		if o.Sentinel.MasterSet != "" {
+			o.Sentinel.TLSConfig = o.TLSConfig
+		}
 	}
 	c, err := rueidis.NewClient(o)
 	if err != nil {
@@ -85,6 +112,10 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	for _, k := range []string{"master", "master_set", "sentinel_user", "sentinel_password"} {
 		q.Del(k)
 	}
+	tp := tlsParams{ca: q.Get("tls_ca"), cert: q.Get("tls_cert"), key: q.Get("tls_key"), serverName: q.Get("tls_server_name")}
+	for _, k := range tlsParamNames {
+		q.Del(k)
+	}
 	if mode == "sentinel" && master == "" {
 		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q: sentinel needs ?master=<name>", redact(raw))
 	}
@@ -95,6 +126,16 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	o, err := rueidis.ParseURL(u)
 	if err != nil {
 		return o, fmt.Errorf("redisstore: URL %q: %w", redact(raw), err)
+	}
+	if tp != (tlsParams{}) {
+		if o.TLSConfig == nil {
+			return o, fmt.Errorf("redisstore: URL %q: tls_* parameters need a rediss:// URL", redact(raw))
+		}
+		c, err := tp.config()
+		if err != nil {
+			return o, fmt.Errorf("redisstore: URL %q: %w", redact(raw), err)
+		}
+		o.TLSConfig = mergeTLS(c, o.TLSConfig)
 	}
 	if mode == "sentinel" {
 		o.Sentinel.MasterSet = master
@@ -124,4 +165,75 @@ func redact(raw string) string {
 		user += ":xxxxx"
 	}
 	return scheme + "://" + user + "@" + auth[i+1:] + tail
+}
+
+// openOptions are the options that only Open uses.
+type openOptions struct {
+	tls *tls.Config
+}
+
+// WithTLSConfig makes Open (with a rediss:// URL) use c for its TLS
+// connections: a CA, a client certificate (GetClientCertificate lets it
+// change between connections), a server name. When c has no ServerName the
+// URL's host is verified. Stores not made by Open ignore it.
+func WithTLSConfig(c *tls.Config) Option {
+	return func(s *Store) { s.open.tls = c }
+}
+
+var tlsParamNames = []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name"}
+
+// hasTLSParams reports whether raw's query sets a tls_* parameter.
+func hasTLSParams(raw string) bool {
+	_, query, _ := strings.Cut(raw, "?")
+	q, _ := url.ParseQuery(query)
+	for _, k := range tlsParamNames {
+		if q.Has(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// tlsParams are a URL's tls_* parameters.
+type tlsParams struct{ ca, cert, key, serverName string }
+
+func (p tlsParams) config() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: p.serverName}
+	if p.ca != "" {
+		b, err := os.ReadFile(p.ca)
+		if err != nil {
+			return nil, fmt.Errorf("tls_ca: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("tls_ca: %s holds no PEM certificate", p.ca)
+		}
+	}
+	if (p.cert == "") != (p.key == "") {
+		return nil, errors.New("tls_cert and tls_key go together")
+	}
+	if p.cert != "" {
+		pair, err := tls.LoadX509KeyPair(p.cert, p.key)
+		if err != nil {
+			return nil, fmt.Errorf("tls_cert, tls_key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+	}
+	return c, nil
+}
+
+// mergeTLS returns a copy of c completed by rueidis's settings from the
+// URL: its host as the server name, skip_verify.
+func mergeTLS(c, fromURL *tls.Config) *tls.Config {
+	c = c.Clone()
+	if c.ServerName == "" {
+		c.ServerName = fromURL.ServerName
+	}
+	if fromURL.InsecureSkipVerify {
+		c.InsecureSkipVerify = true
+	}
+	if c.MinVersion == 0 {
+		c.MinVersion = tls.VersionTLS12
+	}
+	return c
 }

@@ -57,6 +57,7 @@ type Store struct {
 	// slot (made on first use): a script's keys must share a slot there.
 	slotBatch []atomic.Pointer[batcher]
 	argCached atomic.Int64
+	open      openOptions // Open's options (open.go)
 }
 
 // Option configures a Store.

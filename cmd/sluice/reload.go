@@ -23,6 +23,7 @@ type reloader struct {
 	log      *slog.Logger
 	metrics  *server.Metrics
 	apply    func(*config.Config)
+	check    func(*config.Config) error // nil: none; an error keeps the running configuration
 	sum      [32]byte
 }
 
@@ -61,6 +62,9 @@ func (r *reloader) reload(force bool) {
 	}
 	r.sum = sum // a broken file is reported once, not every interval
 	c, lerr := config.Load(r.paths...)
+	if lerr == nil && r.check != nil {
+		lerr = r.check(c)
+	}
 	if lerr != nil {
 		r.metrics.Reloaded(lerr)
 		r.log.Error("configuration reload failed; keeping the running configuration", "err", lerr)

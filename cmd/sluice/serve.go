@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -49,7 +48,9 @@ type serveFlags struct {
 	authDenyStatus  int
 	redisTimeout    time.Duration
 	tiered          bool
-	debugAddr       string
+	redisRequired   bool
+	transport       transportFlags
+	tls             tlsFlags
 	leaseMax        int
 	leaseFraction   float64
 	leaseLifetime   time.Duration
@@ -113,10 +114,12 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.Float64Var(&f.leaseFraction, "lease-fraction", 0.1, "with --lease-max: a lease is at most this fraction of a limit's capacity")
 	fs.DurationVar(&f.leaseLifetime, "lease-lifetime", time.Second, "with --lease-max: longest time a lease is spent")
 	fs.Float64Var(&f.leaseRefresh, "lease-refresh-ahead", 0.25, "with --lease-max: take a key's next lease in the background once its lease is down to this `fraction` (0 < F < 1), so that steady traffic never waits for Redis; 0 turns it off")
-	fs.StringVar(&f.debugAddr, "debug-addr", "", "serve Go's /debug/pprof on this `address` (off when empty; keep it private)")
+	fs.BoolVar(&f.redisRequired, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
 	f.gcHeapFloor = defaultGCHeapFloor
 	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "let the heap grow to this `size` (64MiB, 256MB, bytes) before the garbage collector runs: GOGC is raised while the live heap is small and returns to its base (GOGC's, or 100) once the live heap is large; 0 disables it, as does GOGC=off; a GOMEMLIMIT still wins")
 	fs.IntVar(&f.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	f.transport.register(fs)
+	f.tls.register(fs)
 	withEnv(fs)
 	return fs
 }
@@ -144,12 +147,23 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if f.gcHeapFloor > 0 {
 		defer gctune.SetHeapFloor(uint64(f.gcHeapFloor))()
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return runServe(ctx, stop, &f, log, stderr)
+}
 
+// runServe serves until ctx ends (a signal) or a server fails, then drains
+// and exits within --drain-delay plus --shutdown-timeout; stop releases the
+// signals, so that a second one kills the process.
+func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger, stderr io.Writer) int {
 	var sum [32]byte
 	if f.config != "" {
 		sum, _ = fingerprint([]string{f.config}) // before loading: a change in between is reloaded
 	}
 	cfg, err := loadConfig(f.config)
+	if err == nil {
+		err = checkFailureModes(cfg, f)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: invalid configuration: %v\n", err)
 		return 1
@@ -159,16 +173,25 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice serve: --auth-descriptors: %v\n", err)
 		return 2
 	}
+	certs, err := f.tls.server(log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: --tls-*: %v\n", err)
+		return 1
+	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	metrics := server.NewMetrics()
-	st, err := openStore(ctx, f, metrics, log)
+	st, err := openStore(ctx, *f, metrics, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
-	defer st.close()
+	st.wrapForTest()
+	storeClosed := false
+	defer func() {
+		if !storeClosed {
+			st.close()
+		}
+	}()
 
 	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders),
 		rls.WithHeaderNames(f.headerNames[0], f.headerNames[1], f.headerNames[2]),
@@ -186,60 +209,51 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}))
 	}
 	hs := server.New(svc, st.store, sopts...)
+	tf := &f.transport
+	adminAddr, split := tf.adminAddr()
+	cm := newConnMetrics(metrics.Registry())
 
-	hl, err := net.Listen("tcp", f.http)
+	ls, err := listen(tf, cm, certs, f.http, f.grpc, adminAddr)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: --http: %v\n", err)
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
-	gl, err := net.Listen("tcp", f.grpc)
-	if err != nil {
-		hl.Close()
-		fmt.Fprintf(stderr, "sluice serve: --grpc: %v\n", err)
-		return 1
-	}
-	httpSrv := &http.Server{Handler: hs, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	httpSrv := tf.httpServer(tf.dataPlane(hs, log, metrics, split), log, false)
 	// A fixed pool of stream workers instead of a goroutine per call. grpc-go
 	// hands a stream to a worker only when one is idle (a non-blocking send)
 	// and otherwise starts a goroutine for the call, whose 8 KiB stack then
 	// grows by copying; and each handler holds its worker while it waits for
 	// the request's DATA frame. So the pool is sized for the concurrent
 	// calls, not for the CPUs (see defaultGRPCWorkers).
-	grpcSrv := grpc.NewServer(grpc.MaxRecvMsgSize(server.DefaultMaxBody), grpc.NumStreamWorkers(uint32(f.grpcWorkers)))
+	gopts := append(tf.grpcOptions(log, metrics), grpc.NumStreamWorkers(uint32(f.grpcWorkers)))
+	grpcSrv := grpc.NewServer(gopts...)
 	health := rls.Register(grpcSrv, svc)
-
-	if f.debugAddr != "" {
-		dl, err := net.Listen("tcp", f.debugAddr)
-		if err != nil {
-			fmt.Fprintf(stderr, "sluice serve: --debug-addr: %v\n", err)
-			return 1
-		}
-		dmux := http.NewServeMux()
-		dmux.HandleFunc("/debug/pprof/", pprof.Index)
-		dmux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		dmux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		dmux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		dmux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		ds := &http.Server{Handler: dmux, ReadHeaderTimeout: 10 * time.Second}
-		go ds.Serve(dl)
-		defer ds.Close()
-		log.Info("debug listener", "addr", dl.Addr().String())
+	if tf.grpcReflection {
+		reflection.Register(grpcSrv)
 	}
-	errc := make(chan error, 2)
-	go func() { errc <- fmt.Errorf("http: %w", httpSrv.Serve(hl)) }()
-	go func() { errc <- fmt.Errorf("grpc: %w", grpcSrv.Serve(gl)) }()
-	log.Info("sluice listening", "http", hl.Addr().String(), "grpc", gl.Addr().String(),
+	servers := []*http.Server{httpSrv}
+
+	errc := make(chan error, 3)
+	go func() { errc <- fmt.Errorf("http: %w", httpSrv.Serve(ls.http)) }()
+	go func() { errc <- fmt.Errorf("grpc: %w", grpcSrv.Serve(ls.grpc)) }()
+	if ls.admin != nil {
+		as := tf.httpServer(adminHandler(metrics.Registry(), log, metrics), log, true)
+		servers = append(servers, as)
+		go func() { errc <- fmt.Errorf("admin: %w", as.Serve(ls.admin)) }()
+		log.Info("admin listener", "addr", ls.admin.Addr().String(), "metrics_on_http", !split)
+	}
+	log.Info("sluice listening", "http", ls.http.Addr().String(), "grpc", ls.grpc.Addr().String(), "tls", certs != nil,
 		"store", st.name, "config", configName(f.config), "domains", strings.Join(cfg.Domains(), ","))
 	if f.readyFile != "" {
-		if err := writeReadyFile(f.readyFile, hl.Addr().String(), gl.Addr().String()); err != nil {
+		if err := writeReadyFile(f.readyFile, ls.addrs()); err != nil {
 			log.Error("writing ready file", "err", err)
 		}
 	}
 
 	var wg sync.WaitGroup
 	reloadCtx, stopReload := context.WithCancel(context.Background())
-	r := &reloader{interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig, sum: sum}
+	r := &reloader{interval: f.reloadInterval, log: log, metrics: metrics, apply: svc.SetConfig, sum: sum,
+		check: func(c *config.Config) error { return checkFailureModes(c, f) }}
 	if f.config != "" {
 		r.paths = []string{f.config}
 	}
@@ -257,11 +271,16 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	hs.Drain()
 	health.Drain()
 	time.Sleep(f.drainDelay)
-	if err := shutdown(httpSrv, grpcSrv, f.shutdownTimeout); err != nil {
+	deadline := time.Now().Add(f.shutdownTimeout)
+	if err := shutdown(servers, grpcSrv, deadline); err != nil {
 		log.Warn("drain incomplete", "err", err)
 	}
 	stopReload()
 	wg.Wait()
+	storeClosed = true
+	if !closeBy(st.close, deadline) {
+		log.Warn("store close did not finish within --shutdown-timeout; exiting anyway")
+	}
 	log.Info("stopped")
 	return code
 }
@@ -322,6 +341,18 @@ func (f *serveFlags) validate() error {
 	if f.reloadInterval < 0 || f.drainDelay < 0 || f.shutdownTimeout <= 0 {
 		return errors.New("--reload-interval and --drain-delay must be >= 0, --shutdown-timeout > 0")
 	}
+	if err := f.transport.validate(); err != nil {
+		return err
+	}
+	if err := f.tls.validate(); err != nil {
+		return err
+	}
+	if f.tls.redisSet() && !strings.HasPrefix(f.redis, "rediss") {
+		return errors.New("--redis-tls-* need a rediss:// --redis URL")
+	}
+	if f.redisRequired && f.redis == "" {
+		return errors.New("--redis-required needs --redis")
+	}
 	return nil
 }
 
@@ -339,35 +370,66 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
-// shutdown drains both servers at once, each within timeout; past it, the
-// remaining connections are closed.
-func shutdown(h *http.Server, g *grpc.Server, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// shutdown drains the HTTP servers and the gRPC server at once until
+// deadline; past it, the remaining connections are closed, and shutdown
+// returns even if handlers are still stuck (the process exits anyway).
+func shutdown(hs []*http.Server, g *grpc.Server, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var wg sync.WaitGroup
-	var herr error
-	wg.Go(func() {
-		herr = h.Shutdown(ctx)
-		if herr != nil {
-			h.Close()
-		}
-	})
+	errs := make([]error, len(hs)+1)
+	for i, h := range hs {
+		wg.Go(func() {
+			errs[i] = h.Shutdown(ctx)
+			if errs[i] != nil {
+				h.Close() // closes the connections; does not wait for handlers
+			}
+		})
+	}
 	wg.Go(func() {
 		done := make(chan struct{})
 		go func() { g.GracefulStop(); close(done) }()
 		select {
 		case <-done:
+			return
 		case <-ctx.Done():
-			g.Stop()
-			<-done
 		}
+		// Stop closes every connection and cancels the calls; GracefulStop
+		// still waits for handlers that ignore their context, so wait for
+		// it only briefly.
+		stopped := make(chan struct{})
+		go func() { g.Stop(); close(stopped) }()
+		select {
+		case <-done:
+		case <-stopped:
+		case <-time.After(stopGrace):
+		}
+		errs[len(hs)] = errors.New("grpc: calls still running at the deadline were cancelled")
 	})
 	wg.Wait()
-	return herr
+	return errors.Join(errs...)
 }
 
-func writeReadyFile(path, httpAddr, grpcAddr string) error {
-	b, _ := json.Marshal(map[string]string{"http": httpAddr, "grpc": grpcAddr})
+// stopGrace is how long shutdown waits for the gRPC server's Stop after the
+// deadline.
+const stopGrace = 100 * time.Millisecond
+
+// closeBy runs close and reports whether it returned by deadline (or within
+// stopGrace when the deadline has passed); a close that hangs is left
+// behind.
+func closeBy(fn func(), deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() { fn(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(max(time.Until(deadline), stopGrace)):
+		return false
+	}
+}
+
+func writeReadyFile(path string, addrs map[string]string) error {
+	b, _ := json.Marshal(addrs)
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".sluice-ready-*")
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/sluicehq/sluice"
@@ -13,6 +14,25 @@ import (
 	"github.com/sluicehq/sluice/tiered"
 )
 
+// testStoreWrap, when not nil, wraps the store that serve decides through
+// (after failover and tiered): a test hook, set only by test builds (a file
+// under the hostiletest build tag, or a test of this package). When the
+// wrapper is an io.Closer, its Close runs first when serve closes the store.
+var testStoreWrap func(sluice.Store) sluice.Store
+
+// wrapForTest applies testStoreWrap to st.
+func (st *storeSet) wrapForTest() {
+	if testStoreWrap == nil {
+		return
+	}
+	inner := st.store
+	st.store = testStoreWrap(inner)
+	if c, ok := st.store.(io.Closer); ok && st.store != inner {
+		innerClose := st.close
+		st.close = func() { c.Close(); innerClose() }
+	}
+}
+
 // openStore returns the memory store, or the shared Redis store behind
 // failover when --redis is set: a deadline on every call, a breaker, and the
 // --failure-mode policy (a rule's failure_mode overrides it per call).
@@ -21,9 +41,26 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		ms := memstore.New()
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
-	rs, err := redisstore.Open(ctx, f.redis)
+	var ropts []redisstore.Option
+	tc, err := f.tls.redis(log)
 	if err != nil {
-		return nil, fmt.Errorf("--redis: %w", err)
+		return nil, fmt.Errorf("--redis-tls-*: %w", err)
+	}
+	if tc != nil {
+		ropts = append(ropts, redisstore.WithTLSConfig(tc))
+	}
+	octx, cancel := context.WithTimeout(ctx, connectTimeout)
+	rs, err := redisstore.Open(octx, f.redis, ropts...)
+	cancel()
+	var raw redisLayer = rs
+	var down error
+	if err != nil {
+		if f.redisRequired || !unreachable(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("--redis: %w", err)
+		}
+		// Serve by the failure policy, breaker open, until Redis answers.
+		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
+		raw, down = newPendingStore(f.redis, ropts, log), err
 	}
 	policy := failover.FailClosed
 	if f.failureMode == "open" {
@@ -38,8 +75,11 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	if f.replicas > 0 {
 		opts = append(opts, failover.WithReplicas(f.replicas))
 	}
-	var shared sluice.Store = rs
-	closeShared := func() { rs.Close() }
+	if down != nil {
+		opts = append(opts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
+	}
+	var shared sluice.Store = raw
+	closeShared := func() { raw.Close() }
 	name := "redis (failover " + policy.String()
 	if f.tiered {
 		topts := []tiered.Option{tiered.WithLogger(log)}
@@ -52,9 +92,9 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		} else {
 			name += ", tiered"
 		}
-		ts := tiered.New(rs, topts...)
+		ts := tiered.New(raw, topts...)
 		shared = ts
-		closeShared = func() { ts.Close(); rs.Close() }
+		closeShared = func() { ts.Close(); raw.Close() }
 	}
 	// The breaker goes outside the local tier: lease spends and cached
 	// denials stay local, and a failing Redis opens the breaker.
@@ -65,4 +105,13 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		ready: fs.Ready,
 		close: func() { fs.Close(); closeShared() },
 	}, nil
+}
+
+// redisLayer is the Redis store at the bottom: *redisstore.Store, or a
+// pendingStore while Redis has not been reached.
+type redisLayer interface {
+	sluice.Store
+	sluice.MultiStore
+	sluice.Leaser
+	Close() error
 }

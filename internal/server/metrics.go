@@ -30,6 +30,7 @@ type Metrics struct {
 	breakerOps *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	configOK   prometheus.Gauge
+	panics     *prometheus.CounterVec
 }
 
 var (
@@ -91,8 +92,12 @@ func NewMetrics() *Metrics {
 		Help: "1 when the last configuration reload succeeded (or none was tried), 0 when it failed.",
 	})
 	m.configOK.Set(1)
+	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_panics_total",
+		Help: "Requests whose handler panicked and were answered 500 or Internal, by server (http, grpc).",
+	}, []string{"server"})
 	m.reg.MustRegister(m.decisions, m.shadowHits, m.unmatched, m.checks, m.storeDur, m.storeErrs, m.sharedErrs,
-		m.degraded, m.breaker, m.breakerOps, m.reloads, m.configOK,
+		m.degraded, m.breaker, m.breakerOps, m.reloads, m.configOK, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,6 +133,14 @@ func (m *Metrics) Reloaded(err error) {
 	}
 	m.reloads.WithLabelValues("success").Inc()
 	m.configOK.Set(1)
+}
+
+// Panicked counts a recovered panic of server ("http" or "grpc"). A nil m
+// counts nothing.
+func (m *Metrics) Panicked(server string) {
+	if m != nil {
+		m.panics.WithLabelValues(server).Inc()
+	}
 }
 
 func (m *Metrics) checked(a sluice.Algorithm, allowed bool) {

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	stdlog "log"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/sluicehq/sluice/internal/certs"
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server"
+)
+
+// Defaults of the transport flags; docs/listeners.md says why each.
+const (
+	defaultHTTPReadHeaderTimeout = 10 * time.Second
+	defaultHTTPReadTimeout       = 30 * time.Second
+	defaultHTTPWriteTimeout      = 40 * time.Second
+	defaultHTTPIdleTimeout       = 2 * time.Minute
+	defaultHTTPMaxHeaderBytes    = 64 << 10
+	defaultMaxConnections        = 4096
+	defaultGRPCMaxStreams        = 250
+	defaultGRPCKeepaliveMinTime  = 10 * time.Second
+	defaultGRPCMaxConnAge        = 24 * time.Hour // the reference's GRPC_MAX_CONNECTION_AGE
+	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
+	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
+	defaultRequestTimeout        = time.Second
+)
+
+// Bounds of the transport flags.
+const (
+	minHeaderBytes  = 4 << 10
+	maxHeaderBytes  = 16 << 20
+	minMessageSize  = 4 << 10
+	maxMessageSize  = 64 << 20
+	maxConnsPerList = 1 << 20
+)
+
+// transportFlags are the limits of the listeners, the admin listener and
+// gRPC reflection.
+type transportFlags struct {
+	httpReadHeaderTimeout time.Duration
+	httpReadTimeout       time.Duration
+	httpWriteTimeout      time.Duration
+	httpIdleTimeout       time.Duration
+	httpMaxHeaderBytes    byteSize
+	maxConnections        int
+
+	grpcMaxStreams       uint
+	grpcKeepaliveMinTime time.Duration
+	grpcKeepaliveNoRPC   bool
+	grpcMaxConnAge       time.Duration
+	grpcMaxConnAgeGrace  time.Duration
+	grpcMaxMessageSize   byteSize
+	grpcReflection       bool
+
+	requestTimeout time.Duration
+	admin          string
+	debugAddr      string // deprecated alias of admin that keeps /metrics on the data plane
+}
+
+func (g *transportFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&g.httpReadHeaderTimeout, "http-read-header-timeout", defaultHTTPReadHeaderTimeout, "longest time an HTTP client may take to send a request's headers (0: none)")
+	fs.DurationVar(&g.httpReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "longest time an HTTP client may take to send a whole request, headers and body (0: none)")
+	fs.DurationVar(&g.httpWriteTimeout, "http-write-timeout", defaultHTTPWriteTimeout, "longest time from the end of a request's headers to the end of its response (0: none; not on --admin, whose profiles take longer)")
+	fs.DurationVar(&g.httpIdleTimeout, "http-idle-timeout", defaultHTTPIdleTimeout, "how long an idle keep-alive HTTP connection stays open (0: the read timeout)")
+	g.httpMaxHeaderBytes = defaultHTTPMaxHeaderBytes
+	fs.Var(&g.httpMaxHeaderBytes, "http-max-header-bytes", "largest `size` of a request's headers (431 beyond)")
+	fs.IntVar(&g.maxConnections, "max-connections", defaultMaxConnections, "most open connections per listener (HTTP, gRPC, admin); a connection beyond it is closed at once (0: no cap)")
+	fs.UintVar(&g.grpcMaxStreams, "grpc-max-concurrent-streams", defaultGRPCMaxStreams, "most concurrent gRPC calls per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a stream beyond it is refused)")
+	fs.DurationVar(&g.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's keepalive pings; a client pinging more often gets GOAWAY (too_many_pings)")
+	fs.BoolVar(&g.grpcKeepaliveNoRPC, "grpc-keepalive-permit-without-stream", true, "allow keepalive pings on a connection with no call in flight")
+	fs.DurationVar(&g.grpcMaxConnAge, "grpc-max-connection-age", defaultGRPCMaxConnAge, "close a gRPC connection after this long (±10%, with GOAWAY), so that clients spread over new replicas (the reference's GRPC_MAX_CONNECTION_AGE; 0: never)")
+	fs.DurationVar(&g.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", defaultGRPCMaxConnAgeGrace, "time the calls in flight get to finish after --grpc-max-connection-age (the reference's GRPC_MAX_CONNECTION_AGE_GRACE)")
+	g.grpcMaxMessageSize = defaultGRPCMaxMessageSize
+	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
+	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
+	fs.DurationVar(&g.requestTimeout, "request-timeout", defaultRequestTimeout, "deadline of a decision whose caller sets none (a gRPC call without grpc-timeout, every HTTP request); 0: none")
+	fs.StringVar(&g.admin, "admin", "", "serve /metrics and /debug/pprof on this `address`, apart from the data plane, which then answers only decisions and health (off when empty: /metrics stays on --http)")
+	fs.StringVar(&g.debugAddr, "debug-addr", "", "deprecated: use --admin. Serves the admin endpoints on this `address` and keeps /metrics on --http too")
+}
+
+func (g *transportFlags) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--http-read-header-timeout", g.httpReadHeaderTimeout}, {"--http-read-timeout", g.httpReadTimeout},
+		{"--http-write-timeout", g.httpWriteTimeout}, {"--http-idle-timeout", g.httpIdleTimeout},
+		{"--grpc-keepalive-min-time", g.grpcKeepaliveMinTime}, {"--grpc-max-connection-age", g.grpcMaxConnAge},
+		{"--grpc-max-connection-age-grace", g.grpcMaxConnAgeGrace}, {"--request-timeout", g.requestTimeout},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %v: must be >= 0", d.name, d.v)
+		}
+	}
+	if g.httpMaxHeaderBytes < minHeaderBytes || g.httpMaxHeaderBytes > maxHeaderBytes {
+		return fmt.Errorf("--http-max-header-bytes %v: want 4KiB to 16MiB", &g.httpMaxHeaderBytes)
+	}
+	if g.maxConnections < 0 || g.maxConnections > maxConnsPerList {
+		return fmt.Errorf("--max-connections %d: want 0 (no cap) to %d", g.maxConnections, maxConnsPerList)
+	}
+	if g.grpcMaxStreams < 1 || g.grpcMaxStreams > math.MaxUint32 {
+		return fmt.Errorf("--grpc-max-concurrent-streams %d: want 1 to %d", g.grpcMaxStreams, uint32(math.MaxUint32))
+	}
+	if g.grpcMaxMessageSize < minMessageSize || g.grpcMaxMessageSize > maxMessageSize {
+		return fmt.Errorf("--grpc-max-message-size %v: want 4KiB to 64MiB", &g.grpcMaxMessageSize)
+	}
+	if g.admin != "" && g.debugAddr != "" {
+		return errors.New("--debug-addr is a deprecated name of --admin: set only --admin")
+	}
+	return nil
+}
+
+// adminAddr is the admin listener's address, and whether /metrics leaves the
+// data plane.
+func (g *transportFlags) adminAddr() (addr string, split bool) {
+	if g.admin != "" {
+		return g.admin, true
+	}
+	return g.debugAddr, false
+}
+
+// httpServer returns an http.Server for h with the HTTP limits; admin
+// servers have no write timeout (a CPU profile or a trace streams for as
+// many seconds as asked).
+func (g *transportFlags) httpServer(h http.Handler, log *slog.Logger, admin bool) *http.Server {
+	s := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: g.httpReadHeaderTimeout,
+		ReadTimeout:       g.httpReadTimeout,
+		WriteTimeout:      g.httpWriteTimeout,
+		IdleTimeout:       g.httpIdleTimeout,
+		// net/http adds 4096 bytes of slack to MaxHeaderBytes (and takes 0
+		// for its 1 MiB default).
+		MaxHeaderBytes: max(int(g.httpMaxHeaderBytes)-4096, 1),
+		ErrorLog:       stdlog.New(serverErrorLog{log}, "", 0),
+	}
+	if admin {
+		s.WriteTimeout = 0
+	}
+	return s
+}
+
+// serverErrorLog takes net/http's error lines: warnings, except failed TLS
+// handshakes (a client without a certificate, a scanner), which anyone who
+// can connect can cause at will and so are logged at debug level only.
+type serverErrorLog struct{ log *slog.Logger }
+
+func (w serverErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	if strings.Contains(msg, "TLS handshake error") {
+		w.log.Debug(msg)
+	} else {
+		w.log.Warn(msg)
+	}
+	return len(p), nil
+}
+
+// grpcOptions are the gRPC server's limits and interceptors.
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc.ServerOption {
+	age := g.grpcMaxConnAge
+	if age == 0 {
+		age = time.Duration(math.MaxInt64) // grpc-go's infinity
+	}
+	panicked := func() { m.Panicked("grpc") }
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(g.grpcMaxMessageSize)),
+		grpc.MaxConcurrentStreams(uint32(g.grpcMaxStreams)),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
+		grpc.UnaryInterceptor(rls.Guard(log, panicked, g.requestTimeout)),
+		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
+	}
+}
+
+// dataPlane wraps the data-plane handler: panics recovered, a deadline on
+// every request, and no /metrics when the admin listener serves it.
+func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.Metrics, noMetrics bool) http.Handler {
+	if noMetrics {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.Handle("/metrics", http.NotFoundHandler())
+		h = mux
+	}
+	if d := g.requestTimeout; d > 0 {
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), d)
+			defer cancel()
+			inner.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	return server.Recover(h, log, m)
+}
+
+// adminHandler serves /metrics and Go's /debug/pprof.
+func adminHandler(reg *prometheus.Registry, log *slog.Logger, m *server.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return server.Recover(mux, log, m)
+}
+
+// connMetrics count the connections of each listener.
+type connMetrics struct {
+	open     *prometheus.GaugeVec
+	rejected *prometheus.CounterVec
+}
+
+func newConnMetrics(reg prometheus.Registerer) *connMetrics {
+	c := &connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_connections_open",
+			Help: "Open connections by listener (http, grpc, admin).",
+		}, []string{"listener"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_rejected_total",
+			Help: "Connections closed on accept because the listener had --max-connections open, by listener.",
+		}, []string{"listener"}),
+	}
+	reg.MustRegister(c.open, c.rejected)
+	return c
+}
+
+// limitListener accepts at most cap(sem) open connections and closes any
+// connection beyond them at once. Rejecting rather than blocking Accept
+// (as golang.org/x/net/netutil.LimitListener does) tells the client
+// straight away, so that it retries elsewhere, instead of leaving its
+// connection in the kernel's accept queue, unanswered, until it times out,
+// and then serving it long after it gave up.
+type limitListener struct {
+	net.Listener
+	sem      chan struct{} // nil: no cap
+	open     prometheus.Gauge
+	rejected prometheus.Counter
+}
+
+func (g *transportFlags) limit(l net.Listener, name string, cm *connMetrics) net.Listener {
+	ll := &limitListener{Listener: l, open: cm.open.WithLabelValues(name), rejected: cm.rejected.WithLabelValues(name)}
+	if g.maxConnections > 0 {
+		ll.sem = make(chan struct{}, g.maxConnections)
+	}
+	return ll
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.sem != nil {
+			select {
+			case l.sem <- struct{}{}:
+			default:
+				c.Close()
+				l.rejected.Inc()
+				continue
+			}
+		}
+		l.open.Inc()
+		lc := &limitConn{Conn: c}
+		lc.release = func() {
+			l.open.Dec()
+			if l.sem != nil {
+				<-l.sem
+			}
+		}
+		return lc, nil
+	}
+}
+
+// limitConn gives its slot back on its first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// listeners are serve's sockets, capped and, with --tls-cert, TLS.
+type listeners struct {
+	http, grpc, admin net.Listener // admin nil when off
+}
+
+// listen opens the listeners; on an error it closes those already open.
+func listen(tf *transportFlags, cm *connMetrics, c *certs.Server, httpAddr, grpcAddr, adminAddr string) (*listeners, error) {
+	var ls listeners
+	open := func(flagName, name, addr string, protos ...string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flagName, err)
+		}
+		l = tf.limit(l, name, cm)
+		if c != nil {
+			l = tls.NewListener(l, c.Config(protos...))
+		}
+		return l, nil
+	}
+	var err error
+	if ls.http, err = open("--http", "http", httpAddr, "h2", "http/1.1"); err != nil {
+		return nil, err
+	}
+	if ls.grpc, err = open("--grpc", "grpc", grpcAddr, "h2"); err != nil {
+		ls.http.Close()
+		return nil, err
+	}
+	if adminAddr != "" {
+		flagName := "--admin"
+		if tf.admin == "" {
+			flagName = "--debug-addr"
+		}
+		if ls.admin, err = open(flagName, "admin", adminAddr, "h2", "http/1.1"); err != nil {
+			ls.http.Close()
+			ls.grpc.Close()
+			return nil, err
+		}
+	}
+	return &ls, nil
+}
+
+// addrs are the listeners' addresses, for --ready-file.
+func (ls *listeners) addrs() map[string]string {
+	m := map[string]string{"http": ls.http.Addr().String(), "grpc": ls.grpc.Addr().String()}
+	if ls.admin != nil {
+		m["admin"] = ls.admin.Addr().String()
+	}
+	return m
+}
