@@ -87,11 +87,18 @@ func (s *Server) Log() string { return s.out.String() }
 // come first, so args may not repeat them) and waits until it listens.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return StartIn(t, "", args...)
+}
+
+// StartIn is Start with dir as the working directory ("" for the test's).
+func StartIn(t testing.TB, dir string, args ...string) *Server {
+	t.Helper()
 	bin := Binary(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready, "--reload-interval", "0"}, args...)
 	s := &Server{cmd: exec.Command(bin, args...), out: &syncBuffer{}}
 	s.cmd.Stderr = s.out
+	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
