@@ -425,11 +425,11 @@ func runCurl(t *testing.T, b *block, s *servetest.Server, cmd string) string {
 	if err != nil {
 		t.Errorf("%s: %s: %v\n%s", b, cmd, err, out)
 	}
-	s := strings.ReplaceAll(string(out), "\r", "")
-	if s != "" && !strings.HasSuffix(s, "\n") {
-		s += "\n" // the shell's prompt would start on its own line
+	text := strings.ReplaceAll(string(out), "\r", "")
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n" // the shell's prompt would start on its own line
 	}
-	return s
+	return text
 }
 
 var grpcurlCall = regexp.MustCompile(`^grpcurl -plaintext -d '([^']*)' localhost:8081 (\S+)$`)
