@@ -33,7 +33,7 @@ vet:
 
 unit:
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
-	cd bench && $(GO) test -race -count=1 ./loadgen
+	cd bench && $(GO) test -race -count=1 ./loadgen ./deviation
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt

@@ -339,6 +339,14 @@ func testSh(t *testing.T, b *block) {
 			checkModulePath(t, b, words[2])
 		case words[0] == "go" && words[1] == "test":
 			checkGoTest(t, b, dir, words[2:])
+		case words[0] == "go" && words[1] == "run" && dir == "../bench":
+			c := exec.Command("go", words[1:]...)
+			c.Dir = dir
+			o, err := c.CombinedOutput()
+			if err != nil {
+				t.Errorf("%s: %s: %v\n%s", b, cmd, err, o)
+			}
+			out.Write(o)
 		case words[0] == "benchstat":
 		case strings.HasPrefix(words[0], "bench/") && strings.HasSuffix(words[0], ".sh"):
 			if _, err := os.Stat(filepath.Join("..", words[0])); err != nil {
