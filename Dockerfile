@@ -29,6 +29,7 @@ RUN make binary GOOS=$TARGETOS GOARCH=$TARGETARCH BIN=/out/sluice VERSION=$VERSI
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /sluice
 COPY examples/config/ /etc/sluice/
+COPY LICENSE NOTICE /
 USER nonroot:nonroot
 EXPOSE 8080 8081
 ENTRYPOINT ["/sluice"]
