@@ -62,6 +62,7 @@ release:
 		echo "building $$p"; \
 		$(MAKE) --no-print-directory binary GOOS=$${p%/*} GOARCH=$${p#*/} BIN=$(DIST)/sluice-$(VERSION)-$${p%/*}-$${p#*/} || exit 1; \
 	done
+	cp LICENSE NOTICE $(DIST)/
 	cd $(DIST) && sha256sum sluice-* > SHA256SUMS && cat SHA256SUMS
 
 # The release's build on two of its platforms, so that it cannot rot (part
