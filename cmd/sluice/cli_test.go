@@ -108,6 +108,11 @@ func TestConfigExample(t *testing.T) {
 func TestHelpWraps(t *testing.T) {
 	for _, cmd := range [][]string{{"check", "-h"}, {"serve", "-h"}, {"version", "-h"}, {"config", "-h"}} {
 		_, _, out := runCLI(cmd...)
+		for _, w := range []string{"seed", "guide"} {
+			if strings.Contains(strings.ToLower(out), w) {
+				t.Errorf("sluice %v: the help speaks of %q", cmd, w)
+			}
+		}
 		about, _, _ := strings.Cut(out, "\nFlags:")
 		lines := strings.Split(strings.TrimSpace(about), "\n")
 		for i, l := range lines {
