@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -10,16 +11,16 @@ import (
 
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check FILE|DIR...",
-		`Validate envoyproxy/ratelimit configuration files (or directories of
-*.yaml and *.yml files, subdirectories included) as sluice serve would load
-them together. Exits 0
-when they are valid; otherwise prints file:line: key: problem and exits 1.`, stderr)
+		`Validate envoyproxy/ratelimit configuration files, or directories of
+*.yaml and *.yml files (subdirectories included), as sluice serve --config
+would load them together. Exits 0 when they are valid; otherwise prints
+every problem found, up to 20, one a line as file:line: key: problem, and
+exits 1.`, stderr)
 	if code, done := parse(fs, args); done {
 		return code
 	}
 	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "sluice check: no files given")
-		fs.Usage()
+		fmt.Fprintln(stderr, "sluice check: no files given (see sluice check -h)")
 		return 2
 	}
 	c, err := config.Load(fs.Args()...)
@@ -30,4 +31,14 @@ when they are valid; otherwise prints file:line: key: problem and exits 1.`, std
 	ds := c.Domains()
 	fmt.Fprintf(stdout, "ok: %d domain(s): %s\n", len(ds), strings.Join(ds, ", "))
 	return 0
+}
+
+// configError is serve's message for a configuration that does not load:
+// one line for one error, else a line for each.
+func configError(err error) string {
+	var es config.Errors
+	if errors.As(err, &es) && len(es) > 1 {
+		return "sluice serve: invalid configuration:\n" + err.Error()
+	}
+	return "sluice serve: invalid configuration: " + err.Error()
 }

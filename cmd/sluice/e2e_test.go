@@ -201,9 +201,15 @@ func d(kv ...string) *rlpb.RateLimitDescriptor {
 	return out
 }
 
+// writeFile replaces path's content at once (a hidden temporary file
+// renamed over it), so that a reloading server never reads it half written.
 func writeFile(t *testing.T, path, data string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 }

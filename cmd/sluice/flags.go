@@ -55,13 +55,23 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 		}
 	})
 	if envErr != nil {
-		fmt.Fprintf(fs.Output(), "sluice %s: %v\n", fs.Name(), envErr)
+		fmt.Fprintf(fs.Output(), "sluice %s: %v (see sluice %s -h)\n", fs.Name(), envErr, fs.Name())
 		return 2, true
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0, true
-		}
+	// The flag package prints a bad flag's error and then the whole help;
+	// print one line that points at the help instead.
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.Usage()
+		return 0, true
+	case err != nil:
+		fmt.Fprintf(out, "sluice %s: %v (see sluice %s -h)\n", fs.Name(), err, fs.Name())
 		return 2, true
 	}
 	return 0, false

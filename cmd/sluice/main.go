@@ -3,7 +3,8 @@
 //	sluice serve [flags]     serve Envoy's rate-limit protocol (gRPC), /json,
 //	                         /v1/check, /v1/auth, probes and metrics
 //	sluice check FILE|DIR…   validate configuration files
-//	sluice version           print the version
+//	sluice config example    print the built-in example configuration
+//	sluice version           print the version (also sluice --version)
 //
 // Every flag of serve can also be set from the environment: --failure-mode
 // is SLUICE_FAILURE_MODE, and so on; a flag on the command line wins.
@@ -15,10 +16,21 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version and commit are set at build time by make binary (and so by make
+// release and the Dockerfile):
+//
+//	-ldflags "-X main.version=v1.2.3 -X main.commit=0123abc"
+//
+// Without them, the version comes from the build information: the module's
+// version for go install github.com/sluicehq/sluice/cmd/sluice@v1.2.3, and
+// the VCS revision for a build in a checkout.
+var (
+	version = ""
+	commit  = ""
+)
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -29,7 +41,8 @@ const usage = `sluice: a distributed rate limiter, and a drop-in Envoy rate-limi
 Usage:
   sluice serve [flags]       serve gRPC ShouldRateLimit and the HTTP API
   sluice check FILE|DIR...   validate envoyproxy/ratelimit configuration files
-  sluice version             print the version
+  sluice config example      print the built-in example configuration
+  sluice version             print the version (also sluice --version)
 
 Run "sluice <command> -h" for the flags of a command.
 `
@@ -44,7 +57,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "check":
 		return check(args[1:], stdout, stderr)
-	case "version":
+	case "config":
+		return configCmd(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
 		return printVersion(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
@@ -55,14 +70,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func printVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", "sluice version", "Print the version of sluice and of the Go toolchain that built it.", stderr)
+	fs := newFlagSet("version", "sluice version",
+		"Print the version of sluice, the commit it was built from, and the Go\ntoolchain and platform that built it.", stderr)
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice version: unexpected arguments %q (see sluice version -h)\n", fs.Args())
+		return 2
 	}
-	fmt.Fprintf(stdout, "sluice %s %s %s/%s\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	bi, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(stdout, versionLine(bi))
 	return 0
+}
+
+// versionLine is what sluice version prints:
+//
+//	sluice v1.2.3 (commit 0123456789ab, modified) go1.26.0 linux/amd64
+func versionLine(bi *debug.BuildInfo) string {
+	v, c, modified := version, commit, false
+	if bi != nil {
+		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if c == "" {
+					c = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "devel"
+	}
+	var extra []string
+	if c != "" {
+		extra = append(extra, "commit "+c[:min(len(c), 12)])
+	}
+	if modified {
+		extra = append(extra, "modified")
+	}
+	line := "sluice " + v
+	if len(extra) > 0 {
+		line += " (" + strings.Join(extra, ", ") + ")"
+	}
+	return line + " " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
 }

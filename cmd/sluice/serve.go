@@ -92,7 +92,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.StringVar(&f.http, "http", ":8080", "HTTP listen `address`")
 	fs.StringVar(&f.grpc, "grpc", ":8081", "gRPC listen `address`")
 	fs.StringVar(&f.failureMode, "failure-mode", "closed", "when the shared store fails: `closed` (deny) or open (admit through a local limit at rate/replicas); a rule's failure_mode overrides it")
-	fs.IntVar(&f.replicas, "replicas", 0, "number of sluice replicas sharing the store, for --failure-mode open's local share")
+	fs.IntVar(&f.replicas, "replicas", 0, "number of sluice replicas sharing the store: each admits rate/N while the store is down; required by --failure-mode open with --redis")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.readyFile, "ready-file", "", "write {\"http\":ADDR,\"grpc\":ADDR} to this `file` once listening")
 	fs.DurationVar(&f.reloadInterval, "reload-interval", time.Second, "how often to check the configuration files for changes; 0 reloads on SIGHUP only")
@@ -165,7 +165,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		err = checkFailureModes(cfg, f)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice serve: invalid configuration: %v\n", err)
+		fmt.Fprintln(stderr, configError(err))
 		return 1
 	}
 	sources, err := server.ParseAuthSources(f.authDescriptors)

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,38 +99,63 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
+// MaxErrors bounds the errors reported for one configuration: past it, the
+// files are not read further and a last Error says so.
+const MaxErrors = 20
+
 // Parse parses one YAML document, holding one domain, read from the file
-// called name (used in error messages only).
+// called name (used in error messages only). An error is an Errors listing
+// every problem found, in file order, at most MaxErrors.
 func Parse(name string, data []byte) (*Config, error) {
 	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
-	if err := c.add(name, data); err != nil {
-		return nil, err
+	var errs Errors
+	c.add(name, data, &errs)
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return c, nil
 }
 
-// Load reads every path: a file, or a directory whose *.yaml and *.yml files
-// (not its subdirectories or hidden files) are read in name order. All the
+// Load reads every path: a file, or a directory whose *.yaml and *.yml
+// files, subdirectories included, are read as Files lists them. All the
 // domains are merged into one Config; a domain defined twice is an error.
+// An error is an Errors listing the problems of every file, in order, at
+// most MaxErrors; a file that cannot be read is an Error naming it.
 func Load(paths ...string) (*Config, error) {
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("config: no files to load")
+		return nil, errors.New("no configuration files given")
 	}
 	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
 	files, err := Files(paths...)
 	if err != nil {
 		return nil, err
 	}
+	var errs Errors
 	for _, f := range files {
+		if len(errs) >= MaxErrors {
+			break
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
+			errs = append(errs, fileError(f, err))
+			continue
 		}
-		if err := c.add(f, data); err != nil {
-			return nil, err
-		}
+		c.add(f, data, &errs)
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return c, nil
+}
+
+// fileError is an error of the file system as an *Error naming the file:
+// "ratelimit.yaml: no such file or directory".
+func fileError(path string, err error) *Error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &Error{File: pe.Path, Msg: pe.Err.Error()}
+	}
+	return &Error{File: path, Msg: err.Error()}
 }
 
 // Files lists the configuration files that paths name, in the order Load
@@ -159,7 +186,7 @@ func Files(paths ...string) ([]string, error) {
 func expand(path string) ([]string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, Errors{fileError(path, err)}
 	}
 	if !fi.IsDir() {
 		return []string{path}, nil
@@ -169,7 +196,7 @@ func expand(path string) ([]string, error) {
 		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("config: %s: no *.yaml or *.yml files", path)
+		return nil, Errors{{File: path, Msg: "no *.yaml or *.yml files in this directory"}}
 	}
 	return files, nil
 }
@@ -179,7 +206,7 @@ func expand(path string) ([]string, error) {
 func walkDir(dir string, seen map[string]bool, files *[]string) error {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return Errors{fileError(dir, err)}
 	}
 	if seen[real] {
 		return nil
@@ -187,7 +214,7 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 	seen[real] = true
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("config: %w", err)
+		return Errors{fileError(dir, err)}
 	}
 	for _, e := range entries { // sorted by name
 		n := e.Name()
@@ -197,7 +224,7 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 		f := filepath.Join(dir, n)
 		st, err := os.Stat(f) // follow symlinks (Kubernetes ConfigMap mounts)
 		if err != nil {
-			return fmt.Errorf("config: %w", err)
+			return Errors{fileError(f, err)}
 		}
 		switch ext := filepath.Ext(n); {
 		case st.IsDir():
@@ -211,19 +238,24 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 	return nil
 }
 
-// add parses one file and adds its domain.
-func (c *Config) add(name string, data []byte) error {
-	p := &parser{file: name}
-	domain, root, line, err := p.parseFile(data)
-	if err != nil {
-		return err
+// add parses one file and adds its domain, or appends its errors to errs
+// (up to MaxErrors in all).
+func (c *Config) add(name string, data []byte, errs *Errors) {
+	p := &parser{file: name, max: MaxErrors - len(*errs)}
+	domain, root, line := p.parseFile(data)
+	*errs = append(*errs, p.errs...)
+	if p.stopped && len(*errs) >= MaxErrors {
+		*errs = append(*errs, &Error{File: name, Msg: fmt.Sprintf("stopped after %d errors: fix these and run again for the rest", MaxErrors)})
+	}
+	if root == nil {
+		return
 	}
 	if prev, ok := c.files[domain]; ok {
-		return &Error{File: name, Line: line, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)}
+		*errs = append(*errs, &Error{File: name, Line: line, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)})
+		return
 	}
 	c.domains[domain] = root
 	c.files[domain] = name
-	return nil
 }
 
 // Error is a configuration error: the file, the line and the key path of the
@@ -235,6 +267,30 @@ type Error struct {
 	Line int    // 1-based; 0 when the error concerns the whole file
 	Path string // key path such as descriptors[0].rate_limit.unit; "" for the whole file
 	Msg  string
+}
+
+// Errors is every problem found in a configuration, in file order, one
+// *Error a line.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the errors, for errors.As.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
 }
 
 func (e *Error) Error() string {

@@ -857,6 +857,7 @@ func TestLoad(t *testing.T) {
 	write("conf/sub/c.yaml", "domain: c\n")
 	dup := write("dup/a.yaml", "# same domain\n\ndomain: a\n")
 	bad := write("bad/x.yaml", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight}\n")
+	bad2 := write("bad/y.yaml", "domain: [y]\ndomian: y\n")
 	empty := filepath.Join(dir, "empty")
 	if err := os.Mkdir(empty, 0o755); err != nil {
 		t.Fatal(err)
@@ -887,9 +888,13 @@ func TestLoad(t *testing.T) {
 	}{
 		{"duplicate domain", []string{a, dup}, dup + `:3: domain: duplicate domain "a" (already defined in ` + a + ")"},
 		{"bad file names itself", []string{a, bad}, bad + `:4: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`},
-		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, "config: stat " + filepath.Join(dir, "nope.yaml") + ": no such file or directory"},
-		{"empty directory", []string{empty}, "config: " + empty + ": no *.yaml or *.yml files"},
-		{"nothing", nil, "config: no files to load"},
+		{"missing file", []string{filepath.Join(dir, "nope.yaml")}, filepath.Join(dir, "nope.yaml") + ": no such file or directory"},
+		{"empty directory", []string{empty}, empty + ": no *.yaml or *.yml files in this directory"},
+		{"nothing", nil, "no configuration files given"},
+		{"every bad file", []string{bad, dup, a, bad2}, bad + `:4: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)` + "\n" +
+			a + `:1: domain: duplicate domain "a" (already defined in ` + dup + ")\n" +
+			bad2 + ":1: domain: want a string, got a list\n" +
+			bad2 + ":2: domian: unknown key (want one of domain, descriptors)"},
 	}
 	for _, tt := range errTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1083,5 +1088,107 @@ descriptors:
 		if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.Rate != tt.rate {
 			t.Errorf("Match(%s=%s) = %+v, want the limit of rate %d", tt.key, tt.value, m, tt.rate)
 		}
+	}
+}
+
+// TestErrorsAll checks that one parse reports every problem of a file, in
+// file order, each with its own line and key, and goes on past a bad
+// descriptor, limit or key to the next.
+func TestErrorsAll(t *testing.T) {
+	give := `domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: fortnight, requests_per_unit: 5}
+  - key: j
+    colour: red
+    rate_limit:
+      unit: minute
+      requests_per_unit: -1
+      algorithm: best
+  - value: v
+    descriptors:
+      - key: deep
+        rate_limit: {unit: eon, requests_per_unit: 1}
+  - key: two
+    rate_limits:
+      - {unit: second, requests_per_unit: 1, burst: 2}
+      - {unit: second, requests_per_unit: 1}
+      - {unit: second, requests_per_unit: 2}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+extra: 1
+`
+	want := []string{
+		`t.yaml:4: descriptors[0].rate_limit.unit: unknown unit "fortnight" (want second, minute, hour, day, week, month or year)`,
+		`t.yaml:6: descriptors[1].colour: unknown key (want one of key, value, rate_limit, rate_limits, descriptors, shadow_mode, detailed_metric, quota_mode, value_to_metric, share_threshold, metadata)`,
+		`t.yaml:9: descriptors[1].rate_limit.requests_per_unit: -1 is out of range [0, 4294967295]`,
+		`t.yaml:11: descriptors[2].key: missing or empty: a descriptor needs a key`,
+		`t.yaml:14: descriptors[2].descriptors[0].rate_limit.unit: unknown unit "eon" (want second, minute, hour, day, week, month or year)`,
+		`t.yaml:17: descriptors[3].rate_limits[0].burst: Burst 2 applies only to token_bucket and gcra, not fixed_window`,
+		`t.yaml:19: descriptors[3].rate_limits[2]: same algorithm and period (fixed_window, 1s) as descriptors[3].rate_limits[1]: one key holds one state per algorithm and period; keep the stricter limit`,
+		`t.yaml:20: descriptors[4].key: duplicate descriptor "k" with no value at this level (a.k)`,
+		`t.yaml:22: descriptors[5].key: duplicate descriptor "k" with no value at this level (a.k)`,
+		`t.yaml:24: extra: unknown key (want one of domain, descriptors)`,
+	}
+	_, err := Parse("t.yaml", []byte(give))
+	if err == nil {
+		t.Fatal("Parse: no error")
+	}
+	if diff := cmp.Diff(want, strings.Split(err.Error(), "\n")); diff != "" {
+		t.Errorf("Parse errors (-want +got):\n%s", diff)
+	}
+	var es Errors
+	if !errors.As(err, &es) || len(es) != len(want) || es[0].Line != 4 || es[0].Path != "descriptors[0].rate_limit.unit" {
+		t.Errorf("Parse error %#v: want Errors, the first at line 4 on descriptors[0].rate_limit.unit", err)
+	}
+}
+
+// TestErrorsBound checks that a file with many errors reports MaxErrors of
+// them and says it stopped.
+func TestErrorsBound(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: a\ndescriptors:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "  - key: k%d\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", i)
+	}
+	_, err := Parse("t.yaml", []byte(b.String()))
+	var es Errors
+	if !errors.As(err, &es) || len(es) != MaxErrors+1 {
+		t.Fatalf("Parse: %d errors, want %d and a last line", len(es), MaxErrors+1)
+	}
+	if got := es[MaxErrors-1].Error(); !strings.HasPrefix(got, fmt.Sprintf("t.yaml:%d: descriptors[%d]", 2*MaxErrors+2, MaxErrors-1)) {
+		t.Errorf("error %d = %s", MaxErrors, got)
+	}
+	if got, want := es[MaxErrors].Error(), "t.yaml: stopped after 20 errors: fix these and run again for the rest"; got != want {
+		t.Errorf("last line = %q, want %q", got, want)
+	}
+}
+
+// TestYAMLSyntaxLines checks that a YAML syntax error names the line of
+// the construct that failed: the decoder counts a parser error's line from
+// 0 and omits line 1.
+func TestYAMLSyntaxLines(t *testing.T) {
+	tests := []struct {
+		name, give, want string
+	}{
+		{"unclosed brace", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1\n", `t.yaml:4: invalid YAML: did not find expected ',' or '}'`},
+		{"unclosed bracket", "domain: x\ndescriptors:\n  - key: k\n    rate_limit: [a, b\n\n\n", `t.yaml:4: invalid YAML: did not find expected ',' or ']'`},
+		{"unclosed bracket at the end", "domain: a\ndescriptors: [", `t.yaml:2: invalid YAML: did not find expected node content`},
+		{"bad indentation", "domain: x\ndescriptors:\n  - key: k\n   bad: 1\n", `t.yaml:3: invalid YAML: did not find expected '-' indicator`},
+		{"unclosed quote", "domain: x\ndescriptors:\n  - key: k\n    value: \"abc\n", `t.yaml:4: invalid YAML: found unexpected end of stream`},
+		{"tab", "domain: x\n\tdescriptors: 1\n", `t.yaml:2: invalid YAML: found a tab character that violates indentation`},
+		{"line 1", "a: b: c\n", `t.yaml:1: invalid YAML: mapping values are not allowed in this context`},
+		{"control character", "domain: x\ndescriptors:\n  - key: \x01\n", `t.yaml:3: invalid YAML: control characters are not allowed`},
+		{"invalid UTF-8", "domain: x\n\n# \xff\n", `t.yaml:3: invalid YAML: invalid leading UTF-8 octet`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("t.yaml", []byte(tt.give))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Parse(%q) = %v, want %s", tt.give, err, tt.want)
+			}
+		})
 	}
 }

@@ -2,15 +2,18 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
 	"go.yaml.in/yaml/v3"
@@ -54,6 +57,34 @@ type parser struct {
 	nodes     int // nodes visited so far
 	maxNodes  int // the budget for nodes
 	pathBytes int // bytes of descriptor paths built so far
+
+	errs    []*Error // the errors found so far, in file order
+	max     int      // report at most this many errors
+	fatal   bool     // a budget is exceeded: the next error noted is the last
+	stopped bool     // no more parsing: max errors, or a budget exceeded
+}
+
+// errStopped is returned where an error was already noted and the parse
+// stops.
+var errStopped = errors.New("config: parse stopped")
+
+// note records err, an *Error of this parser, and reports whether parsing
+// must stop: the bound of errors is reached, or err ended the file's parse.
+// The parse goes on past an error at the next descriptor, limit or key, so
+// that one run reports all the problems of a file.
+func (p *parser) note(err error) (stop bool) {
+	if err == nil || p.stopped || errors.Is(err, errStopped) {
+		return p.stopped
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{File: p.file, Msg: err.Error()}
+	}
+	p.errs = append(p.errs, e)
+	if p.fatal || len(p.errs) >= p.max {
+		p.stopped = true
+	}
+	return p.stopped
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
@@ -66,23 +97,94 @@ func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// yamlError turns a syntax error of the YAML decoder into an *Error.
-func (p *parser) yamlError(err error) error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + m[2]}
+// parserProblems are the problems of the YAML decoder's parser, as opposed
+// to its scanner and reader. The decoder reports a parser error at the
+// 0-based line of the construct that failed (the flow mapping left open,
+// the block collection), where a scanner error's line is 1-based; and it
+// reports no line at all for line 1.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected <document start>": true,
+	"did not find expected <stream-start>":   true,
+	"did not find expected key":              true,
+	"did not find expected node content":     true,
+	"found duplicate %TAG directive":         true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found undefined tag handle":             true,
+}
+
+// readerProblem reports a problem of the YAML decoder's reader (the
+// encoding), which comes with no line.
+func readerProblem(msg string) bool {
+	for _, p := range []string{"control characters", "invalid ", "incomplete ", "input error", "expected low surrogate", "unexpected low surrogate"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
 	}
-	return &Error{File: p.file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	return false
+}
+
+// yamlChar reports whether YAML allows r in a stream (YAML 1.2's
+// c-printable).
+func yamlChar(r rune) bool {
+	return r == '\t' || r == '\n' || r == '\r' || 0x20 <= r && r <= 0x7e || r == 0x85 ||
+		0xa0 <= r && r <= 0xd7ff || 0xe000 <= r && r <= 0xfffd || 0x10000 <= r && r <= 0x10ffff
+}
+
+// yamlError turns a syntax error of the YAML decoder into an *Error on the
+// 1-based line of the construct that failed.
+func (p *parser) yamlError(err error, data []byte) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	switch {
+	case readerProblem(msg):
+		line = badByteLine(data)
+	case parserProblems[msg]:
+		line++
+	case line == 0:
+		line = 1
+	}
+	// A construct left open is reported at the end of the stream, which
+	// the decoder counts as a line after the last.
+	if n := bytes.Count(data, []byte("\n")) + 1; line > n {
+		line = n
+	}
+	return &Error{File: p.file, Line: line, Msg: "invalid YAML: " + msg}
+}
+
+// badByteLine returns the line of the first byte the YAML reader refuses
+// (invalid UTF-8, a control character), 0 if none is found.
+func badByteLine(data []byte) int {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 || !yamlChar(r) {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return 0
 }
 
 // parseFile parses one file into its domain's tree. line is the line of the
-// domain key, for duplicate-domain errors.
-func (p *parser) parseFile(data []byte) (domain string, root *node, line int, err error) {
+// domain key, for duplicate-domain errors. The errors found are in p.errs;
+// root is nil when there is any.
+func (p *parser) parseFile(data []byte) (domain string, root *node, line int) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return "", nil, 0, p.yamlError(err)
+		p.note(p.yamlError(err, data))
+		return "", nil, 0
 	}
 	for {
 		var extra yaml.Node
@@ -91,10 +193,12 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 			break
 		}
 		if err != nil {
-			return "", nil, 0, p.yamlError(err)
+			p.note(p.yamlError(err, data))
+			return "", nil, 0
 		}
 		if len(extra.Content) > 0 && !isNull(extra.Content[0]) {
-			return "", nil, 0, p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file")
+			p.note(p.errorf(extra.Content[0], "", "a second YAML document: put one domain per file"))
+			return "", nil, 0
 		}
 	}
 	p.maxNodes = aliasFactor*countNodes(&doc) + aliasSlack
@@ -103,34 +207,40 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int, er
 		top = doc.Content[0]
 	}
 	fields, err := p.mapping(top, "")
-	if err != nil {
-		return "", nil, 0, err
+	if p.note(err) || err != nil {
+		return "", nil, 0
 	}
 	var descs *field
+	domainBad := false
 	for i := range fields {
 		f := &fields[i]
 		switch f.key {
 		case "domain":
-			if domain, err = p.str(f.v, f.key); err != nil {
-				return "", nil, 0, err
-			}
+			domain, err = p.str(f.v, f.key)
+			domainBad = err != nil
 			line = f.k.Line
 		case "descriptors":
 			descs = f
 		default:
-			return "", nil, 0, p.unknown(f, "", rootKeys)
+			err = p.unknown(f, "", rootKeys)
+		}
+		if p.note(err) {
+			return "", nil, 0
 		}
 	}
-	if domain == "" {
-		return "", nil, 0, p.errorf(top, "domain", "missing or empty: a config file needs a domain")
+	if domain == "" && !domainBad && p.note(p.errorf(top, "domain", "missing or empty: a config file needs a domain")) {
+		return "", nil, 0
 	}
 	root = &node{path: domain}
 	if descs != nil {
-		if err := p.descriptors(root, descs.v, "descriptors", 1); err != nil {
-			return "", nil, 0, err
-		}
+		p.descriptors(root, descs.v, "descriptors", 1)
 	}
-	return domain, root, line, nil
+	if len(p.errs) > 0 {
+		// In file order: the root's keys were read before its descriptors.
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return cmp.Compare(a.Line, b.Line) })
+		return "", nil, 0
+	}
+	return domain, root, line
 }
 
 type field struct {
@@ -154,6 +264,7 @@ func (p *parser) resolve(n *yaml.Node, path string) (*yaml.Node, error) {
 	}
 	p.nodes++
 	if p.nodes > p.maxNodes {
+		p.fatal = true
 		return nil, p.errorf(n, path, "aliases expand the file beyond %d YAML nodes (%d written)", p.maxNodes, (p.maxNodes-aliasSlack)/aliasFactor)
 	}
 	return n, nil
@@ -211,7 +322,10 @@ func (p *parser) mapping(n *yaml.Node, path string) ([]field, error) {
 		}
 		v := n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, p.errorf(k, path, "a key must be a string, got %s", kind(k))
+			if p.note(p.errorf(k, path, "a key must be a string, got %s", kind(k))) {
+				return nil, errStopped
+			}
+			continue
 		}
 		if k.Tag == "!!merge" {
 			ms, err := p.merge(v, path)
@@ -222,7 +336,10 @@ func (p *parser) mapping(n *yaml.Node, path string) ([]field, error) {
 			continue
 		}
 		if seen[k.Value] {
-			return nil, p.errorf(k, join(path, k.Value), "key given twice")
+			if p.note(p.errorf(k, join(path, k.Value), "key given twice")) {
+				return nil, errStopped
+			}
+			continue
 		}
 		seen[k.Value] = true
 		fields = append(fields, field{key: k.Value, k: k, v: v})
@@ -373,45 +490,54 @@ type descFlags struct {
 	shadow, detailed, quota, valueToMetric, shareThreshold bool
 }
 
-// descriptors parses a descriptors list into the children of parent.
-func (p *parser) descriptors(parent *node, n *yaml.Node, path string, depth int) error {
+// descriptors parses a descriptors list into the children of parent; the
+// errors are noted.
+func (p *parser) descriptors(parent *node, n *yaml.Node, path string, depth int) {
 	items, err := p.sequence(n, path)
 	if err != nil {
-		return err
+		p.note(err)
+		return
 	}
 	if depth > maxDepth && len(items) > 0 {
-		return p.errorf(n, path, "descriptors nested more than %d levels deep", maxDepth)
+		p.note(p.errorf(n, path, "descriptors nested more than %d levels deep", maxDepth))
+		return
 	}
 	for i, item := range items {
-		if err := p.descriptor(parent, item, index(path, i), depth); err != nil {
-			return err
+		if p.descriptor(parent, item, index(path, i), depth); p.stopped {
+			return
 		}
 	}
-	return nil
 }
 
-func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) error {
+// descriptor parses one descriptor into a child of parent; the errors are
+// noted. A descriptor with an error is not added, but its limits and
+// children are still read for their own errors.
+func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) {
 	fields, err := p.mapping(n, path)
 	if err != nil {
-		return err
+		p.note(err)
+		return
 	}
 	if fields == nil {
 		n, _ = p.resolve(n, path)
-		return p.errorf(n, path, "want a descriptor mapping with a key, got %s", kind(n))
+		p.note(p.errorf(n, path, "want a descriptor mapping with a key, got %s", kind(n)))
+		return
 	}
 	var (
 		key, value        string
 		keyNode, shareKey *yaml.Node
 		flags             descFlags
 		rl, rls, children *field
+		keyBad            bool
 	)
+	errs := len(p.errs)
 	for i := range fields {
 		f := &fields[i]
 		fp := join(path, f.key)
 		switch f.key {
 		case "key":
 			key, err = p.str(f.v, fp)
-			keyNode = f.k
+			keyNode, keyBad = f.k, err != nil
 		case "value":
 			value, err = p.str(f.v, fp)
 		case "rate_limit":
@@ -435,21 +561,26 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 			// Free-form data for operators, ignored. (The reference's
 			// list of keys lacks it: a file using it loads in sluice only.)
 		default:
-			return p.unknown(f, path, descriptorKeys)
+			err = p.unknown(f, path, descriptorKeys)
 		}
-		if err != nil {
-			return err
+		if p.note(err) {
+			return
 		}
+		err = nil
 	}
-	if key == "" {
+	if key == "" && !keyBad {
 		at := keyNode
 		if at == nil {
 			at = fields[0].k
 		}
-		return p.errorf(at, join(path, "key"), "missing or empty: a descriptor needs a key")
+		if p.note(p.errorf(at, join(path, "key"), "missing or empty: a descriptor needs a key")) {
+			return
+		}
 	}
 	if flags.shareThreshold && !strings.HasSuffix(value, "*") {
-		return p.errorf(shareKey, join(path, "share_threshold"), "can only be used with a wildcard value (ending in '*'), not %q", value)
+		if p.note(p.errorf(shareKey, join(path, "share_threshold"), "can only be used with a wildcard value (ending in '*'), not %q", value)) {
+			return
+		}
 	}
 	child := &node{key: key, value: value, path: parent.path + "." + key}
 	if value != "" {
@@ -457,43 +588,46 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 	}
 	p.pathBytes += len(child.path)
 	if p.pathBytes > maxPathBytes {
-		return p.errorf(keyNode, join(path, "key"), "descriptor paths exceed %d MiB in all: keys too long or nested too deep", maxPathBytes>>20)
+		p.fatal = true
+		p.note(p.errorf(keyNode, join(path, "key"), "descriptor paths exceed %d MiB in all: keys too long or nested too deep", maxPathBytes>>20))
+		return
 	}
 	child.shareThreshold = flags.shareThreshold
 	child.valueToMetric = flags.valueToMetric
 	child.detailed = flags.detailed
-	if err := parent.addChild(child); err != nil {
-		return p.errorf(keyNode, join(path, "key"), "%v", err)
+	if len(p.errs) == errs {
+		if err := parent.addChild(child); err != nil && p.note(p.errorf(keyNode, join(path, "key"), "%v", err)) {
+			return
+		}
 	}
 	switch {
 	case rl != nil && rls != nil:
-		return p.errorf(rls.k, join(path, "rate_limits"), "give rate_limit or rate_limits, not both")
-	case rl != nil:
-		r, err := p.rateLimit(rl.v, join(path, "rate_limit"), child.path, flags)
-		if err != nil {
-			return err
+		if p.note(p.errorf(rls.k, join(path, "rate_limits"), "give rate_limit or rate_limits, not both")) {
+			return
 		}
-		if r != nil {
+	case rl != nil:
+		if r, _ := p.rateLimit(rl.v, join(path, "rate_limit"), child.path, flags); r != nil {
 			child.rules = []*Rule{r}
 		}
 	case rls != nil:
-		if err := p.rateLimits(child, rls, join(path, "rate_limits"), flags); err != nil {
-			return err
-		}
+		p.rateLimits(child, rls, join(path, "rate_limits"), flags)
 	}
-	if children != nil {
-		return p.descriptors(child, children.v, join(path, "descriptors"), depth+1)
+	if children != nil && !p.stopped {
+		p.descriptors(child, children.v, join(path, "descriptors"), depth+1)
 	}
-	return nil
 }
 
-func (p *parser) rateLimits(child *node, f *field, path string, flags descFlags) error {
+// rateLimits parses a rate_limits list into child's rules; the errors are
+// noted.
+func (p *parser) rateLimits(child *node, f *field, path string, flags descFlags) {
 	items, err := p.sequence(f.v, path)
 	if err != nil {
-		return err
+		p.note(err)
+		return
 	}
 	if len(items) == 0 {
-		return p.errorf(f.k, path, "empty list: give at least one limit or drop the key")
+		p.note(p.errorf(f.k, path, "empty list: give at least one limit or drop the key"))
+		return
 	}
 	type id struct {
 		a sluice.Algorithm
@@ -502,30 +636,53 @@ func (p *parser) rateLimits(child *node, f *field, path string, flags descFlags)
 	seen := map[id]int{}
 	for i, item := range items {
 		ip := index(path, i)
-		r, err := p.rateLimit(item, ip, child.path+"#"+strconv.Itoa(i), flags)
-		if err != nil {
-			return err
+		r, ok := p.rateLimit(item, ip, child.path+"#"+strconv.Itoa(i), flags)
+		if p.stopped {
+			return
+		}
+		if !ok {
+			continue
 		}
 		if r == nil {
 			n, _ := p.resolve(item, ip)
-			return p.errorf(n, ip, "empty limit")
+			if p.note(p.errorf(n, ip, "empty limit")) {
+				return
+			}
+			continue
 		}
 		if !r.Unlimited {
 			k := id{r.Limit.Algorithm, r.Limit.Period}
 			if j, ok := seen[k]; ok {
 				n, _ := p.resolve(item, ip)
-				return p.errorf(n, ip, "same algorithm and period (%v, %v) as %s: one key holds one state per algorithm and period; keep the stricter limit", k.a, k.p, index(path, j))
+				if p.note(p.errorf(n, ip, "same algorithm and period (%v, %v) as %s: one key holds one state per algorithm and period; keep the stricter limit", k.a, k.p, index(path, j))) {
+					return
+				}
+				continue
 			}
 			seen[k] = i
 		}
 		child.rules = append(child.rules, r)
 	}
-	return nil
 }
 
 // rateLimit parses one rate_limit object. name is the generated rule name.
-// A null rate_limit gives nil: no limit, as the reference.
-func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*Rule, error) {
+// A null rate_limit gives nil: no limit, as the reference. ok is false when
+// an error was noted.
+func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (_ *Rule, ok bool) {
+	errs := len(p.errs)
+	r, err := p.rateLimitFields(n, path, name, flags)
+	p.note(err)
+	if len(p.errs) > errs || p.stopped {
+		return nil, false
+	}
+	return r, true
+}
+
+// rateLimitFields is rateLimit's parse. It notes the errors of single
+// keys and goes on to the next key; it returns the first error of the
+// limit as a whole.
+func (p *parser) rateLimitFields(n *yaml.Node, path, name string, flags descFlags) (*Rule, error) {
+	errs := len(p.errs)
 	fields, err := p.mapping(n, path)
 	if err != nil {
 		return nil, err
@@ -595,11 +752,15 @@ func (p *parser) rateLimit(n *yaml.Node, path, name string, flags descFlags) (*R
 			extension = append(extension, f)
 			r.FailureMode, err = p.str(f.v, fp)
 		default:
-			return nil, p.unknown(f, path, rateLimitKeys)
+			err = p.unknown(f, path, rateLimitKeys)
 		}
-		if err != nil {
-			return nil, err
+		if p.note(err) {
+			return nil, errStopped
 		}
+		err = nil
+	}
+	if len(p.errs) > errs {
+		return nil, errStopped // noted
 	}
 	for _, rp := range r.Replaces {
 		if configured != "" && rp == configured {
