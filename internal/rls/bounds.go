@@ -3,7 +3,6 @@ package rls
 import (
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -91,9 +90,11 @@ func (b Bounds) CheckLimit(lim sluice.Limit, cost int) error {
 
 // checkRequest checks a ShouldRateLimit request against b before anything
 // is matched or counted: the number of descriptors and of their entries,
-// the hits, the overrides' rates and units, and that every entry's key and
-// value is UTF-8 (they become store keys: two different byte strings must
-// never be read as the same key).
+// the hits, the overrides' rates and units. Entry keys and values are keyed
+// by their bytes: gRPC and POST /json refuse strings that are not UTF-8
+// when they decode a request (protobuf and protojson do), and GET /v1/auth
+// passes header bytes as they are, so two different values never share a
+// counter.
 func (b Bounds) checkRequest(req *pb.RateLimitRequest) error {
 	descs := req.GetDescriptors()
 	if err := exceeds("descriptors", int64(len(descs)), "--max-descriptors", b.MaxDescriptors); err != nil {
@@ -102,9 +103,6 @@ func (b Bounds) checkRequest(req *pb.RateLimitRequest) error {
 	if err := exceeds("hits_addend", int64(req.GetHitsAddend()), "--max-hits", b.MaxHits); err != nil {
 		return err
 	}
-	if !utf8.ValidString(req.GetDomain()) {
-		return fmt.Errorf("domain is not valid UTF-8")
-	}
 	for i, d := range descs {
 		if err := exceeds(fmt.Sprintf("descriptors[%d].entries", i), int64(len(d.GetEntries())), "--max-descriptor-entries", b.MaxDescriptorEntries); err != nil {
 			return err
@@ -112,11 +110,6 @@ func (b Bounds) checkRequest(req *pb.RateLimitRequest) error {
 		if h := d.GetHitsAddend(); h != nil {
 			if err := exceeds(fmt.Sprintf("descriptors[%d].hits_addend", i), int64(min(h.Value, 1<<62)), "--max-hits", b.MaxHits); err != nil {
 				return err
-			}
-		}
-		for j, e := range d.GetEntries() {
-			if !utf8.ValidString(e.GetKey()) || !utf8.ValidString(e.GetValue()) {
-				return fmt.Errorf("descriptors[%d].entries[%d] is not valid UTF-8", i, j)
 			}
 		}
 		if o := d.GetLimit(); o != nil {
