@@ -53,6 +53,7 @@ type Store struct {
 	once    sync.Once
 
 	evictions atomic.Int64
+	onEvict   func()
 }
 
 // Option configures a Store.
@@ -73,6 +74,12 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // forgets what it counted; Evictions counts it). 0, the default, is
 // unbounded; the sweeper still removes expired state.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 0) } }
+
+// WithOnEvict makes f run once for every live state that WithMaxKeys
+// evicts (expired states removed to make room are not evictions), as for a
+// metric. f runs with a shard's lock held: it must be fast, and must not
+// call the Store.
+func WithOnEvict(f func()) Option { return func(s *Store) { s.onEvict = f } }
 
 // WithSweepInterval sets how often the sweeper removes expired state
 // (default 1 minute); 0 disables the sweeper.

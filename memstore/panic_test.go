@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // mustPanic runs f and reports whether it panicked.
@@ -117,4 +118,32 @@ func TestPanicSafetyManyShards(t *testing.T) {
 		}
 		s.Close()
 	})
+}
+
+// TestOnEvict: WithOnEvict runs once per live state evicted, never for an
+// expired state removed to make room; the store holds at most WithMaxKeys
+// states.
+func TestOnEvict(t *testing.T) {
+	c := sluicetest.NewClock(sluicetest.Epoch)
+	var evicted atomic.Int64
+	const maxKeys = 100
+	s := newStore(t, memstore.WithClock(c.Now), memstore.WithMaxKeys(maxKeys), memstore.WithOnEvict(func() { evicted.Add(1) }))
+	short := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Second}
+	long := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}
+	for i := range maxKeys {
+		allow(t, s, fmt.Sprint("short", i), short, 1)
+	}
+	c.Advance(time.Second)
+	for i := range maxKeys {
+		allow(t, s, fmt.Sprint("long", i), long, 1)
+	}
+	if n, e := s.Len(), evicted.Load(); n != maxKeys || e != 0 {
+		t.Fatalf("after replacing expired states: Len() = %d, evictions %d; want %d and 0", n, e, maxKeys)
+	}
+	for i := range 10 {
+		allow(t, s, fmt.Sprint("more", i), long, 1)
+	}
+	if n, e := s.Len(), evicted.Load(); n != maxKeys || e != 10 || s.Evictions() != 10 {
+		t.Errorf("after 10 more keys: Len() = %d, WithOnEvict %d, Evictions() %d; want %d, 10, 10", n, e, s.Evictions(), maxKeys)
+	}
 }

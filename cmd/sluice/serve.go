@@ -56,6 +56,7 @@ type serveFlags struct {
 	leaseRefresh    float64
 	grpcWorkers     int
 	gcHeapFloor     byteSize
+	limits          limitsFlags
 }
 
 // defaultGCHeapFloor is the default of --gc-heap-floor. At GOGC=100 the
@@ -117,6 +118,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	f.gcHeapFloor = defaultGCHeapFloor
 	fs.Var(&f.gcHeapFloor, "gc-heap-floor", "let the heap grow to this `size` (64MiB, 256MB, bytes) before the garbage collector runs: GOGC is raised while the live heap is small and returns to its base (GOGC's, or 100) once the live heap is large; 0 disables it, as does GOGC=off; a GOMEMLIMIT still wins")
 	fs.IntVar(&f.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	f.limits.register(fs)
 	withEnv(fs)
 	return fs
 }
@@ -172,7 +174,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders),
 		rls.WithHeaderNames(f.headerNames[0], f.headerNames[1], f.headerNames[2]),
-		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode))
+		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode), rls.WithBounds(f.limits.bounds()))
 	sopts := []server.Option{
 		server.WithMetrics(metrics), server.WithLogger(log),
 		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus}),
@@ -321,6 +323,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.reloadInterval < 0 || f.drainDelay < 0 || f.shutdownTimeout <= 0 {
 		return errors.New("--reload-interval and --drain-delay must be >= 0, --shutdown-timeout > 0")
+	}
+	if err := f.limits.validate(); err != nil {
+		return err
 	}
 	return nil
 }
