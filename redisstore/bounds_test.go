@@ -118,7 +118,7 @@ func TestScriptTime(t *testing.T) {
 	// the given keys and runs them.
 	batchOf := func(lim sluice.Limit, keys, n int) func(t *testing.T, s *Store, clock *time.Time, key string) {
 		return func(t *testing.T, s *Store, clock *time.Time, key string) {
-			b := &batcher{s: s, alwaysScript: true}
+			b := &batcher{s: s} // as in production: a batch of one runs its flat script
 			for i := range keys {
 				c := s.newCall(fmt.Sprint(key, "/", i), lim, n)
 				c.ctx = ctx
