@@ -6,8 +6,8 @@ import "fmt"
 // call is one atomic step (on Redis, one script, which blocks the server
 // while it runs), so its work must stay small whatever the caller asks:
 // at this bound and with the sliding-log bound below, the largest call runs
-// in under a millisecond of Redis time.
-const MaxMultiRequests = 32
+// in about half a millisecond of Redis time (docs/bounds.md).
+const MaxMultiRequests = 16
 
 // ValidateMulti checks the size of an AllowMulti call as every MultiStore
 // must before deciding: at most MaxMultiRequests requests, whose SlidingLog

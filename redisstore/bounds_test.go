@@ -161,9 +161,9 @@ func TestScriptTime(t *testing.T) {
 				t.Fatal(err)
 			}
 		}}},
-		{worstCase: worstCase{"AllowMulti: 32 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}},
-		{worstCase: worstCase{"AllowMulti, seed layout: 32 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}, seed: true},
-		{worstCase: worstCase{"AllowMulti: 32 gcra keys", fillKeys(0), multi(gcra, bucketMulti...)}},
+		{worstCase: worstCase{"AllowMulti: 16 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}},
+		{worstCase: worstCase{"AllowMulti, seed layout: 16 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}, seed: true},
+		{worstCase: worstCase{"AllowMulti: 16 gcra keys", fillKeys(0), multi(gcra, bucketMulti...)}},
 		{worstCase: worstCase{"batch: 256 gcra calls", fillKeys(0), batchOf(gcra, 256, 1)}},
 		{worstCase: worstCase{"batch: 128 sliding-log calls of cost 1 on full expired logs", fillKeys(128), batchOf(logLim, 128, 1)}},
 		{worstCase: worstCase{"batch: 8 sliding-log calls of cost Rate on full expired logs", fillKeys(8), batchOf(logLim, 8, full)}},

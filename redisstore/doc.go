@@ -114,7 +114,7 @@
 // sluice.MaxMultiRequests requests and sluice.MaxSlidingLogRate sliding-log
 // units; a batch at most 128 decisions and a budget of work in which a
 // sliding-log decision counts by its cost. At those bounds no script ran
-// longer than about 0.8 ms on a loaded 2-core machine (TestScriptTime).
+// longer than about 0.7 ms on a loaded 2-core machine (TestScriptTime).
 //
 // # The first seed guide's layout
 //

@@ -160,7 +160,7 @@ func TestServeFlagGlobalModes(t *testing.T) {
 func TestServeFlagLimits(t *testing.T) {
 	testFlag(t, "limits", func(f serveFlags) limitsFlags { return f.limits }, []flagCase[limitsFlags]{
 		{"defaults", nil, nil, limitsFlags{maxRate: 1e9, maxBurst: 1e9, maxHits: 1e9, maxPeriod: 366 * 24 * time.Hour,
-			maxDescriptors: 32, maxDescriptorEntries: 16, memoryMaxKeys: 1_000_000}, 0, ""},
+			maxDescriptors: 16, maxDescriptorEntries: 16, memoryMaxKeys: 1_000_000}, 0, ""},
 		{"flags", nil, []string{"--max-rate", "5", "--max-burst", "6", "--max-hits", "7", "--max-period", "1h",
 			"--max-descriptors", "8", "--max-descriptor-entries", "9", "--memory-max-keys", "0"},
 			limitsFlags{maxRate: 5, maxBurst: 6, maxHits: 7, maxPeriod: time.Hour, maxDescriptors: 8, maxDescriptorEntries: 9}, 0, ""},

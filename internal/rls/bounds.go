@@ -32,16 +32,17 @@ type Bounds struct {
 //   - period 366 days: the reference's YEAR unit, with room for a leap year;
 //   - hits 1e9: LLM token costs run to millions per request, and no limit
 //     admits more than its rate at once;
-//   - 32 descriptors of at most 16 entries: Envoy sends one descriptor per
-//     rate_limits action of a route, and each entry is one level of the
-//     configuration's tree; sluice.MaxMultiRequests bounds the limits that
-//     one request may apply (a descriptor may carry several) to 32 as well.
+//   - 16 descriptors of at most 16 entries: Envoy sends one descriptor per
+//     rate_limits action of a route, rarely more than a handful, and each
+//     entry is one level of the configuration's tree; the limits that one
+//     request applies (a descriptor may carry several) are decided all or
+//     nothing, at most sluice.MaxMultiRequests (16) of them.
 var DefaultBounds = Bounds{
 	MaxRate:              1_000_000_000,
 	MaxBurst:             1_000_000_000,
 	MaxPeriod:            366 * 24 * time.Hour,
 	MaxHits:              1_000_000_000,
-	MaxDescriptors:       32,
+	MaxDescriptors:       16,
 	MaxDescriptorEntries: 16,
 }
 

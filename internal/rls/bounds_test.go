@@ -114,7 +114,7 @@ func TestMaxMultiRequests(t *testing.T) {
 		t.Fatalf("ShouldRateLimit of %d limits = %v, want an answer", sluice.MaxMultiRequests, err)
 	}
 	_, err := s.ShouldRateLimit(context.Background(), req(many(sluice.MaxMultiRequests+1)...))
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "apply 33 limits, more than 32") {
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "apply 17 limits, more than 16") {
 		t.Fatalf("ShouldRateLimit of %d limits = %v, want InvalidArgument", sluice.MaxMultiRequests+1, err)
 	}
 }

@@ -105,7 +105,7 @@ func TestJSONBounds(t *testing.T) {
 	d := `{"entries":[{"key":"remote_address","value":"10.0.0.1"}]}`
 	many := strings.TrimSuffix(strings.Repeat(d+",", rls.DefaultBounds.MaxDescriptors+1), ",")
 	w := do(t, s, "POST", "/json", `{"domain":"example","descriptors":[`+many+`]}`)
-	if w.Code != 400 || !strings.Contains(w.Body.String(), "descriptors 33 exceeds --max-descriptors 32") {
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "descriptors 17 exceeds --max-descriptors 16") {
 		t.Errorf("POST /json of %d descriptors = %d %s, want 400 naming --max-descriptors", rls.DefaultBounds.MaxDescriptors+1, w.Code, w.Body)
 	}
 }
