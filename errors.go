@@ -2,11 +2,23 @@ package sluice
 
 import "errors"
 
+// LimitError reports the invalid field of a Limit (Limit.Validate,
+// ParseAlgorithm). It wraps ErrInvalidLimit.
+type LimitError struct {
+	Field string // "Algorithm", "Rate", "Period" or "Burst"
+	Msg   string // names the field and the offending value
+}
+
+func (e *LimitError) Error() string { return ErrInvalidLimit.Error() + ": " + e.Msg }
+
+// Unwrap returns ErrInvalidLimit.
+func (e *LimitError) Unwrap() error { return ErrInvalidLimit }
+
 // Errors that callers match with errors.Is. Every error a store or the
 // Limiter returns wraps one of them together with the offending value.
 var (
-	// ErrInvalidLimit reports a Limit that fails Validate: the wrapped text
-	// names the field.
+	// ErrInvalidLimit reports a Limit that fails Validate: a *LimitError
+	// wrapping it names the field.
 	ErrInvalidLimit = errors.New("sluice: invalid limit")
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLen bytes.
 	ErrInvalidKey = errors.New("sluice: invalid key")

@@ -3,6 +3,7 @@ package sluice
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/algo"
@@ -18,7 +19,8 @@ const (
 	// 2×Rate across a window boundary.
 	FixedWindow Algorithm = iota + 1
 	// SlidingLog keeps one entry per admitted event: no interval of length
-	// Period ever holds more than Rate admissions. Memory grows with Rate.
+	// Period ever holds more than Rate admissions. Memory and the work of a
+	// decision grow with Rate, which is at most MaxSlidingLogRate.
 	SlidingLog
 	// SlidingWindow is the sliding-window counter: the previous window's
 	// count weighted by the part of it still inside the sliding window, plus
@@ -57,13 +59,13 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", ErrInvalidLimit, s)
+	return 0, &LimitError{Field: "Algorithm", Msg: fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", s)}
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algorithm) MarshalText() ([]byte, error) {
 	if !a.valid() {
-		return nil, fmt.Errorf("%w: algorithm %d", ErrInvalidLimit, a)
+		return nil, &LimitError{Field: "Algorithm", Msg: fmt.Sprintf("algorithm %d", a)}
 	}
 	return []byte(a.String()), nil
 }
@@ -88,6 +90,13 @@ type Limit struct {
 
 // MinPeriod is the shortest Period a Limit may have.
 const MinPeriod = time.Millisecond
+
+// MaxSlidingLogRate is the largest Rate of a SlidingLog limit: a log keeps
+// one entry per admitted event, so a key holds up to Rate entries (8 bytes
+// each in memstore, about 100 in Redis) and one decision may add and expire
+// Rate of them. Use SlidingWindow for larger limits: two counters per key,
+// any Rate.
+const MaxSlidingLogRate = algo.MaxLogRate
 
 // MaxKeyLen is the longest key, in bytes, that a store accepts.
 const MaxKeyLen = 1024
@@ -122,27 +131,39 @@ func (l Limit) Capacity() int {
 	return l.Rate
 }
 
-// Validate reports the first invalid field of l, wrapped in ErrInvalidLimit.
+// Validate reports the first invalid field of l as a *LimitError, which
+// wraps ErrInvalidLimit.
 func (l Limit) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &LimitError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case !l.Algorithm.valid():
 		if l.Algorithm == 0 {
-			return fmt.Errorf("%w: Algorithm is unset", ErrInvalidLimit)
+			return bad("Algorithm", "Algorithm is unset")
 		}
-		return fmt.Errorf("%w: Algorithm %d is unknown", ErrInvalidLimit, l.Algorithm)
+		return bad("Algorithm", "Algorithm %d is unknown", l.Algorithm)
 	case l.Rate <= 0:
-		return fmt.Errorf("%w: Rate %d must be > 0", ErrInvalidLimit, l.Rate)
+		return bad("Rate", "Rate %d must be > 0", l.Rate)
 	case l.Period < MinPeriod:
-		return fmt.Errorf("%w: Period %v must be >= %v", ErrInvalidLimit, l.Period, MinPeriod)
+		return bad("Period", "Period %v must be >= %v", l.Period, MinPeriod)
 	case l.Period%time.Microsecond != 0:
-		return fmt.Errorf("%w: Period %v must be a whole number of microseconds", ErrInvalidLimit, l.Period)
+		return bad("Period", "Period %v must be a whole number of microseconds", l.Period)
 	case l.Burst < 0:
-		return fmt.Errorf("%w: Burst %d must be >= 0", ErrInvalidLimit, l.Burst)
+		return bad("Burst", "Burst %d must be >= 0", l.Burst)
 	case l.Burst != 0 && l.Algorithm != TokenBucket && l.Algorithm != GCRA:
-		return fmt.Errorf("%w: Burst %d applies only to token_bucket and gcra, not %v", ErrInvalidLimit, l.Burst, l.Algorithm)
+		return bad("Burst", "Burst %d applies only to token_bucket and gcra, not %v", l.Burst, l.Algorithm)
 	}
 	if err := algo.CheckBounds(l.kind(), int64(l.Rate), int64(l.Burst), l.Period.Microseconds()); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidLimit, err)
+		msg := err.Error()
+		field := "Rate"
+		switch {
+		case strings.HasPrefix(msg, "Period"):
+			field = "Period"
+		case strings.HasPrefix(msg, "Burst"):
+			field = "Burst"
+		}
+		return &LimitError{Field: field, Msg: msg}
 	}
 	return nil
 }

@@ -59,6 +59,7 @@ func TestLimitValidateErrors(t *testing.T) {
 		{"period too long", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 200 * 365 * 24 * time.Hour}, "Period of 6307200000000000µs is too long"},
 		{"token bucket rate far above burst", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 60, Period: time.Second, Burst: 1}, "Rate 1152921504606846976 per 1000000µs is too large for exact token_bucket arithmetic with Burst 1"},
 		{"gcra burst too large", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 24 * time.Hour, Burst: 100_000}, "Burst × Period/gcd(Rate, Period) (100000 × 86400000000µs) is too large for exact gcra"},
+		{"sliding log one past its maximum rate", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: sluice.MaxSlidingLogRate + 1, Period: time.Second}, "Rate 501 is more than sliding_log's maximum 500 (one entry per event); use sliding_window for larger limits"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,5 +220,39 @@ func TestLimitJSON(t *testing.T) {
 	}
 	if _, err := json.Marshal(sluice.Limit{Rate: 1}); !errors.Is(err, sluice.ErrInvalidLimit) {
 		t.Errorf("json.Marshal of a zero Algorithm = %v, want ErrInvalidLimit", err)
+	}
+}
+
+// TestLimitErrorField: Validate's error is a *LimitError naming the field,
+// at the edge of each bound: the largest value admitted is valid, one past
+// it names its field.
+func TestLimitErrorField(t *testing.T) {
+	log := func(rate int) sluice.Limit {
+		return sluice.Limit{Algorithm: sluice.SlidingLog, Rate: rate, Period: time.Hour}
+	}
+	if err := log(sluice.MaxSlidingLogRate).Validate(); err != nil {
+		t.Errorf("sliding log at MaxSlidingLogRate: Validate() = %v, want nil", err)
+	}
+	tests := []struct {
+		name  string
+		give  sluice.Limit
+		field string
+	}{
+		{"algorithm", sluice.Limit{Rate: 1, Period: time.Second}, "Algorithm"},
+		{"rate", sluice.Limit{Algorithm: sluice.GCRA, Period: time.Second}, "Rate"},
+		{"sliding log rate", log(sluice.MaxSlidingLogRate + 1), "Rate"},
+		{"period", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Microsecond}, "Period"},
+		{"period too long", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 200 * 365 * 24 * time.Hour}, "Period"},
+		{"burst", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 24 * time.Hour, Burst: 100_000}, "Burst"},
+	}
+	for _, tt := range tests {
+		var le *sluice.LimitError
+		if err := tt.give.Validate(); !errors.As(err, &le) || le.Field != tt.field {
+			t.Errorf("%s: Validate() = %v, want a *LimitError with Field %q", tt.name, err, tt.field)
+		}
+	}
+	var le *sluice.LimitError
+	if _, err := sluice.ParseAlgorithm("leaky"); !errors.As(err, &le) || le.Field != "Algorithm" || !errors.Is(err, sluice.ErrInvalidLimit) {
+		t.Errorf("ParseAlgorithm(leaky) = %v, want a *LimitError with Field Algorithm", err)
 	}
 }

@@ -53,6 +53,7 @@ type Store struct {
 	once    sync.Once
 
 	evictions atomic.Int64
+	onEvict   func()
 }
 
 // Option configures a Store.
@@ -73,6 +74,12 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // forgets what it counted; Evictions counts it). 0, the default, is
 // unbounded; the sweeper still removes expired state.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 0) } }
+
+// WithOnEvict makes f run once for every live state that WithMaxKeys
+// evicts (expired states removed to make room are not evictions), as for a
+// metric. f runs with a shard's lock held: it must be fast, and must not
+// call the Store.
+func WithOnEvict(f func()) Option { return func(s *Store) { s.onEvict = f } }
 
 // WithSweepInterval sets how often the sweeper removes expired state
 // (default 1 minute); 0 disables the sweeper.
@@ -130,10 +137,7 @@ func (s *Store) Close() error {
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.n
-		sh.mu.Unlock()
+		n += s.shards[i].len()
 	}
 	return n
 }
@@ -160,11 +164,20 @@ func (s *Store) sweeper() {
 func (s *Store) Sweep() {
 	now := s.nowMicro()
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.sweep(now)
-		sh.mu.Unlock()
+		s.shards[i].sweepLocked(now)
 	}
+}
+
+func (sh *shard) len() int {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.n
+}
+
+func (sh *shard) sweepLocked(now int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.sweep(now)
 }
 
 // ref names one state: its key, algorithm and period, the hash that places
@@ -211,36 +224,8 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	// little older than another caller's is clamped per key like any clock
 	// that runs backwards.
 	now := s.nowMicro()
-	sh.mu.Lock()
-	i := sh.lookupH(h, p.Period, key)
 	var r algo.Result
-	var e *entry
-	if i >= 0 {
-		e = &sh.slots[i]
-	}
-	switch {
-	case e == nil:
-		fresh := entry{h: h}
-		r = sh.step(&fresh, now, p, int64(n), true)
-		if r.Allowed && n > 0 {
-			sh.insertH(h, p.Period, key, now, s).setState(&fresh)
-			sh.noteExpiry(fresh.expires)
-		}
-	case e.expires <= now:
-		// The state no longer matters: start afresh, and drop it unless
-		// this request is counted.
-		sh.reset(e)
-		r = sh.step(e, now, p, int64(n), true)
-		if !r.Allowed || n == 0 {
-			sh.removeAt(i)
-		}
-	default:
-		r = sh.step(e, now, p, int64(n), true)
-		if stampOut != nil && r.Allowed && n > 0 {
-			now = sh.stamp(e, now, p)
-		}
-	}
-	sh.mu.Unlock()
+	r, now = sh.decide(s, h, key, p, now, int64(n), stampOut != nil)
 	if stampOut != nil {
 		*stampOut = now
 	}
@@ -252,6 +237,44 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
 	return d, nil
+}
+
+// decide applies one step to the state (h, p.Period, key) of sh under its
+// lock, released by a deferred unlock even if the step panics (no state is
+// then changed: every step computes before it writes). With stamp, it
+// returns as its second value the time at which an admission was counted.
+func (sh *shard) decide(s *Store, h uint64, key string, p *algo.Params, now, n int64, stamp bool) (algo.Result, int64) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	i := sh.lookupH(h, p.Period, key)
+	var r algo.Result
+	var e *entry
+	if i >= 0 {
+		e = &sh.slots[i]
+	}
+	switch {
+	case e == nil:
+		fresh := entry{h: h}
+		r = sh.step(&fresh, now, p, n, true)
+		if r.Allowed && n > 0 {
+			sh.insertH(h, p.Period, key, now, s).setState(&fresh)
+			sh.noteExpiry(fresh.expires)
+		}
+	case e.expires <= now:
+		// The state no longer matters: start afresh, and drop it unless
+		// this request is counted.
+		sh.reset(e)
+		r = sh.step(e, now, p, n, true)
+		if !r.Allowed || n == 0 {
+			sh.removeAt(i)
+		}
+	default:
+		r = sh.step(e, now, p, n, true)
+		if stamp && r.Allowed && n > 0 {
+			now = sh.stamp(e, now, p)
+		}
+	}
+	return r, now
 }
 
 // nowMicro is the store's time in µs since the Unix epoch.

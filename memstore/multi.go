@@ -27,6 +27,9 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
+	if err := sluice.ValidateMulti(reqs); err != nil {
+		return nil, err
+	}
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -58,14 +61,25 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	// Lock in shard order so that concurrent calls cannot deadlock.
 	slices.Sort(shards)
 	shards = slices.Compact(shards)
+	return s.decideLocked(reqs, items, shards), nil
+}
+
+// decideLocked runs decideMulti under the locks of shards (sorted, unique),
+// released by deferred unlocks even if a step panics: the decisions are
+// made before anything is committed, so a panic leaves the states as they
+// were.
+func (s *Store) decideLocked(reqs []sluice.Request, items []item, shards []int) []sluice.Decision {
+	locked := 0
+	defer func() {
+		for _, i := range shards[:locked] {
+			s.shards[i].mu.Unlock()
+		}
+	}()
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
+		locked++
 	}
-	out := s.decideMulti(reqs, items)
-	for _, i := range shards {
-		s.shards[i].mu.Unlock()
-	}
-	return out, nil
+	return s.decideMulti(reqs, items)
 }
 
 // decideMulti decides reqs under the locks of all their shards.

@@ -7,6 +7,11 @@ import (
 	"github.com/sluicehq/sluice/internal/algo"
 )
 
+// stepHook, when set (by tests, in export_test.go), runs before every
+// algorithm step, under the shard's lock: a test makes it panic to hold
+// the store to its panic safety.
+var stepHook func()
+
 // kind is the algorithm of e, kept in the low bits of its hash.
 func (e *entry) kind() algo.Kind { return algo.Kind(e.h & kindMask) }
 
@@ -25,6 +30,9 @@ func (sh *shard) reset(e *entry) {
 // but the dropping of expired log entries. e need not be held by sh (a
 // fresh state on the stack) unless it is a log.
 func (sh *shard) step(e *entry, now int64, p *algo.Params, n int64, commit bool) algo.Result {
+	if stepHook != nil {
+		stepHook()
+	}
 	var r algo.Result
 	switch p.Kind {
 	case algo.FixedWindow:

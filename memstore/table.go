@@ -236,4 +236,7 @@ func (sh *shard) makeRoom(now int64, s *Store) {
 	}
 	sh.removeAt(victim)
 	s.evictions.Add(1)
+	if s.onEvict != nil {
+		s.onEvict()
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // batcher gathers the decisions of concurrent callers into one script run
@@ -44,12 +46,32 @@ type batcher struct {
 // (six and eight no more).
 const maxRunning = 4
 
-// maxBatch bounds the decisions of one script run.
-const maxBatch = 256
+// maxBatch bounds the decisions of one script run, and maxBatchWork their
+// work (callWork): a script blocks Redis while it runs, and a batch must
+// stay well under a millisecond of Redis time. In Redis 7 on a loaded
+// 2-core machine, a batched GCRA, fixed or sliding window decision took
+// about 3µs, a sliding-log decision 5µs plus about 1µs per unit of its
+// cost (an entry written, and as many expired entries removed): 128 bucket
+// decisions, or 57 sliding-log ones of cost 1, take about 350µs. A call
+// heavier than the budget runs alone (with its flat script).
+const (
+	maxBatch     = 128
+	maxBatchWork = 400
+)
+
+// callWork is the work of a decision in maxBatchWork's units (about a µs of
+// Redis time): n is the decision's cost.
+func callWork(kind, n int) int {
+	if kind == int(sluice.SlidingLog) || kind == kindSeedLog {
+		return 5 + 2*n
+	}
+	return 3
+}
 
 type call struct {
 	key  string
 	args [6]string // kind, n, up to 3 limit values, test time
+	work int       // callWork
 	res  [5]int64
 	err  error
 	wake chan struct{} // signalled once res/err are set
@@ -103,9 +125,18 @@ func putCall(c *call) {
 	calls.Put(c)
 }
 
-// take removes and returns up to maxBatch pending calls. b.mu is held.
+// take removes and returns the pending calls of the next batch: in order,
+// up to maxBatch calls and maxBatchWork work, and at least one. b.mu is
+// held.
 func (b *batcher) take() []*call {
-	n := min(len(b.pending), maxBatch)
+	n, work := 0, 0
+	for _, c := range b.pending {
+		if n == maxBatch || n > 0 && work+c.work > maxBatchWork {
+			break
+		}
+		n++
+		work += c.work
+	}
 	batch := make([]*call, n)
 	copy(batch, b.pending)
 	b.pending = append(b.pending[:0], b.pending[n:]...)

@@ -21,6 +21,9 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
+	if err := sluice.ValidateMulti(reqs); err != nil {
+		return nil, err
+	}
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -29,7 +32,8 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		keys[i] = s.redisKey(rq.Key, rq.Limit)
 	}
 	// Costs on one state whose sum exceeds its capacity can never be
-	// admitted together: ErrExceedsCapacity, as for one request.
+	// admitted together: ErrExceedsCapacity, as for one request. (At most
+	// sluice.MaxMultiRequests requests: the scan over earlier ones is short.)
 	for i, rq := range reqs {
 		sum := rq.N
 		for j := range i {

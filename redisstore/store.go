@@ -289,6 +289,7 @@ func (s *Store) newCall(key string, lim sluice.Limit, n int) *call {
 		c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
 	}
 	c.args[5] = s.testNow()
+	c.work = callWork(kind, n)
 	return c
 }
 

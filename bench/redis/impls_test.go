@@ -41,13 +41,21 @@ func sluiceImpl(client string, lim sluice.Limit, opts ...redisstore.Option) impl
 	}}
 }
 
+// logRate is the sliding logs' limit (sluice's and the seed guide's ZSET):
+// benchRate, within sluice.MaxSlidingLogRate.
+const logRate = min(benchRate, sluice.MaxSlidingLogRate)
+
 // impls lists every implementation BenchmarkDecisions runs, at benchRate
 // per second per key.
 func impls() []impl {
 	var out []impl
 	for _, client := range []string{"rueidis", "goredis"} {
 		for _, a := range algorithms {
-			out = append(out, sluiceImpl(client, sluice.Limit{Algorithm: a, Rate: benchRate, Period: time.Second}))
+			rate := benchRate
+			if a == sluice.SlidingLog {
+				rate = logRate
+			}
+			out = append(out, sluiceImpl(client, sluice.Limit{Algorithm: a, Rate: rate, Period: time.Second}))
 		}
 	}
 	return append(out, peerImpls()...)

@@ -138,6 +138,6 @@ func peerImpls() []impl {
 		floorGCRA(benchRate, time.Second),
 		redisRate(benchRate, benchRate, time.Second),
 		ulule(benchRate, time.Second),
-		seed(benchRate, time.Second),
+		seed(logRate, time.Second),
 	}
 }

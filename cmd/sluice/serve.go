@@ -57,6 +57,7 @@ type serveFlags struct {
 	leaseRefresh    float64
 	grpcWorkers     int
 	gcHeapFloor     byteSize
+	limits          limitsFlags
 }
 
 // defaultGCHeapFloor is the default of --gc-heap-floor. At GOGC=100 the
@@ -120,6 +121,7 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.IntVar(&f.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
 	f.transport.register(fs)
 	f.tls.register(fs)
+	f.limits.register(fs)
 	withEnv(fs)
 	return fs
 }
@@ -195,7 +197,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 
 	svc := rls.New(st.store, cfg, rls.WithObserver(metrics), rls.WithLogger(log), rls.WithResponseHeaders(f.responseHeaders),
 		rls.WithHeaderNames(f.headerNames[0], f.headerNames[1], f.headerNames[2]),
-		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode))
+		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode), rls.WithBounds(f.limits.bounds()))
 	sopts := []server.Option{
 		server.WithMetrics(metrics), server.WithLogger(log),
 		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus}),
@@ -352,6 +354,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.redisRequired && f.redis == "" {
 		return errors.New("--redis-required needs --redis")
+	}
+	if err := f.limits.validate(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func (st *storeSet) wrapForTest() {
 // --failure-mode policy (a rule's failure_mode overrides it per call).
 func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
 	if f.redis == "" {
-		ms := memstore.New()
+		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
 	var ropts []redisstore.Option

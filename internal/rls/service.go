@@ -138,6 +138,7 @@ type Service struct {
 
 	hdrLimit, hdrRemaining, hdrReset string
 	shadowMode, quotaMode            bool
+	bounds                           Bounds
 
 	// limits caches the current_limit of each configured rule: protobuf
 	// messages are safe to marshal concurrently, so responses share them.
@@ -149,7 +150,7 @@ var _ pb.RateLimitServiceServer = (*Service)(nil)
 // New returns a Service deciding through store with configuration cfg.
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
 	s := &Service{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now,
-		hdrLimit: HeaderLimit, hdrRemaining: HeaderRemaining, hdrReset: HeaderReset}
+		hdrLimit: HeaderLimit, hdrRemaining: HeaderRemaining, hdrReset: HeaderReset, bounds: DefaultBounds}
 	s.multi, _ = store.(sluice.MultiStore)
 	for _, o := range opts {
 		o(s)
@@ -164,6 +165,9 @@ func (s *Service) SetConfig(c *config.Config) {
 	s.cfg.Store(c)
 	s.limits.Clear()
 }
+
+// Bounds returns the bounds of what callers send (WithBounds).
+func (s *Service) Bounds() Bounds { return s.bounds }
 
 // Config returns the configuration in force.
 func (s *Service) Config() *config.Config { return s.cfg.Load() }
@@ -212,6 +216,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	descs := req.GetDescriptors()
 	if len(descs) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	}
+	if err := s.bounds.checkRequest(req); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	reqHits := uint64(max(req.GetHitsAddend(), 1))
 	cfg := s.cfg.Load()
@@ -315,6 +322,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			}
 		}
 	}
+	if s.multi != nil && len(enforced) > sluice.MaxMultiRequests {
+		// One all-or-nothing decision takes at most MaxMultiRequests limits.
+		return nil, status.Errorf(codes.InvalidArgument, "the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests)
+	}
 	switch {
 	case closed: // the strictest rule of the request decides a degraded answer
 		ctx = failover.WithPolicy(ctx, failover.FailClosed)
@@ -374,13 +385,25 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		resp.OverallCode = pb.RateLimitResponse_OVER_LIMIT
 	}
 	var quotaOver []int
+	// The checks are in descriptor order: each descriptor's are the next
+	// run of each list, so that reporting is linear in the checks.
+	var ei, ai int
 	for i := range descs {
+		ej, aj := ei, ai
+		for ej < len(enforced) && enforced[ej].desc == i {
+			ej++
+		}
+		for aj < len(advisory) && advisory[aj].desc == i {
+			aj++
+		}
+		en, ad := enforced[ei:ej], advisory[ai:aj]
+		ei, ai = ej, aj
 		switch {
 		case unlimited[i]:
 			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 			continue
 		}
-		rep := pick(enforced, advisory, i)
+		rep := pick(en, ad)
 		if rep == nil {
 			resp.Statuses[i] = &pb.RateLimitResponse_DescriptorStatus{Code: pb.RateLimitResponse_OK}
 			s.obs.Unmatched(domain)
@@ -422,6 +445,7 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 	// the limit could never admit at once, with the request's earlier costs
 	// on the same counter (a descriptor sent twice): waiting never helps.
 	admitted := true
+	var sums map[counter]int // the costs so far per counter
 	for k := range cs {
 		c := &cs[k]
 		if c.rule.Deny {
@@ -429,11 +453,17 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 			admitted = admitted && !c.over
 			continue
 		}
+		// The request's earlier costs on the same counter, summed as the
+		// checks go: one map look-up per limit, not a scan of the earlier
+		// ones.
+		sc := counter{c.key, c.rule.Limit.Algorithm, c.rule.Limit.Period}
+		if sums == nil && len(cs) > 1 {
+			sums = make(map[counter]int, len(cs))
+		}
 		c.sum = c.n
-		for _, p := range cs[:k] { // a request holds few limits
-			if !p.rule.Deny && p.key == c.key && p.rule.Limit.Algorithm == c.rule.Limit.Algorithm && p.rule.Limit.Period == c.rule.Limit.Period {
-				c.sum += p.n
-			}
+		if sums != nil {
+			c.sum += sums[sc]
+			sums[sc] = c.sum
 		}
 		if c.sum > c.rule.Limit.Capacity() {
 			c.over, admitted = true, false
@@ -485,6 +515,14 @@ func (s *Service) decideEnforced(ctx context.Context, cs []check) (bool, error) 
 		}
 	}
 	return admitted, nil
+}
+
+// counter names the state a limit counts on: a key, an algorithm and a
+// period.
+type counter struct {
+	key    string
+	alg    sluice.Algorithm
+	period time.Duration
 }
 
 func (s *Service) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
@@ -546,17 +584,14 @@ func (s *Service) storeError(ctx context.Context, err error) error {
 	return status.Errorf(codes.Unavailable, "store: %v", err)
 }
 
-// pick returns the check that reports descriptor i: the first that denied
-// (or a quota-mode one over its limit), else the one with the least
-// remaining; nil when no limit applies.
-func pick(enforced, advisory []check, i int) *check {
+// pick returns the check that reports a descriptor, given its enforced and
+// advisory checks: the first that denied (or a quota-mode one over its
+// limit), else the one with the least remaining; nil when no limit applies.
+func pick(enforced, advisory []check) *check {
 	var best *check
 	for _, cs := range [][]check{enforced, advisory} {
 		for k := range cs {
 			c := &cs[k]
-			if c.desc != i {
-				continue
-			}
 			if c.over && !c.rule.ShadowMode {
 				return c
 			}

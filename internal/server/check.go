@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // checkKeyPrefix puts /v1/check keys in their own namespace: configured RLS
@@ -45,8 +48,9 @@ type fieldError struct{ field, msg string }
 
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
-// parseCheck decodes and validates a /v1/check body.
-func parseCheck(body []byte) (key string, lim sluice.Limit, n int, err error) {
+// parseCheck decodes and validates a /v1/check body against b (checked
+// before the store is asked anything).
+func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int, err error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req CheckRequest
@@ -61,6 +65,10 @@ func parseCheck(body []byte) (key string, lim sluice.Limit, n int, err error) {
 		return "", lim, 0, &fieldError{"key", "missing or empty"}
 	case len(req.Key) > MaxCheckKeyLen:
 		return "", lim, 0, &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(req.Key), MaxCheckKeyLen)}
+	case strings.ContainsRune(req.Key, utf8.RuneError) && !validKey(body):
+		// encoding/json reads bytes that are not UTF-8, and lone surrogate
+		// escapes, as U+FFFD: distinct keys would share one bucket.
+		return "", lim, 0, &fieldError{"key", "not valid UTF-8 (invalid bytes or a lone surrogate escape)"}
 	case req.Algorithm == "":
 		return "", lim, 0, &fieldError{"algorithm", "missing (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)"}
 	case req.Period == "":
@@ -75,12 +83,17 @@ func parseCheck(body []byte) (key string, lim sluice.Limit, n int, err error) {
 		return "", lim, 0, &fieldError{"period", fmt.Sprintf("%q is not a duration such as \"1s\" or \"30s\"", req.Period)}
 	}
 	lim = sluice.Limit{Algorithm: a, Rate: req.Rate, Period: p, Burst: req.Burst}
-	if err := lim.Validate(); err != nil {
-		return "", lim, 0, &fieldError{limitField(err), strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")}
-	}
 	n = 1
 	if req.Cost != nil {
 		n = *req.Cost
+	}
+	// The server's bounds first: they name the flag an operator can change.
+	var be *rls.BoundError
+	if err := b.CheckLimit(lim, n); errors.As(err, &be) {
+		return "", lim, 0, &fieldError{be.Field, err.Error()}
+	}
+	if err := lim.Validate(); err != nil {
+		return "", lim, 0, &fieldError{limitField(err), strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")}
 	}
 	if n < 0 {
 		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d must be >= 0", n)}
@@ -91,18 +104,59 @@ func parseCheck(body []byte) (key string, lim sluice.Limit, n int, err error) {
 	return checkKeyPrefix + req.Key, lim, n, nil
 }
 
-// limitField names the field a Limit.Validate error is about.
+// limitField names the request field a Limit.Validate error is about.
 func limitField(err error) string {
-	s := err.Error()
-	for _, f := range []struct{ word, field string }{
-		{"Algorithm", "algorithm"}, {"Rate", "rate"}, {"Period", "period"}, {"Burst", "burst"},
-	} {
-		if strings.Contains(s, ": "+f.word+" ") {
-			return f.field
+	var le *sluice.LimitError
+	if errors.As(err, &le) {
+		return strings.ToLower(le.Field)
+	}
+	return "rate"
+}
+
+// validKey reports whether the raw "key" of a /v1/check body is UTF-8 and
+// holds no lone surrogate escape (\ud800 to \udfff not in a pair), the two
+// things that encoding/json reads as U+FFFD.
+func validKey(body []byte) bool {
+	var raw struct {
+		Key json.RawMessage `json:"key"`
+	}
+	if json.Unmarshal(body, &raw) != nil || !utf8.Valid(raw.Key) {
+		return false
+	}
+	k := raw.Key
+	hex4 := func(i int) (rune, bool) { // the code of \uXXXX at k[i:]
+		if i+6 > len(k) || k[i] != '\\' || k[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(k[i+2:i+6]), 16, 16)
+		return rune(v), err == nil
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] != '\\' {
+			continue
+		}
+		if i+1 < len(k) && k[i+1] != 'u' {
+			i++ // a one-character escape, such as \\ or \"
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			return false
+		}
+		switch {
+		case 0xd800 <= r && r < 0xdc00: // a high surrogate: a low one must follow
+			lo, ok := hex4(i + 6)
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return false
+			}
+			i += 11
+		case 0xdc00 <= r && r <= 0xdfff:
+			return false
+		default:
+			i += 5
 		}
 	}
-	// CheckBounds errors: products of rate, burst and period too large.
-	return "rate"
+	return true
 }
 
 // jsonError describes a decoding error, naming the field when it can.
@@ -133,7 +187,11 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		s.bodyError(w, err)
 		return
 	}
-	key, lim, n, err := parseCheck(body)
+	bounds := rls.DefaultBounds
+	if s.svc != nil {
+		bounds = s.svc.Bounds()
+	}
+	key, lim, n, err := parseCheck(body, bounds)
 	if err != nil {
 		fe := err.(*fieldError)
 		detail := fe.msg

@@ -31,6 +31,8 @@ type Metrics struct {
 	reloads    *prometheus.CounterVec
 	configOK   prometheus.Gauge
 	panics     *prometheus.CounterVec
+
+	evictions prometheus.Counter // memstore states evicted by --memory-max-keys
 }
 
 var (
@@ -99,8 +101,17 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.decisions, m.shadowHits, m.unmatched, m.checks, m.storeDur, m.storeErrs, m.sharedErrs,
 		m.degraded, m.breaker, m.breakerOps, m.reloads, m.configOK, m.panics,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.evictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_memory_evictions_total",
+		Help: "Live states the memory store evicted to stay within --memory-max-keys (each forgets what it counted).",
+	})
+	m.reg.MustRegister(m.evictions)
 	return m
 }
+
+// MemoryEvicted counts a live state the memory store evicted
+// (memstore.WithOnEvict).
+func (m *Metrics) MemoryEvicted() { m.evictions.Inc() }
 
 // Registry returns the registry the metrics are registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

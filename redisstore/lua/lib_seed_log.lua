@@ -1,8 +1,9 @@
 -- seed_log.lua: the sliding log in the first seed's layout, so that a fleet
 -- still running that guide's script shares one quota with sluice: key
--- rl:<key>, scores in ms, members "<now_ms>-<8 hex>", ZREMRANGEBYSCORE 0
--- now-window and PEXPIRE window on admission, and the seed's count: the
--- entries with a score above now_ms - window. Time is Redis's (the seed's
+-- rl:<key>, scores in ms, members "<now_ms>-<8 hex>", a trim of expired
+-- entries (at most the admission's cost + 2, so that its work follows the
+-- cost, not the log's length) and PEXPIRE window on admission, and the
+-- seed's count: the entries with a score above now_ms - window. Time is Redis's (the seed's
 -- clients use their own clocks); it is not clamped, as the seed does not.
 ALG[6] = {}
 
@@ -39,7 +40,10 @@ end
 ALG[6].commit = function(key, st, p, slack)
   local W = idiv(p.period, 1000)
   local ms = idiv(st[5], 1000)
-  redis.call('ZREMRANGEBYSCORE', key, 0, str(ms - W))
+  -- At most pending + 2 of the oldest expired entries go, as in
+  -- seed_log.lua.
+  local old = redis.call('ZCOUNT', key, '-inf', str(ms - W))
+  if old > 0 then redis.call('ZREMRANGEBYRANK', key, 0, str(math.min(old, st[3] + 2) - 1)) end
   local r = tonumber(st[4]) or 0
   local args, t = {}, str(ms)
   for i = 0, st[3] - 1 do

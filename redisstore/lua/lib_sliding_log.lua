@@ -60,10 +60,17 @@ end
 
 ALG[2].commit = function(key, st, p, slack)
   local now, pend = st[4], st[3]
-  if now - p.period >= 0 then redis.call('ZREMRANGEBYSCORE', key, 0, str(now - p.period)) end
   local seq = 0
   local s = redis.call('ZSCORE', key, '#')
   if s then seq = -tonumber(s) end
+  -- At most pend + 2 of the oldest expired entries (and '#', written again
+  -- below) go: the work follows the cost admitted, not the log's length,
+  -- and every commit removes more expired entries than it adds, which
+  -- keeps a key within Rate + 24 entries, as sliding_log.lua does.
+  if now - p.period >= 0 then
+    local old = redis.call('ZCOUNT', key, '-inf', str(now - p.period))
+    if old > 0 then redis.call('ZREMRANGEBYRANK', key, 0, str(math.min(old, pend + 3) - 1)) end
+  end
   local args, t = {str(-(seq + pend)), '#'}, str(now)
   for i = 1, pend do
     args[#args + 1] = t

@@ -2,8 +2,8 @@
 -- so that a fleet still running that guide's script shares one quota with
 -- sluice: key rl:<key>, scores in ms, members "<ms>-<8 hex>", the count is
 -- the entries scored above now_ms - window (the guide's ZREMRANGEBYSCORE 0
--- now-window then ZCARD), and an admission trims, adds and sets PEXPIRE
--- window, as the guide does. Time is Redis's; it is not clamped, as the
+-- now-window then ZCARD), and an admission trims (at most n + 2 entries),
+-- adds and sets PEXPIRE window, as the guide does. Time is Redis's; it is not clamped, as the
 -- guide does not. A denial or a peek writes nothing.
 -- KEYS[1] = rl:<key>; ARGV = n, rate, window ms, random 32-bit integer,
 -- [now µs, test only], [TTL slack ms, test only]. Returns {allowed,
@@ -39,7 +39,12 @@ if n == 0 then
   if count > 0 then reset = (newest + W) * 1000 - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
-redis.call('ZREMRANGEBYSCORE', key, 0, F('%d', ms - W))
+-- At most n + 2 of the oldest expired entries go (the guide's script trims
+-- them all, and counts after its own trim; sluice counts above now - window
+-- and needs no trim to decide): the work follows the cost admitted, and an
+-- admission removes more expired entries than it adds.
+local old = redis.call('ZCOUNT', key, '-inf', F('%d', ms - W))
+if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, n + 2) - 1)) end
 local t = F('%d', ms)
 local args = {}
 local i = 0

@@ -58,9 +58,13 @@ if s then seq = -tonumber(s) end
 -- admission (the trim was a sixth of an admission's cost): every read above
 -- counts from the cut, and the newest entry, at or after the time of the
 -- last admission, keeps the cut from moving back over what was not trimmed.
--- A key holds at most 7 entries beyond its live ones.
+-- A trim removes at most n + 16 of the oldest expired entries (and '#',
+-- written again below), so that its work follows the cost admitted, not
+-- the log's length: at least 9 more than were admitted since the last
+-- trim, which keeps a key within Rate + 24 entries.
 if cut >= 0 and math.floor((seq + n) / 8) > math.floor(seq / 8) then
-  redis.call('ZREMRANGEBYSCORE', key, '0', F('%d', cut))
+  local old = redis.call('ZCOUNT', key, '-inf', F('%d', cut))
+  if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, n + 17) - 1)) end
 end
 local t = F('%d', now)
 local args = {F('%d', -(seq + n)), '#'}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/rls"
+)
+
+// defaultMemoryMaxKeys is the default of --memory-max-keys. A state of the
+// memory store costs 64 bytes in its shard's table (85 to 170 with the
+// table's spare room) plus its key: about 250 MB for a million states with
+// keys of up to 64 bytes. The worst a caller can make a state cost is a key
+// of 1 KiB and a full sliding log (4 KB at its maximum Rate of 500): about
+// 5 GB for a million; lower the bound on a small machine.
+const defaultMemoryMaxKeys = 1_000_000
+
+// limitsFlags are the bounds on what callers send (rls.Bounds) and on the
+// memory store; docs/bounds.md explains each default.
+type limitsFlags struct {
+	maxRate, maxBurst, maxHits           int
+	maxPeriod                            time.Duration
+	maxDescriptors, maxDescriptorEntries int
+	memoryMaxKeys                        int
+}
+
+func (g *limitsFlags) register(fs *flag.FlagSet) {
+	d := rls.DefaultBounds
+	fs.IntVar(&g.maxRate, "max-rate", d.MaxRate, "largest `rate` a caller may send: /v1/check's rate, an RLS descriptor's limit override")
+	fs.IntVar(&g.maxBurst, "max-burst", d.MaxBurst, "largest `burst` of a /v1/check limit")
+	fs.DurationVar(&g.maxPeriod, "max-period", d.MaxPeriod, "longest `period` a caller may send: /v1/check's period, an override's unit")
+	fs.IntVar(&g.maxHits, "max-hits", d.MaxHits, "largest cost of one request: hits_addend (of a request or a descriptor), /v1/check's cost")
+	fs.IntVar(&g.maxDescriptors, "max-descriptors", d.MaxDescriptors, "most descriptors in one ShouldRateLimit or /json request")
+	fs.IntVar(&g.maxDescriptorEntries, "max-descriptor-entries", d.MaxDescriptorEntries, "most entries in one descriptor")
+	fs.IntVar(&g.memoryMaxKeys, "memory-max-keys", defaultMemoryMaxKeys, "most states the memory store holds (one per key, algorithm and period): a new one first removes expired states, then evicts the live state that expires soonest of a sample; 0 is unbounded")
+}
+
+func (g *limitsFlags) validate() error {
+	for _, b := range []struct {
+		name string
+		v    int
+	}{
+		{"--max-rate", g.maxRate}, {"--max-burst", g.maxBurst}, {"--max-hits", g.maxHits},
+		{"--max-descriptors", g.maxDescriptors}, {"--max-descriptor-entries", g.maxDescriptorEntries},
+	} {
+		if b.v < 1 {
+			return fmt.Errorf("%s %d: must be >= 1", b.name, b.v)
+		}
+	}
+	if g.maxPeriod < time.Millisecond {
+		return fmt.Errorf("--max-period %v: must be >= 1ms", g.maxPeriod)
+	}
+	if g.memoryMaxKeys < 0 {
+		return fmt.Errorf("--memory-max-keys %d: must be >= 0 (0 is unbounded)", g.memoryMaxKeys)
+	}
+	return nil
+}
+
+// bounds are the bounds of the RLS service and the HTTP server.
+func (g *limitsFlags) bounds() rls.Bounds {
+	return rls.Bounds{
+		MaxRate: g.maxRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
+		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries,
+	}
+}
