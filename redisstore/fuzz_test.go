@@ -98,6 +98,12 @@ func randLimit(rng *rand.Rand) sluice.Limit {
 	}
 }
 
+// sequences numbers the runs of sequence, so that each has a key of its
+// own: the fuzzer runs a seed many times on one server, and a key that kept
+// an earlier run's state would differ from the fresh model for no fault of
+// the scripts.
+var sequences atomic.Int64
+
 // sequence runs one random sequence of (time step, n) for one limit through
 // the store and internal/algo and reports the first difference.
 func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
@@ -109,7 +115,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 	if rng.IntN(3) == 0 {
 		now -= now % per // on a window boundary
 	}
-	key := fmt.Sprintf("fuzz/%d", seed)
+	key := fmt.Sprintf("fuzz/%d/%d", seed, sequences.Add(1))
 	var m model
 	steps := 20 + rng.IntN(60)
 	for i := range steps {
