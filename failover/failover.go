@@ -42,6 +42,10 @@ const (
 	DefaultErrorRatio    = 0.5
 	DefaultErrorWindow   = time.Second
 	DefaultErrorMinCalls = 20
+	// DefaultLocalMaxKeys bounds the FailOpen local limiter: during an
+	// outage, callers that send a new key each time cannot grow it beyond
+	// this many states (the ones closest to expiring are evicted first).
+	DefaultLocalMaxKeys = 100_000
 )
 
 // Pinger is a shared store that can be probed cheaply. The prober uses Ping
@@ -81,8 +85,9 @@ type Store struct {
 	log           *slog.Logger
 	now           func() time.Time
 
-	local *memstore.Store
-	epoch time.Time
+	local        *memstore.Store
+	localMaxKeys int
+	epoch        time.Time
 
 	startOpen error // WithStartOpen's cause, nil when closed at start
 
@@ -208,6 +213,13 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithLocalMaxKeys bounds the states of the FailOpen local limiter (default
+// DefaultLocalMaxKeys); past it, the state closest to expiring is evicted,
+// forgetting what it counted during the outage. n must be at least 1.
+func WithLocalMaxKeys(n int) Option {
+	return func(s *Store) { s.localMaxKeys = max(n, 1) }
+}
+
 // WithStartOpen starts the breaker open, with cause as its reason:
 // decisions follow the policy from the first call, Ready reports false, and
 // the prober closes the breaker at the shared store's first answer. It is
@@ -240,6 +252,7 @@ func New(shared sluice.Store, opts ...Option) *Store {
 		log:           slog.New(slog.DiscardHandler),
 		now:           time.Now,
 		epoch:         time.Now(),
+		localMaxKeys:  DefaultLocalMaxKeys,
 	}
 	for _, o := range opts {
 		o(s)
@@ -247,7 +260,7 @@ func New(shared sluice.Store, opts ...Option) *Store {
 	s.multi, _ = shared.(sluice.MultiStore)
 	s.pinger, _ = shared.(Pinger)
 	s.first, _ = shared.(LocalFirst)
-	s.local = memstore.New(memstore.WithClock(s.now))
+	s.local = memstore.New(memstore.WithClock(s.now), memstore.WithMaxKeys(s.localMaxKeys))
 	s.base, s.cancel = context.WithCancel(context.Background())
 	if s.startOpen != nil {
 		s.openBreaker(s.startOpen)

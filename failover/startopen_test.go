@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -40,4 +41,43 @@ func TestStartOpen(t *testing.T) {
 			t.Errorf("AllowN after the first answer = %+v, %v; want admitted by the store", d, err)
 		}
 	})
+}
+
+// TestLocalMaxKeys: during an outage, the FailOpen local limiter holds at
+// most WithLocalMaxKeys states, so callers that send new keys cannot grow it
+// without bound; a state it evicted forgets its count.
+func TestLocalMaxKeys(t *testing.T) {
+	ctx := context.Background()
+	hourly := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}
+	for _, tt := range []struct {
+		name         string
+		opts         []failover.Option
+		wantAdmitted int // of the second round over the three keys
+	}{
+		{"default bound holds all three", nil, 0},
+		{"two states", []failover.Option{failover.WithLocalMaxKeys(2)}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFaulty(t)
+			f.mode.Store(failing)
+			opts := append([]failover.Option{failover.WithStartOpen(nil), failover.WithDefaultPolicy(failover.FailOpen), failover.WithReplicas(1)}, tt.opts...)
+			s := failover.New(f, opts...)
+			defer s.Close()
+			keys := []string{"a", "b", "c"}
+			for _, k := range keys {
+				if d, err := s.AllowN(ctx, k, hourly, 1); !d.Allowed || err != nil {
+					t.Fatalf("first AllowN(%q) = %+v, %v; want admitted locally", k, d, err)
+				}
+			}
+			admitted := 0
+			for _, k := range keys {
+				if d, _ := s.AllowN(ctx, k, hourly, 1); d.Allowed {
+					admitted++
+				}
+			}
+			if admitted != tt.wantAdmitted {
+				t.Errorf("second round admitted %d of 3 keys, want %d", admitted, tt.wantAdmitted)
+			}
+		})
+	}
 }

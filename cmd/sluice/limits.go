@@ -33,7 +33,7 @@ func (g *limitsFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.maxHits, "max-hits", d.MaxHits, "largest cost of one request: hits_addend (of a request or a descriptor), /v1/check's cost")
 	fs.IntVar(&g.maxDescriptors, "max-descriptors", d.MaxDescriptors, "most descriptors in one ShouldRateLimit or /json request")
 	fs.IntVar(&g.maxDescriptorEntries, "max-descriptor-entries", d.MaxDescriptorEntries, "most entries in one descriptor")
-	fs.IntVar(&g.memoryMaxKeys, "memory-max-keys", defaultMemoryMaxKeys, "most states the memory store holds (one per key, algorithm and period): a new one first removes expired states, then evicts the live state that expires soonest of a sample; 0 is unbounded")
+	fs.IntVar(&g.memoryMaxKeys, "memory-max-keys", defaultMemoryMaxKeys, "most states the memory store holds (one per key, algorithm and period), and with --redis the local limiter that --failure-mode open uses while Redis is down: a new one first removes expired states, then evicts the live state that expires soonest of a sample; 0 is unbounded (with --redis: failover's default of 100000)")
 }
 
 func (g *limitsFlags) validate() error {

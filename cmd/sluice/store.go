@@ -75,6 +75,9 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	if f.replicas > 0 {
 		opts = append(opts, failover.WithReplicas(f.replicas))
 	}
+	if f.limits.memoryMaxKeys > 0 {
+		opts = append(opts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
+	}
 	if down != nil {
 		opts = append(opts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
 	}
