@@ -75,10 +75,10 @@ func TestLocalMaxKeys(t *testing.T) {
 					admitted++
 				}
 			}
-			// Two states hold at most two of the three counts: each new
-			// key evicts one, so one or two are admitted again.
-			if forgot := admitted > 0; forgot != tt.wantForgot || admitted == 3 {
-				t.Errorf("second round admitted %d of 3 keys; want some (and not all) admitted: %v", admitted, tt.wantForgot)
+			// Two states hold at most two of the three counts, so at least
+			// one key was forgotten and is admitted again.
+			if forgot := admitted > 0; forgot != tt.wantForgot {
+				t.Errorf("second round admitted %d of 3 keys; want some admitted: %v", admitted, tt.wantForgot)
 			}
 		})
 	}
