@@ -9,6 +9,7 @@ REFERENCE_VERSION ?= v1.4.1-0.20260122083618-3fb702589d36
 .PHONY: test check-format vet unit bench fuzz compat
 test: 
 	./scripts/ensure-redis.sh
+	./scripts/ensure-nginx.sh
 	$(MAKE) check-format vet unit compat
 
 check-format:
