@@ -213,10 +213,10 @@ func clientFrom(local string) *http.Client {
 }
 
 type reply struct {
-	code                   int
-	body                   string
+	code                  int
+	body                  string
 	remaining, retryAfter string
-	contentType            string
+	contentType           string
 }
 
 func get(t *testing.T, c *http.Client, url string, hdr ...string) reply {
