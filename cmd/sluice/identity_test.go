@@ -58,3 +58,21 @@ func TestIdentityFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeIdentityFlags checks that serve validates the identity flags
+// before it starts anything.
+func TestServeIdentityFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--trusted-proxies", "10.0.0.0/8,nope"}, `sluice serve: --trusted-proxies: trusted proxy "nope"`},
+		{[]string{"--auth-ipv6-prefix", "200"}, "sluice serve: --auth-ipv6-prefix 200: want 1 to 128"},
+		{[]string{"--auth-no-identity", "key:"}, `sluice serve: --auth-no-identity "key:": NAME must have 1 to 64 characters`},
+	} {
+		var stderr strings.Builder
+		if code := serve(append([]string{"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0"}, tt.args...), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			t.Errorf("serve %q = %d, %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+		}
+	}
+}

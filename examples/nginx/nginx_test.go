@@ -170,8 +170,9 @@ func startNginx(t *testing.T, sluiceAddr, appAddr string) string {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(prefix, "nginx.pid")
-	cmd := exec.Command(bin, "-p", prefix+"/", "-c", confPath, "-e", filepath.Join(prefix, "error.log"),
-		"-g", "daemon off; pid "+pidFile+";")
+	// No -e (nginx 1.19.5 and later): the configuration's error_log, in
+	// prefix, takes over once it is read.
+	cmd := exec.Command(bin, "-p", prefix+"/", "-c", confPath, "-g", "daemon off; pid "+pidFile+";")
 	out, done := run(t, "nginx", cmd, syscall.SIGQUIT)
 	t.Cleanup(func() {
 		if t.Failed() {
