@@ -26,13 +26,31 @@ const (
 )
 
 // MaxHops bounds the hops of one chain walked past trusted proxies: a
-// chain with more trusted hops than this is an error. Real deployments have
+// chain with more trusted hops than this is an error (ErrChainTooLong). Real deployments have
 // a handful; the bound keeps the work per request independent of what a
 // request sends (the HTTP server's header size limit bounds the rest).
 const MaxHops = 32
 
-// ErrTooManyHops reports a chain with more than MaxHops trusted hops.
-var ErrTooManyHops = fmt.Errorf("more than %d trusted hops", MaxHops)
+// MaxElements bounds the list elements (empty ones included) and field
+// lines looked at before the client is found, and MaxForwardedLine the
+// length of a Forwarded line parsed. Both keep the work of a walk small
+// whatever the size of the headers; a client that pads its own headers
+// beyond them only loses its identity.
+const (
+	MaxElements      = 256
+	MaxForwardedLine = 16 << 10
+)
+
+// ErrChainTooLong reports a chain with more than MaxHops trusted hops, or
+// more than MaxElements elements before the client, or a Forwarded line
+// longer than MaxForwardedLine.
+var ErrChainTooLong = errors.New("proxy chain too long")
+
+var (
+	errTooManyHops     = fmt.Errorf("%w: more than %d trusted hops", ErrChainTooLong, MaxHops)
+	errTooManyElements = fmt.Errorf("%w: more than %d list elements and lines before the client", ErrChainTooLong, MaxElements)
+	errLineTooLong     = fmt.Errorf("%w: Forwarded line longer than %d bytes", ErrChainTooLong, MaxForwardedLine)
+)
 
 // Result is the outcome of a walk.
 type Result struct {
@@ -139,14 +157,23 @@ func Key(a netip.Addr, ipv6Bits int) string {
 // order, a trusted peer sent. Every line is part of the chain:
 // X-Forwarded-For lines are one comma-separated list, Forwarded lines one
 // list of elements, and each line of any other header (X-Real-Ip,
-// CF-Connecting-IP) is one hop. At most MaxHops hops are read; lines left of
-// the client are not parsed.
+// CF-Connecting-IP) is one hop. At most MaxHops hops, MaxElements elements
+// and lines, and Forwarded lines of MaxForwardedLine bytes are read; lines
+// left of the client are not parsed.
 func Walk(peer netip.Addr, name string, lines []string, trusted []netip.Prefix) (Result, error) {
 	res := Result{Addr: Canonical(peer)}
+	scanned := 0
+	// scan counts an element or a line; it reports the error past the bound.
+	scan := func() error {
+		if scanned++; scanned > MaxElements {
+			return &HopError{Header: name, Line: true, By: res.Addr, Err: errTooManyElements}
+		}
+		return nil
+	}
 	// step takes the next hop to the left; it reports whether to stop.
 	step := func(hop string) (bool, error) {
 		if res.Hops == MaxHops {
-			return true, &HopError{Header: name, Line: true, By: res.Addr, Err: ErrTooManyHops}
+			return true, &HopError{Header: name, Line: true, By: res.Addr, Err: errTooManyHops}
 		}
 		res.Hops++
 		a, err := ParseNode(hop)
@@ -161,10 +188,16 @@ func Walk(peer netip.Addr, name string, lines []string, trusted []netip.Prefix) 
 		return false, nil
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
+		if err := scan(); err != nil {
+			return res, err
+		}
 		switch name {
 		case XForwardedFor:
 			l := lines[i]
 			for l != "" {
+				if err := scan(); err != nil {
+					return res, err
+				}
 				hop := l
 				if j := strings.LastIndexByte(l, ','); j >= 0 {
 					hop, l = l[j+1:], l[:j]
@@ -179,6 +212,9 @@ func Walk(peer netip.Addr, name string, lines []string, trusted []netip.Prefix) 
 				}
 			}
 		case Forwarded:
+			if len(lines[i]) > MaxForwardedLine {
+				return res, &HopError{Header: name, Line: true, By: res.Addr, Err: errLineTooLong}
+			}
 			fors, err := parseForwarded(lines[i], MaxHops+1)
 			if err != nil {
 				return res, &HopError{Header: name, Line: true, By: res.Addr, Err: err}
@@ -378,16 +414,24 @@ func skipOWS(s string, i int) int {
 }
 
 // parseQuoted parses the quoted-string starting at s[i] == '"' and returns
-// its unescaped content and the offset after the closing quote.
+// its unescaped content and the offset after the closing quote. Content
+// without escapes is a substring of s, not a copy.
 func parseQuoted(s string, i int) (string, int, error) {
 	var b strings.Builder
-	start := i
+	start, escaped := i, false
 	for i++; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"':
+			if !escaped {
+				return s[start+1 : i], i + 1, nil
+			}
 			return b.String(), i + 1, nil
 		case c == '\\':
+			if !escaped {
+				b.WriteString(s[start+1 : i])
+				escaped = true
+			}
 			i++
 			if i >= len(s) {
 				return "", 0, fmt.Errorf("quoted string at offset %d ends in '\\'", start)
@@ -397,7 +441,9 @@ func parseQuoted(s string, i int) (string, int, error) {
 			}
 			b.WriteByte(s[i])
 		case c == '\t' || c == ' ' || c == 0x21 || c >= 0x23 && c <= 0x5b || c >= 0x5d && c <= 0x7e || c >= 0x80:
-			b.WriteByte(c)
+			if escaped {
+				b.WriteByte(c)
+			}
 		default:
 			return "", 0, fmt.Errorf("quoted string at offset %d has byte %#x", start, c)
 		}
@@ -408,10 +454,11 @@ func parseQuoted(s string, i int) (string, int, error) {
 func isQuotedPair(c byte) bool { return c == '\t' || c == ' ' || c >= 0x21 && c != 0x7f }
 
 // isTchar reports an RFC 9110 token character.
-func isTchar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
+func isTchar(c byte) bool { return tchar[c] }
+
+var tchar = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", byte(c)) >= 0
 	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
-}
+	return t
+}()

@@ -56,13 +56,25 @@ func TestWalk(t *testing.T) {
 		{name: "exactly MaxHops trusted", header: XForwardedFor, lines: long,
 			want: Result{Addr: netip.MustParseAddr("10.0.0.9"), Hops: MaxHops}},
 		{name: "MaxHops+1 trusted", header: XForwardedFor, lines: append(slices.Clone(long), "10.0.0.9"),
-			err: "X-Forwarded-For from trusted proxy 10.0.0.9: more than 32 trusted hops"},
+			err: "X-Forwarded-For from trusted proxy 10.0.0.9: proxy chain too long: more than 32 trusted hops"},
 		{name: "MaxHops trusted then the client", header: Forwarded, lines: append([]string{"for=203.0.113.1"}, slices.Repeat([]string{"for=10.0.0.9"}, MaxHops-1)...),
 			want: Result{Addr: netip.MustParseAddr("203.0.113.1"), Untrusted: true, Hops: MaxHops}},
 		{name: "Forwarded long line", header: Forwarded, lines: []string{strings.Repeat("for=6.6.6.6, ", 1000) + strings.Repeat("for=10.0.0.9,", 5)},
 			want: Result{Addr: netip.MustParseAddr("6.6.6.6"), Untrusted: true, Hops: 6}},
 		{name: "Forwarded line left of the client is not parsed", header: Forwarded, lines: []string{`for="`, "for=203.0.113.9"},
 			want: Result{Addr: netip.MustParseAddr("203.0.113.9"), Untrusted: true, Hops: 1}},
+		{name: "MaxElements empty elements", header: XForwardedFor, lines: []string{"203.0.113.9" + strings.Repeat(",", MaxElements-2)},
+			want: Result{Addr: netip.MustParseAddr("203.0.113.9"), Untrusted: true, Hops: 1}},
+		{name: "MaxElements+1 empty elements", header: XForwardedFor, lines: []string{"203.0.113.9" + strings.Repeat(",", MaxElements-1)},
+			err: "X-Forwarded-For from trusted proxy 10.0.0.1: proxy chain too long: more than 256 list elements and lines before the client"},
+		{name: "MaxElements empty lines", header: XForwardedFor, lines: append([]string{"203.0.113.9"}, make([]string, MaxElements-2)...),
+			want: Result{Addr: netip.MustParseAddr("203.0.113.9"), Untrusted: true, Hops: 1}},
+		{name: "X-Real-Ip lines past MaxHops", header: XRealIP, lines: append([]string{"203.0.113.9"}, slices.Repeat([]string{"10.0.0.5"}, MaxElements)...),
+			err: "X-Real-Ip from trusted proxy 10.0.0.5: proxy chain too long: more than 32 trusted hops"},
+		{name: "longest Forwarded line", header: Forwarded, lines: []string{"for=203.0.113.9;x=" + strings.Repeat("a", MaxForwardedLine-18)},
+			want: Result{Addr: netip.MustParseAddr("203.0.113.9"), Untrusted: true, Hops: 1}},
+		{name: "Forwarded line too long", header: Forwarded, lines: []string{"for=203.0.113.9;x=" + strings.Repeat("a", MaxForwardedLine-17)},
+			err: "Forwarded from trusted proxy 10.0.0.1: proxy chain too long: Forwarded line longer than 16384 bytes"},
 		{name: "X-Real-Ip lines", header: XRealIP, lines: []string{"203.0.113.9", "[2001:db8:1::1]:80"},
 			want: Result{Addr: netip.MustParseAddr("203.0.113.9"), Untrusted: true, Hops: 2}},
 		{name: "X-Real-Ip empty line", header: XRealIP, lines: []string{" "},
@@ -86,8 +98,8 @@ func TestWalk(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Walk(peer, XForwardedFor, append(slices.Clone(long), "10.0.0.9"), testTrusted); !errors.Is(err, ErrTooManyHops) {
-		t.Errorf("Walk past MaxHops: error %v does not wrap ErrTooManyHops", err)
+	if _, err := Walk(peer, XForwardedFor, append(slices.Clone(long), "10.0.0.9"), testTrusted); !errors.Is(err, ErrChainTooLong) {
+		t.Errorf("Walk past MaxHops: error %v does not wrap ErrChainTooLong", err)
 	}
 }
 
@@ -184,7 +196,7 @@ func FuzzWalk(f *testing.F) {
 		// Walk reads less than walkAll, so it may succeed where walkAll
 		// fails (a malformed hop left of the client), never the reverse
 		// unless the chain is longer than MaxHops.
-		if werr == nil && err != nil && !errors.Is(err, ErrTooManyHops) {
+		if werr == nil && err != nil && !errors.Is(err, ErrChainTooLong) {
 			t.Fatalf("Walk(%s, %q) error %v, walkAll = %v", header, lines, err, want)
 		}
 	})
