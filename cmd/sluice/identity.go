@@ -27,7 +27,7 @@ func (g *identityFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.ipv6Prefix, "auth-ipv6-prefix", server.DefaultIPv6Bits,
 		"GET /v1/auth keys an IPv6 client by its prefix of this many `bits` (1 to 128; 128 keys by address)")
 	fs.StringVar(&g.noIdentity, "auth-no-identity", "deny",
-		"when GET /v1/auth cannot establish the client's address (a trusted proxy sent no or a malformed header): `deny` (with --auth-deny-status), or key:NAME to give all such requests the one remote_address NAME")
+		"when GET /v1/auth cannot establish the client's address (a trusted proxy sent none of the headers, or a malformed one), `deny|key:NAME`: deny answers with --auth-deny-status, key:NAME gives all such requests the one remote_address NAME")
 }
 
 func (g *identityFlags) validate() error {
