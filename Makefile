@@ -22,6 +22,7 @@ LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 .PHONY: test check-format vet unit bench fuzz compat binary release release-check
 test: 
 	./scripts/ensure-redis.sh
+	./scripts/ensure-nginx.sh
 	$(MAKE) check-format vet unit compat release-check
 
 check-format:

@@ -52,6 +52,12 @@ func TestClientIPAddr(t *testing.T) {
 		{name: "Forwarded malformed", remote: "10.0.0.1:1", header: "Forwarded", values: []string{`for="1.2.3.4`}, want: `error: httplimit: no rate-limit key: Forwarded from trusted proxy 10.0.0.1: quoted string at offset 4 is not closed`},
 		{name: "XFF ignored when Forwarded is configured", remote: "10.0.0.1:1", header: "Forwarded", want: "10.0.0.1"},
 		{name: "bad RemoteAddr", remote: "@", want: `error: httplimit: no rate-limit key: RemoteAddr "@": not an address`},
+		{name: "X-Real-Ip", remote: "10.0.0.1:1", header: "X-Real-Ip", values: []string{"6.6.6.6", "203.0.113.5"}, want: "203.0.113.5"},
+		{name: "X-Real-Ip untrusted peer", remote: "198.51.100.7:1", header: "X-Real-Ip", values: []string{"203.0.113.5"}, want: "198.51.100.7"},
+		{name: "other header", remote: "10.0.0.1:1", header: "X-Client", values: []string{"203.0.113.5"},
+			want: `error: httplimit: no rate-limit key: ClientIP.Header "X-Client" is none of X-Forwarded-For, Forwarded and X-Real-Ip`},
+		{name: "too many trusted hops", remote: "10.0.0.1:1", values: []string{strings.Repeat("10.0.0.2, ", 33)},
+			want: `error: httplimit: no rate-limit key: X-Forwarded-For from trusted proxy 10.0.0.2: proxy chain too long: more than 32 trusted hops`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

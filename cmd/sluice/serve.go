@@ -46,6 +46,7 @@ type serveFlags struct {
 	authDomain      string
 	authDescriptors string
 	authDenyStatus  int
+	identity        identityFlags
 	redisTimeout    time.Duration
 	tiered          bool
 	redisRequired   bool
@@ -107,8 +108,9 @@ SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
 	fs.BoolVar(&f.quotaMode, "quota-mode", false, "put every limit in quota_mode, as the reference's QUOTA_MODE: over its limit, a descriptor is reported but does not deny")
 	fs.BoolVar(&f.readyzBreaker, "readyz-breaker", false, "make /readyz fail while the shared store's circuit breaker is open")
 	fs.StringVar(&f.authDomain, "auth-domain", "example", "domain of GET /v1/auth requests")
-	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth: one per key with a header present, valued by the first present of its headers: `key=Header|Header,...`")
+	fs.StringVar(&f.authDescriptors, "auth-descriptors", defaultAuthDescriptors, "descriptors of GET /v1/auth, `key=Header|Header,...`: a key is valued by the first of its headers present (and left out when none is); remote_address, and a key naming X-Forwarded-For, Forwarded or X-Real-Ip, is the client's address, read from those headers only when the peer is in --trusted-proxies")
 	fs.IntVar(&f.authDenyStatus, "auth-deny-status", 429, "HTTP `status` of a GET /v1/auth denial (403 for nginx auth_request, which turns 429 into 500)")
+	f.identity.register(fs)
 	fs.DurationVar(&f.redisTimeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
 	fs.BoolVar(&f.tiered, "tiered", false, "with --redis: put a local tier in front of Redis (cached denials: exact, no extra admissions)")
 	fs.IntVar(&f.leaseMax, "lease-max", 0, "with --tiered: take up to `N` units per Redis call and spend them locally (fixed and sliding windows; 0: no leases)")
@@ -200,7 +202,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		rls.WithShadowMode(f.shadowMode), rls.WithQuotaMode(f.quotaMode), rls.WithBounds(f.limits.bounds()))
 	sopts := []server.Option{
 		server.WithMetrics(metrics), server.WithLogger(log),
-		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus}),
+		server.WithAuth(server.Auth{Domain: f.authDomain, Sources: sources, DenyStatus: f.authDenyStatus, Identity: f.identity.identity()}),
 	}
 	if f.readyzBreaker && st.ready != nil {
 		sopts = append(sopts, server.WithReadiness(func() (bool, string) {
@@ -321,6 +323,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.authDenyStatus < 400 || f.authDenyStatus > 599 {
 		return fmt.Errorf("--auth-deny-status %d: want a 4xx or 5xx status", f.authDenyStatus)
+	}
+	if err := f.identity.validate(); err != nil {
+		return err
 	}
 	if (f.tiered || f.leaseMax > 0) && f.redis == "" {
 		return errors.New("--tiered and --lease-max apply to --redis only")

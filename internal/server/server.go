@@ -30,8 +30,9 @@ type Server struct {
 	auth    Auth
 	ready   func() (bool, string)
 
-	draining atomic.Bool
-	mux      *http.ServeMux
+	draining   atomic.Bool
+	authLogged atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
+	mux        *http.ServeMux
 }
 
 // Option configures a Server.

@@ -143,42 +143,6 @@ func TestJSONEndpoint(t *testing.T) {
 	}
 }
 
-func TestAuth(t *testing.T) {
-	s, _ := newTestServer(t)
-	// 5 per 30s per API key (sliding log); the path /healthz is unlimited.
-	for i := range 5 {
-		w := do(t, s, "GET", "/v1/auth", "", "X-Api-Key", "k1", "X-Original-URI", "/healthz?x=1")
-		if w.Code != 200 || w.Header().Get("RateLimit-Remaining") != string(rune('4'-i)) || w.Header().Get("RateLimit-Limit") != "5" {
-			t.Errorf("auth %d = %d %v, want 200 with RateLimit-Remaining %d", i+1, w.Code, w.Header(), 4-i)
-		}
-	}
-	w := do(t, s, "GET", "/v1/auth", "", "X-Api-Key", "k1")
-	if w.Code != 429 || w.Header().Get("Retry-After") != "30" || w.Header().Get("RateLimit-Remaining") != "0" {
-		t.Errorf("6th auth = %d %v, want 429 with Retry-After 30", w.Code, w.Header())
-	}
-	// X-Forwarded-For: the last address counts, a spoofed first one does not.
-	for i := range 20 {
-		w := do(t, s, "GET", "/v1/auth", "", "X-Forwarded-For", "1.1.1."+string(rune('0'+i%10))+", 192.0.2.7")
-		if w.Code != 200 {
-			t.Fatalf("XFF call %d = %d, want 200", i+1, w.Code)
-		}
-	}
-	if w := do(t, s, "GET", "/v1/auth", "", "X-Forwarded-For", "9.9.9.9, 192.0.2.7"); w.Code != 429 {
-		t.Errorf("21st call from 192.0.2.7 = %d, want 429", w.Code)
-	}
-	if w := do(t, s, "GET", "/v1/auth", ""); w.Code != 200 {
-		t.Errorf("no headers = %d, want 200", w.Code)
-	}
-	// For nginx: denials as 403.
-	s403, _ := newTestServer(t, WithAuth(Auth{Domain: "example", Sources: DefaultAuth().Sources, DenyStatus: 403}))
-	for range 5 {
-		do(t, s403, "GET", "/v1/auth", "", "X-Api-Key", "k")
-	}
-	if w := do(t, s403, "GET", "/v1/auth", "", "X-Api-Key", "k"); w.Code != 403 || w.Header().Get("Retry-After") == "" {
-		t.Errorf("denial with DenyStatus 403 = %d %v, want 403 with Retry-After", w.Code, w.Header())
-	}
-}
-
 func TestProbes(t *testing.T) {
 	breakerOK := true
 	s, _ := newTestServer(t, WithReadiness(func() (bool, string) { return breakerOK, "breaker open" }))
@@ -199,19 +163,6 @@ func TestProbes(t *testing.T) {
 	}{{"/readyz", 503}, {"/healthcheck", 503}, {"/healthz", 200}} {
 		if w := do(t, s, "GET", tt.path, ""); w.Code != tt.want {
 			t.Errorf("draining: GET %s = %d, want %d", tt.path, w.Code, tt.want)
-		}
-	}
-}
-
-func TestParseAuthSources(t *testing.T) {
-	got, err := ParseAuthSources("ip=x-forwarded-for, path=X-Original-URI|x-forwarded-uri")
-	want := []Source{{"ip", []string{"X-Forwarded-For"}}, {"path", []string{"X-Original-Uri", "X-Forwarded-Uri"}}}
-	if err != nil || !cmp.Equal(got, want) {
-		t.Errorf("ParseAuthSources = %v, %v, want %v", got, err, want)
-	}
-	for _, bad := range []string{"", "ip", "=X", "ip="} {
-		if _, err := ParseAuthSources(bad); err == nil {
-			t.Errorf("ParseAuthSources(%q): no error", bad)
 		}
 	}
 }
