@@ -291,13 +291,19 @@ func startReference(t *testing.T, yaml string, env ...string) *service {
 }
 
 // startSluice runs sluice serve with the YAML file yaml and extra flags,
-// response headers on, and waits until it answers gRPC.
+// response headers on, and waits until it answers gRPC. Its --max-hits is
+// raised above the hits_addend the random sequences send (up to 2^32 and a
+// little more, beyond a uint32): the reference takes any, sluice refuses
+// more than --max-hits (1e9 by default) as InvalidArgument, a documented
+// difference (docs/compatibility.md) that would otherwise end every
+// sequence that draws one. --max-descriptor-entries is raised for the same
+// reason: the configuration corpus nests up to 64 levels, the default is 16.
 func startSluice(t *testing.T, name, yaml string, extra ...string) *service {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	args := append([]string{"serve", "--config", yaml,
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready,
-		"--log-level", "warn", "--response-headers", "--reload-interval", "0"}, extra...)
+		"--log-level", "warn", "--response-headers", "--reload-interval", "0", "--max-hits", "1099511627776", "--max-descriptor-entries", "128"}, extra...)
 	cmd := exec.Command(sluiceBin, args...)
 	cmd.Env = minimalEnv()
 	s := run(t, name, cmd)
