@@ -27,6 +27,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -531,7 +532,8 @@ func testNginx(t *testing.T, b *block) {
 		if nginxServer.MatchString(b.text) || !strings.Contains(b.text, "location") {
 			conf.WriteString(b.text)
 		} else {
-			conf.WriteString("server {\nlisten 127.0.0.1:8000;\n" + b.text + "}\n")
+			// nginx -t binds the listen address: a free loopback port.
+			fmt.Fprintf(&conf, "server {\nlisten %s;\n%s}\n", freeAddr(t), b.text)
 		}
 		conf.WriteString("}\n")
 	}
@@ -543,6 +545,16 @@ func testNginx(t *testing.T, b *block) {
 	if err != nil {
 		t.Errorf("%s: nginx -t: %v\n%s\nconfiguration:\n%s", b, err, out, conf.String())
 	}
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // nginxBraces checks that the braces of an nginx snippet balance, outside
