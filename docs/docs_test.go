@@ -4,12 +4,19 @@
 //   - a ```go block is a complete file: it is compiled, and run when it
 //     ends with an "// Output:" comment, whose lines it must print;
 //   - a ```sh block is run line by line against a fresh sluice serve
-//     (curl, grpcurl, sluice and go run ./cmd/sluice commands), or checked
+//     (curl, grpcurl, sluice and go run ./cmd/sluice commands; curl and
+//     grpcurl call the last sluice serve of the block, if any), or checked
 //     as a command (make targets, go test packages, go install paths);
-//     the ```text block right after it, if any, lists lines its output
-//     must contain, numbers aside;
+//     `sluice serve -h` prints the flags; openssl commands (and printf
+//     into a file) run in the block's directory, and certificates they make
+//     (tls.crt, tls.key, ca.crt, client.crt, client.key) must work with
+//     sluice serve's mTLS; the ```text block right after a sh block, if any,
+//     lists lines its output must contain, numbers aside (a line that is
+//     only an HTTP status must match exactly);
 //   - a ```yaml block parses, and loads as a configuration when it has a
 //     domain;
+//   - a ```nginx block has balanced braces, and passes `nginx -t` inside
+//     the http (and server) block it belongs in, when nginx is installed;
 //   - ```text, ```json and ```http blocks are shown as they are. Any other
 //     language is an error.
 package docs
@@ -17,7 +24,11 @@ package docs
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +40,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/internal/config"
@@ -115,9 +128,11 @@ func TestSnippets(t *testing.T) {
 				t.Run(b.String(), func(t *testing.T) { testSh(t, b) })
 			case "yaml":
 				t.Run(b.String(), func(t *testing.T) { testYAML(t, b) })
+			case "nginx":
+				t.Run(b.String(), func(t *testing.T) { testNginx(t, b) })
 			case "text", "json", "http":
 			default:
-				t.Errorf("%s: code block of language %q: use go, sh, yaml, or text for what is not run", b, b.lang)
+				t.Errorf("%s: code block of language %q: use go, sh, yaml, nginx, or text for what is not run", b, b.lang)
 			}
 		}
 	}
@@ -135,7 +150,7 @@ func TestReadme(t *testing.T) {
 	}
 	b, _ := os.ReadFile("../README.md")
 	if n := bytes.Count(b, []byte("\n")); n > 160 {
-		t.Errorf("README.md has %d lines, want at most about 150", n)
+		t.Errorf("README.md has %d lines, want at most 160", n)
 	}
 }
 
@@ -160,9 +175,9 @@ func TestWords(t *testing.T) {
 	}
 }
 
-// othersDocs are written alongside these pages; a link to one is only
-// reported while it is missing.
-var othersDocs = map[string]bool{"bounds.md": true, "listeners.md": true, "forward-auth.md": true}
+// othersDocs are written alongside these pages, on other branches; a link
+// to one is only logged while it is missing.
+var othersDocs = map[string]bool{"SECURITY.md": true}
 
 var link = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
 
@@ -315,8 +330,14 @@ func testSh(t *testing.T, b *block) {
 	if err := os.Symlink(filepath.Join(root(t), "examples"), filepath.Join(work, "examples")); err != nil {
 		t.Fatal(err)
 	}
+	cmds := commands(b.text)
+	if usesOpenSSL(cmds) {
+		if _, err := exec.LookPath("openssl"); err != nil {
+			needTool(t, b, "openssl")
+		}
+	}
 	var out bytes.Buffer
-	for _, cmd := range commands(b.text) {
+	for _, cmd := range cmds {
 		dir := ".."
 		if rest, ok := strings.CutPrefix(cmd, "cd bench && "); ok {
 			dir, cmd = "../bench", rest
@@ -328,7 +349,13 @@ func testSh(t *testing.T, b *block) {
 			if words[0] == "go" {
 				args = words[3:]
 			}
-			out.WriteString(runSluice(t, b, work, args))
+			o, s := runSluice(t, b, work, args)
+			out.WriteString(o)
+			if s != nil {
+				srv = s // the calls that follow go to it
+			}
+		case words[0] == "openssl" || words[0] == "printf" && strings.Contains(cmd, ">"):
+			out.WriteString(runShell(t, b, work, cmd))
 		case words[0] == "curl":
 			out.WriteString(runCurl(t, b, server(), cmd))
 		case words[0] == "grpcurl":
@@ -359,9 +386,214 @@ func testSh(t *testing.T, b *block) {
 	if b.next != nil && b.next.lang == "text" {
 		checkOutput(t, b, out.String(), b.next.text)
 	}
+	if usesOpenSSL(cmds) && !t.Failed() {
+		checkCerts(t, b, work)
+	}
 }
 
-var digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+// needTool skips a test that needs a missing tool, or fails it under CI=true,
+// where make test installs every tool the docs use.
+func needTool(t *testing.T, b *block, tool string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s: %s not found", b, tool)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func usesOpenSSL(cmds []string) bool {
+	for _, c := range cmds {
+		if strings.HasPrefix(c, "openssl ") {
+			return true
+		}
+	}
+	return false
+}
+
+// runShell runs a command with bash in dir; it must exit 0.
+func runShell(t *testing.T, b *block, dir, cmd string) string {
+	c := exec.Command("bash", "-o", "pipefail", "-c", cmd)
+	c.Dir = dir
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Errorf("%s: %s: %v\n%s", b, cmd, err, out)
+	}
+	return string(out)
+}
+
+// checkCerts checks that the certificates a block made serve mTLS: a
+// sluice serve with --tls-cert tls.crt --tls-key tls.key --tls-client-ca
+// ca.crt answers HTTPS and gRPC calls that present client.crt, verified by
+// ca.crt for the address 127.0.0.1, and refuses one that presents none.
+func checkCerts(t *testing.T, b *block, dir string) {
+	files := []string{"tls.crt", "tls.key", "ca.crt", "client.crt", "client.key"}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return // not the certificates of this check
+		}
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("%s: ca.crt has no PEM certificate", b)
+	}
+	client, err := tls.LoadX509KeyPair(filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key"))
+	if err != nil {
+		t.Fatalf("%s: client.crt and client.key: %v", b, err)
+	}
+	s := servetest.StartIn(t, dir, "--tls-cert", "tls.crt", "--tls-key", "tls.key", "--tls-client-ca", "ca.crt")
+	get := func(certs []tls.Certificate) (int, error) {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+		resp, err := c.Get("https://" + s.HTTP + "/healthz")
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := get([]tls.Certificate{client}); err != nil || code != http.StatusOK {
+		t.Errorf("%s: GET https://%s/healthz with client.crt = %d, %v; want 200", b, s.HTTP, code, err)
+	}
+	if code, err := get(nil); err == nil {
+		t.Errorf("%s: GET https://%s/healthz without a client certificate = %d; want a refused handshake", b, s.HTTP, code)
+	}
+	creds := credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}})
+	conn, err := grpc.NewClient(s.GRPC, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("%s: gRPC health check over mTLS = %v, %v; want SERVING", b, resp.GetStatus(), err)
+	}
+}
+
+// nginxBinary finds nginx, or returns "".
+func nginxBinary() string {
+	if p, err := exec.LookPath("nginx"); err == nil {
+		return p
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx"
+	}
+	return ""
+}
+
+var (
+	nginxTop      = regexp.MustCompile(`(?m)^\s*(events|http)\s*\{`)
+	nginxServer   = regexp.MustCompile(`(?m)^\s*server\s*\{`)
+	nginxPass     = regexp.MustCompile(`proxy_pass\s+https?://([A-Za-z][A-Za-z0-9_.-]*)[/;:]`)
+	nginxUpstream = regexp.MustCompile(`upstream\s+([A-Za-z0-9_.-]+)\s*\{`)
+)
+
+// testNginx checks an nginx block: its braces balance, and, with nginx
+// installed, nginx -t accepts it in the context it belongs in: a location
+// inside a server, a server inside http, a whole file as it is. A
+// proxy_pass to a name the block does not define gets an upstream of that
+// name, as the complete configuration has.
+func testNginx(t *testing.T, b *block) {
+	if err := nginxBraces(b.text); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	bin := nginxBinary()
+	if bin == "" {
+		needTool(t, b, "nginx")
+	}
+	dir := t.TempDir()
+	var conf strings.Builder
+	fmt.Fprintf(&conf, "pid %s/nginx.pid;\nerror_log %s/error.log;\n", dir, dir)
+	if nginxTop.MatchString(b.text) {
+		conf.WriteString(b.text)
+	} else {
+		conf.WriteString("events {}\nhttp {\n")
+		fmt.Fprintf(&conf, "access_log off;\n")
+		for _, p := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+			fmt.Fprintf(&conf, "%s_temp_path %s/%s;\n", p, dir, p)
+		}
+		defined := map[string]bool{}
+		for _, m := range nginxUpstream.FindAllStringSubmatch(b.text, -1) {
+			defined[m[1]] = true
+		}
+		for _, m := range nginxPass.FindAllStringSubmatch(b.text, -1) {
+			if name := m[1]; !defined[name] && name != "localhost" {
+				defined[name] = true
+				fmt.Fprintf(&conf, "upstream %s { server 127.0.0.1:8080; }\n", name)
+			}
+		}
+		if nginxServer.MatchString(b.text) || !strings.Contains(b.text, "location") {
+			conf.WriteString(b.text)
+		} else {
+			// nginx -t binds the listen address: a free loopback port.
+			fmt.Fprintf(&conf, "server {\nlisten %s;\n%s}\n", freeAddr(t), b.text)
+		}
+		conf.WriteString("}\n")
+	}
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "-t", "-q", "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", path).CombinedOutput()
+	if err != nil {
+		t.Errorf("%s: nginx -t: %v\n%s\nconfiguration:\n%s", b, err, out, conf.String())
+	}
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// nginxBraces checks that the braces of an nginx snippet balance, outside
+// quotes and comments.
+func nginxBraces(text string) error {
+	depth := 0
+	for i, l := range strings.Split(text, "\n") {
+		var q rune
+		for _, r := range l {
+			switch {
+			case q != 0:
+				if r == q {
+					q = 0
+				}
+			case r == '\'' || r == '"':
+				q = r
+			case r == '#':
+				goto next
+			case r == '{':
+				depth++
+			case r == '}':
+				depth--
+				if depth < 0 {
+					return fmt.Errorf("line %d: } without {", i+1)
+				}
+			}
+		}
+	next:
+	}
+	if depth != 0 {
+		return fmt.Errorf("%d unclosed {", depth)
+	}
+	return nil
+}
+
+var (
+	digits = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+	status = regexp.MustCompile(`^\s*[1-5][0-9][0-9]\s*$`)
+)
 
 // checkOutput checks that every line of want appears in got, numbers
 // aside (times, counts and ports vary).
@@ -373,9 +605,17 @@ func checkOutput(t *testing.T, b *block, got, want string) {
 	have := map[string]bool{}
 	for _, l := range strings.Split(got, "\n") {
 		have[norm(l)] = true
+		have[strings.TrimSpace(l)] = true
 	}
 	for _, l := range strings.Split(want, "\n") {
 		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		if status.MatchString(l) {
+			// curl -w '%{http_code}': 429 is not 200.
+			if !have[strings.TrimSpace(l)] {
+				t.Errorf("%s: output lacks the status line %q; it was:\n%s", b, strings.TrimSpace(l), got)
+			}
 			continue
 		}
 		if !have[norm(l)] {
@@ -395,10 +635,11 @@ func root(t *testing.T) string {
 }
 
 // runSluice runs a sluice command in dir: serve is started on loopback
-// ports and stopped once listening; any other command, run by bash with
-// sluice on its PATH, must exit 0.
-func runSluice(t *testing.T, b *block, dir string, args []string) string {
-	if len(args) > 0 && args[0] == "serve" {
+// ports, and returned, to be stopped at the test's end; any other command
+// (serve -h too), run by bash with sluice on its PATH, must exit 0 and,
+// when it asks for help, print something.
+func runSluice(t *testing.T, b *block, dir string, args []string) (string, *servetest.Server) {
+	if len(args) > 0 && args[0] == "serve" && !isHelp(args) {
 		var kept []string
 		for i := 1; i < len(args); i++ {
 			switch args[i] {
@@ -408,17 +649,32 @@ func runSluice(t *testing.T, b *block, dir string, args []string) string {
 			}
 			kept = append(kept, args[i])
 		}
-		servetest.StartIn(t, dir, kept...)
-		return ""
+		return "", servetest.StartIn(t, dir, kept...)
 	}
-	cmd := exec.Command("bash", "-c", "sluice "+strings.Join(args, " "))
+	// pipefail: in "sluice serve -h 2>&1 | grep ...", sluice's exit counts.
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", "sluice "+strings.Join(args, " "))
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(servetest.Binary(t))+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("%s: sluice %s: %v\n%s", b, strings.Join(args, " "), err, out)
+	} else if isHelp(args) && len(bytes.TrimSpace(out)) == 0 {
+		t.Errorf("%s: sluice %s printed nothing", b, strings.Join(args, " "))
 	}
-	return string(out)
+	return string(out), nil
+}
+
+// isHelp reports whether a sluice command asks for help (before any pipe).
+func isHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "|":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 // runCurl runs a curl command against the test's server.
