@@ -13,10 +13,15 @@ import (
 	"github.com/sluicehq/sluice/tiered"
 )
 
+// testStoreWrap, when set (by a file built only for tests), wraps the store
+// that serve decides through.
+var testStoreWrap func(sluice.Store) sluice.Store
+
 // openStore returns the memory store, or the shared Redis store behind
 // failover when --redis is set: a deadline on every call, a breaker, and the
 // --failure-mode policy (a rule's failure_mode overrides it per call).
-func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (set *storeSet, err error) {
+	defer func() { set = wrapForTest(set) }()
 	if f.redis == "" {
 		ms := memstore.New()
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
@@ -65,4 +70,11 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		ready: fs.Ready,
 		close: func() { fs.Close(); closeShared() },
 	}, nil
+}
+
+func wrapForTest(set *storeSet) *storeSet {
+	if set != nil && testStoreWrap != nil {
+		set.store = testStoreWrap(set.store)
+	}
+	return set
 }
