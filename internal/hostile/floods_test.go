@@ -56,11 +56,12 @@ func runFloods(t *testing.T, h *harness) {
 	maxDesc, maxEntries := num("max-descriptors", "64"), num("max-descriptor-entries", "16")
 	t.Logf("bounds (defaults of sluice serve): --max-descriptors %d --max-descriptor-entries %d", maxDesc, maxEntries)
 
+	_, rls := h.p.hostileConn(t)
 	refused := func(what string, req *pb.RateLimitRequest, words []string) {
 		ctx, cancel := rpcCtx(5 * time.Second)
 		defer cancel()
 		start := time.Now()
-		_, err := h.p.rls.ShouldRateLimit(ctx, req)
+		_, err := rls.ShouldRateLimit(ctx, req)
 		st := status.Convert(err)
 		switch {
 		case st.Code() == codes.ResourceExhausted:
@@ -73,7 +74,7 @@ func runFloods(t *testing.T, h *harness) {
 		ctx, cancel := rpcCtx(5 * time.Second)
 		defer cancel()
 		start := time.Now()
-		_, err := h.p.rls.ShouldRateLimit(ctx, req)
+		_, err := rls.ShouldRateLimit(ctx, req)
 		took := time.Since(start)
 		switch {
 		case err != nil:

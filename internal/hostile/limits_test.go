@@ -222,6 +222,7 @@ func rlsLimits(t *testing.T, h *harness, b limitBounds, wedge *hangs) {
 		return &pb.RateLimitRequest{Domain: "hostile", HitsAddend: req, Descriptors: []*rlpb.RateLimitDescriptor{x}}
 	}
 	u64 := func(v uint64) *uint64 { return &v }
+	_, rls := h.p.hostileConn(t)
 	var cs []rpcCase
 	for _, v := range []uint64{math.MaxUint32, 50000000, 3000000, uint64(b.rate) + 1, uint64(b.rate)} {
 		if v > math.MaxUint32 {
@@ -251,7 +252,7 @@ func rlsLimits(t *testing.T, h *harness, b limitBounds, wedge *hangs) {
 			return
 		}
 		ctx, cancel := rpcCtx(2 * time.Second)
-		_, err := h.p.rls.ShouldRateLimit(ctx, c.req)
+		_, err := rls.ShouldRateLimit(ctx, c.req)
 		cancel()
 		st := status.Convert(err)
 		named := st.Code() == codes.InvalidArgument && namesAny(st.Message(), c.words)

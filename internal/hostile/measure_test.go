@@ -62,15 +62,17 @@ type harness struct {
 	redisPeak int64
 }
 
-// probe sends the four normal requests (HTTP /v1/check and gRPC, on the
-// class' key and on a fresh key) and records their latency and failures.
+// probe sends the four normal requests and records their latency and
+// failures: POST /v1/check on the class' key and on a fresh key (1000 a
+// second), and ShouldRateLimit of hostile=<the class' key> (10 a minute:
+// a denial is an answer too) and of probe=<a fresh value> (1000 a second).
 func (h *harness) probe() {
 	n := h.fresh.Add(1)
 	fresh := fmt.Sprintf("probe-fresh-%d", n)
 	h.probeOne("http same key", func() error { return h.checkProbe(h.sameKey, false) })
 	h.probeOne("http fresh key", func() error { return h.checkProbe(fresh, true) })
-	h.probeOne("grpc same key", func() error { return h.rlsProbe(h.sameKey, false) })
-	h.probeOne("grpc fresh key", func() error { return h.rlsProbe(fresh, true) })
+	h.probeOne("grpc same key", func() error { return h.rlsProbe(desc("hostile", h.sameKey), false) })
+	h.probeOne("grpc fresh key", func() error { return h.rlsProbe(desc("probe", fresh), true) })
 }
 
 // probeOne runs attempt up to three times, until one answers correctly
@@ -129,12 +131,12 @@ func (h *harness) checkProbe(key string, mustAllow bool) error {
 	return nil
 }
 
-// rlsProbe is a normal ShouldRateLimit: a decision, OK on a fresh value.
-func (h *harness) rlsProbe(value string, mustAllow bool) error {
+// rlsProbe is a normal ShouldRateLimit of d: a decision, OK on a fresh
+// value.
+func (h *harness) rlsProbe(d *rlpb.RateLimitDescriptor, mustAllow bool) error {
 	ctx, cancel := rpcCtx(probeHang)
 	defer cancel()
-	resp, err := h.p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "hostile",
-		Descriptors: []*rlpb.RateLimitDescriptor{desc("probe", value)}})
+	resp, err := h.p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "hostile", Descriptors: []*rlpb.RateLimitDescriptor{d}})
 	if err != nil {
 		return err
 	}
@@ -260,6 +262,7 @@ func (h *harness) sampleRSS() {
 type figures struct {
 	class, store             string
 	started                  bool
+	exited                   bool // sluice exited (or was killed) during the class
 	probes                   int
 	p50, max                 time.Duration
 	slow                     int
@@ -289,7 +292,10 @@ func (f figures) row() string {
 		redisMem = fmt.Sprintf("%+.1f", float64(f.redisGrowth)/(1<<20))
 	}
 	exit := "hung"
-	if f.exitOK {
+	switch {
+	case f.exited:
+		exit = "exited during the class"
+	case f.exitOK:
 		exit = f.exit.Round(10 * time.Millisecond).String()
 	}
 	return fmt.Sprintf("%-12s %-6s %4d %7s %7s %3d  %4d/%4d/%4d  %4s/%4s/%4s  %-12s %6s  %s",

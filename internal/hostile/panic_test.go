@@ -49,6 +49,7 @@ func runPanic(t *testing.T, h *harness) {
 			return r, err
 		}},
 	}
+	_, rls := h.p.hostileConn(t)
 	for round := range panicRounds {
 		for _, c := range httpCases {
 			req, err := c.req()
@@ -61,7 +62,7 @@ func runPanic(t *testing.T, h *harness) {
 			}
 		}
 		ctx, cancel := rpcCtx(2 * time.Second)
-		_, err := h.p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "hostile", Descriptors: []*rlpb.RateLimitDescriptor{desc("hostile", panicKey)}})
+		_, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "hostile", Descriptors: []*rlpb.RateLimitDescriptor{desc("hostile", panicKey)}})
 		cancel()
 		if status.Code(err) != codes.Internal {
 			t.Errorf("gRPC ShouldRateLimit on a panicking store path, round %d: %v, want Internal", round+1, errOrOK(err))

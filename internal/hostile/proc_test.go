@@ -283,6 +283,18 @@ func hostileClient(timeout time.Duration) *http.Client {
 	return &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 }
 
+// hostileConn is a gRPC connection for attack calls, apart from the warm
+// probe connection; it is closed when the test ends.
+func (p *proc) hostileConn(t *testing.T) (*grpc.ClientConn, pb.RateLimitServiceClient) {
+	t.Helper()
+	conn, err := grpc.NewClient(p.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, pb.NewRateLimitServiceClient(conn)
+}
+
 // rpcCtx is a context for one call of the suite.
 func rpcCtx(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)

@@ -79,7 +79,8 @@ func runUTF8(t *testing.T, h *harness) {
 	ctx, cancel := rpcCtx(2 * time.Second)
 	defer cancel()
 	var out []byte
-	err = h.p.conn.Invoke(ctx, rlsPath, msg, &out, grpc.ForceCodec(rawCodec{}))
+	conn, _ := h.p.hostileConn(t)
+	err = conn.Invoke(ctx, rlsPath, msg, &out, grpc.ForceCodec(rawCodec{}))
 	if c := status.Code(err); c != codes.InvalidArgument && c != codes.Internal {
 		t.Errorf("gRPC descriptor value of invalid UTF-8: %v, want it refused (InvalidArgument)", errOrOK(err))
 	}
