@@ -3,7 +3,6 @@ package hostile
 import (
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +32,7 @@ var idleStreamsClass = class{
 		{"grpc-max-connection-age", connAge.String()},
 		{"grpc-max-connection-age-grace", connAgeWait.String()},
 	},
-	peakGoroutines: func(*harness) int { return maxStreams + 60 },
+	peakGoroutines: maxStreams + 60,
 	run:            runIdleStreams,
 }
 
@@ -91,11 +90,14 @@ func runIdleStreams(t *testing.T, h *harness) {
 // probes, on connections opened before, keep answering.
 var idleConnsClass = class{
 	name:           "idle-conns",
-	peakGoroutines: func(*harness) int { return 2*maxConns + 60 },
+	peakGoroutines: idleConnsPeak,
 	run:            runIdleConns,
 }
 
-const idleConnCount = 200
+const (
+	idleConnCount = 200
+	idleConnsPeak = 2*maxConns + 60 // the cap on each listener, and room for the probes
+)
 
 func runIdleConns(t *testing.T, h *harness) {
 	var closedHTTP atomic.Int64
@@ -132,5 +134,5 @@ func runIdleConns(t *testing.T, h *harness) {
 	} else {
 		t.Logf("%d idle HTTP connections: %d closed by the server within %v", idleConnCount, n, time.Second+idleMargin)
 	}
-	t.Logf("%d idle TCP connections to each listener held for %v (goroutine bound +%s)", idleConnCount, time.Since(opened).Round(time.Millisecond), strconv.Itoa(2*maxConns+60))
+	t.Logf("%d idle TCP connections to each listener held for %v (goroutine bound +%d)", idleConnCount, time.Since(opened).Round(time.Millisecond), idleConnsPeak)
 }
