@@ -390,3 +390,35 @@ func statusOf(resp *http.Response, err error) (int, string, error) {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, string(b), nil
 }
+
+// warmScripts makes sluice call every script it may run on Redis (a
+// decision and a peek of each algorithm, concurrent decisions, which are
+// batched, and a ShouldRateLimit of several descriptors, decided in one
+// call), before the slow log is reset: a script's first call on a Redis
+// compiles it, a cost of its size and never of the input.
+func (h *harness) warmScripts() {
+	h.t.Helper()
+	cl := hostileClient(probeHang)
+	defer cl.CloseIdleConnections()
+	var wg sync.WaitGroup
+	for _, alg := range algorithms {
+		for _, cost := range []int{1, 0} {
+			wg.Go(func() {
+				body := fmt.Sprintf(`{"key":"warm-%s","algorithm":%q,"rate":10,"period":"1h","cost":%d}`, alg, alg, cost)
+				if code, b, err := statusOf(cl.Post(h.p.httpURL("/v1/check"), "application/json", strings.NewReader(body))); err != nil || code != 200 {
+					h.t.Errorf("warming the scripts: %s: %d %s %v", body, code, trim(b), err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err := h.rlsProbe(desc("probe", "warm-1"), true); err != nil {
+		h.t.Errorf("warming the scripts: %v", err)
+	}
+	ctx, cancel := rpcCtx(probeHang)
+	defer cancel()
+	if _, err := h.p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "hostile",
+		Descriptors: []*rlpb.RateLimitDescriptor{desc("f", "warm-1"), desc("f", "warm-2"), desc("hostile", "warm")}}); err != nil {
+		h.t.Errorf("warming the scripts: ShouldRateLimit of three descriptors: %v", err)
+	}
+}
