@@ -109,68 +109,140 @@ func (e slowEntry) String() string {
 	return fmt.Sprintf("%d µs: %s", e.micros, b.String())
 }
 
-// replay runs a slow decision again, three times, on copies of its keys,
-// and returns its fastest round trip: a slow-log entry that does not
-// repeat was the machine's scheduling, not the command's work. ok is false
-// when the entry is not a script call or Redis shortened its arguments.
-func (r *redisServer) replay(e slowEntry) (fastest time.Duration, ok bool) {
-	if len(e.args) < 3 {
-		return 0, false
+// keys returns the keys of e's command (COMMAND GETKEYS), nil when it has
+// none or Redis shortened its arguments.
+func (r *redisServer) keys(c *respConn, e slowEntry) []string {
+	for _, a := range e.args {
+		if strings.HasPrefix(a, "... (") || strings.HasSuffix(a, "more bytes)") {
+			return nil
+		}
+	}
+	reply, err := c.do(append([]string{"COMMAND", "GETKEYS"}, e.args...)...)
+	if err != nil {
+		return nil
+	}
+	list, _ := reply.([]any)
+	var keys []string
+	for _, k := range list {
+		if s, ok := k.(string); ok {
+			keys = append(keys, s)
+		}
+	}
+	return keys
+}
+
+// isScript reports whether e is a script call.
+func (e slowEntry) isScript() bool {
+	if len(e.args) == 0 {
+		return false
 	}
 	switch strings.ToUpper(e.args[0]) {
 	case "EVALSHA", "EVAL", "FCALL", "EVALSHA_RO", "EVAL_RO", "FCALL_RO":
-	default:
-		return 0, false
+		return true
 	}
-	for _, a := range e.args {
-		if strings.HasPrefix(a, "... (") || strings.HasSuffix(a, "more bytes)") {
-			return 0, false
-		}
-	}
-	nkeys, err := strconv.Atoi(e.args[2])
-	if err != nil || nkeys < 0 || 3+nkeys > len(e.args) {
-		return 0, false
-	}
-	fastest = time.Hour
-	for round := range 3 {
-		args := slices.Clone(e.args)
-		for i := 3; i < 3+nkeys; i++ {
-			// Keep the hash tag, so that the copies stay in one slot.
-			args[i] = fmt.Sprintf("%s:hostile-replay-%d", e.args[i], round)
-			if _, err := respDo(r.inst.Addr, "COPY", e.args[i], args[i], "REPLACE"); err != nil {
-				return 0, false
-			}
-		}
-		start := time.Now()
-		_, err := respDo(r.inst.Addr, args...)
-		took := time.Since(start)
-		if err != nil && !strings.Contains(err.Error(), "redis:") {
-			return 0, false
-		}
-		fastest = min(fastest, took)
-		respDo(r.inst.Addr, append([]string{"DEL"}, args[3:3+nkeys]...)...)
-	}
-	return fastest, true
+	return false
 }
 
-// respDo sends one command on a fresh connection and returns the reply with
-// its nesting kept: a string, an int64, a []any, or an error reply as error.
-func respDo(addr string, args ...string) (any, error) {
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+// isDecision reports whether e is part of a decision of sluice's: a
+// script call, or a command on sluice's keys (a script's own commands are
+// logged too). Commands of the suite (INFO, COPY) or of sluice's start-up
+// are not.
+func (r *redisServer) isDecision(c *respConn, e slowEntry) bool {
+	if e.isScript() {
+		return true
+	}
+	for _, k := range r.keys(c, e) {
+		if strings.HasPrefix(k, "sluice:") {
+			return true
+		}
+	}
+	return false
+}
+
+// replay runs a slow command again, three times on copies of its keys and
+// three times on keys that do not exist (the state before a first
+// decision), and returns the larger of the two fastest round trips: a
+// slow-log entry that repeats in neither was the machine's scheduling, not
+// the command's work. ok is false when Redis shortened the entry's
+// arguments or the command has no keys.
+func (r *redisServer) replay(c *respConn, e slowEntry) (took time.Duration, ok bool) {
+	keys := r.keys(c, e)
+	if len(keys) == 0 {
+		return 0, false
+	}
+	for _, copyState := range []bool{true, false} {
+		fastest := time.Hour
+		for round := range 3 {
+			args := slices.Clone(e.args)
+			var replayKeys []string
+			for _, k := range keys {
+				// Keep the hash tag, so that the copies stay in one slot.
+				rk := fmt.Sprintf("%s:hostile-replay-%t-%d", k, copyState, round)
+				if copyState {
+					if _, err := c.do("COPY", k, rk, "REPLACE"); err != nil {
+						return 0, false
+					}
+				}
+				replayKeys = append(replayKeys, rk)
+				for i := 1; i < len(args); i++ {
+					if e.args[i] == k {
+						args[i] = rk
+					}
+				}
+			}
+			start := time.Now()
+			_, err := c.do(args...)
+			d := time.Since(start)
+			c.do(append([]string{"DEL"}, replayKeys...)...)
+			if err != nil && !strings.HasPrefix(err.Error(), "redis:") {
+				return 0, false
+			}
+			fastest = min(fastest, d)
+		}
+		took = max(took, fastest)
+	}
+	return took, true
+}
+
+// respConn is a connection to Redis that keeps the nesting of replies.
+type respConn struct {
+	nc net.Conn
+	r  *bufio.Reader
+}
+
+func respDial(addr string) (*respConn, error) {
+	nc, err := net.DialTimeout("tcp", addr, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	return &respConn{nc: nc, r: bufio.NewReader(nc)}, nil
+}
+
+func (c *respConn) Close() error { return c.nc.Close() }
+
+// do sends one command and returns its reply: a string, an int64, a []any,
+// or an error reply as an error starting with "redis:".
+func (c *respConn) do(args ...string) (any, error) {
+	c.nc.SetDeadline(time.Now().Add(5 * time.Second))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
+	if _, err := c.nc.Write([]byte(b.String())); err != nil {
 		return nil, err
 	}
-	return respRead(bufio.NewReader(c))
+	return respRead(c.r)
+}
+
+// respDo sends one command on a fresh connection.
+func respDo(addr string, args ...string) (any, error) {
+	c, err := respDial(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.do(args...)
 }
 
 func respRead(r *bufio.Reader) (any, error) {
