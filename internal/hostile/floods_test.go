@@ -17,7 +17,7 @@ import (
 )
 
 // floodsClass: 20,000 descriptors in one ShouldRateLimit, 20,000 entries
-// in one descriptor, and /json with 20,000 descriptors, from four clients
+// in one descriptor, and /json with 20,000 descriptors, from two clients
 // at once. Past --max-descriptors or --max-descriptor-entries a request is
 // refused (InvalidArgument naming descriptors or entries, or
 // ResourceExhausted past the message size); at the bounds it is decided
@@ -26,7 +26,7 @@ var floodsClass = class{name: "floods", run: runFloods}
 
 const (
 	floodSize         = 20000
-	floodClients      = 4
+	floodClients      = 2
 	floodDecideWithin = time.Second
 )
 

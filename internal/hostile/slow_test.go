@@ -131,8 +131,10 @@ func runSlow(t *testing.T, h *harness) {
 // slowReader sends pipelined GET /metrics (about 10 KB each, some 30 MB
 // in all: more than the socket buffers hold) and reads nothing until
 // writeBound has passed; then the server must have given up its blocked
-// write and closed the connection, so that what is left to read ends, in
-// EOF, within slowReaderDrain.
+// write and closed the connection, so that what is left to read (what the
+// buffers held) ends in EOF within slowReaderDrain. A server without a
+// write timeout serves every response once the client reads, then waits
+// for the next request: no EOF.
 func slowReader(addr string) error {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
