@@ -26,7 +26,7 @@ const (
 	readBodyBound   = 2*time.Second + slowMargin
 	writeBound      = 2*time.Second + slowMargin
 	slowReaderReqs  = 3000
-	slowReaderDrain = 500 * time.Millisecond
+	slowReaderDrain = 2 * time.Second
 )
 
 // slowConn is a connection that sends its request one byte a second and
