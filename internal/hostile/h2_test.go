@@ -134,4 +134,21 @@ func (c *h2conn) isClosed() bool {
 	}
 }
 
+// closedWithin reports whether the server closed the connection within
+// bound of its opening; a close already seen by the socket when the bound
+// passes counts, even when a busy machine runs the reader late.
+func (c *h2conn) closedWithin(bound time.Duration) bool {
+	select {
+	case <-c.closed:
+		return true
+	case <-time.After(time.Until(c.opened.Add(bound))):
+	}
+	select {
+	case <-c.closed:
+		return true
+	case <-time.After(checkWindow):
+		return false
+	}
+}
+
 func (c *h2conn) Close() { c.nc.Close(); <-c.closed }

@@ -29,7 +29,7 @@ type flagArg struct{ name, value string }
 // shutdownMargin what SIGTERM may take beyond it.
 const (
 	shutdownTimeout = time.Second
-	shutdownMargin  = 2 * time.Second
+	shutdownMargin  = 3 * time.Second
 )
 
 // commonFlags are given to every process: short transport limits, so that
