@@ -36,7 +36,7 @@ type h2conn struct {
 const rlsPath = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 func dialH2(addr string) (*h2conn, error) {
-	nc, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return nil, err
 	}

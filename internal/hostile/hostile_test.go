@@ -217,7 +217,7 @@ func sigtermUnderLoad(t *testing.T, h *harness) (time.Duration, bool) {
 	}()
 	for _, addr := range []string{h.p.httpAddr, h.p.grpcAddr} {
 		for range 4 {
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			if c, err := net.DialTimeout("tcp", addr, dialTimeout); err == nil {
 				closers = append(closers, c)
 			}
 		}
@@ -229,7 +229,7 @@ func sigtermUnderLoad(t *testing.T, h *harness) (time.Duration, bool) {
 		"GET /healthz HTTP/1.1\r\nHost: sluice\r\nX-Slow: ",
 		"POST /v1/check HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"key\":\"",
 	} {
-		c, err := net.DialTimeout("tcp", h.p.httpAddr, time.Second)
+		c, err := net.DialTimeout("tcp", h.p.httpAddr, dialTimeout)
 		if err != nil {
 			continue
 		}

@@ -37,7 +37,7 @@ const identityLimit = 3 // requests_per_unit of remote_address
 // authFrom is an HTTP client whose connections come from the loopback
 // address ip.
 func authFrom(ip string) *http.Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: dialTimeout}
 	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
 }
 

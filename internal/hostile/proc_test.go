@@ -42,7 +42,7 @@ var commonFlags = []flagArg{
 	{"http-idle-timeout", "5s"},
 	{"max-connections", "64"},
 	{"grpc-max-concurrent-streams", "100"},
-	{"request-timeout", "1s"},
+	{"request-timeout", "5s"},
 	{"shutdown-timeout", shutdownTimeout.String()},
 	{"gc-heap-floor", "0"},
 	{"log-level", "info"},
@@ -62,6 +62,10 @@ descriptors:
   - key: api_key
     rate_limit: {unit: hour, requests_per_unit: 1000}
 `
+
+// dialTimeout bounds the suite's own connects: generous, so that a busy
+// machine running the suite late is not taken for a server's refusal.
+const dialTimeout = 5 * time.Second
 
 // rssLimit is the resident size at which the suite kills a process (sluice
 // or redis-server) so that a runaway allocation cannot take the machine.

@@ -211,7 +211,7 @@ type respConn struct {
 }
 
 func respDial(addr string) (*respConn, error) {
-	nc, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ type slowConn struct {
 }
 
 func openSlow(addr, head string, stop <-chan struct{}, wg *sync.WaitGroup) (*slowConn, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func runSlow(t *testing.T, h *harness) {
 // write timeout serves every response once the client reads, then waits
 // for the next request: no EOF.
 func slowReader(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return err
 	}
