@@ -1,0 +1,55 @@
+//go:build hostiletest
+
+// This file is compiled only with -tags hostiletest, by the hostile-client
+// suite (internal/hostile): it makes one path of the store panic so that the
+// suite can prove a panic in a handler is recovered (HTTP 500, gRPC
+// Internal) and the process keeps answering.
+
+package main
+
+import (
+	"context"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+// hostilePanicKey is the text that makes the wrapped store panic when a key
+// contains it.
+const hostilePanicKey = "hostile-panic"
+
+func init() {
+	testStoreWrap = func(s sluice.Store) sluice.Store {
+		if m, ok := s.(sluice.MultiStore); ok {
+			return panicMultiStore{panicStore{s}, m}
+		}
+		return panicStore{s}
+	}
+}
+
+// panicStore panics, before calling its store, on a key containing
+// hostilePanicKey.
+type panicStore struct{ sluice.Store }
+
+func (p panicStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	if strings.Contains(key, hostilePanicKey) {
+		panic("hostiletest: store called with key " + key)
+	}
+	return p.Store.AllowN(ctx, key, lim, n)
+}
+
+// panicMultiStore keeps a MultiStore one, so that ShouldRateLimit decides
+// all-or-nothing as it does without the hook.
+type panicMultiStore struct {
+	panicStore
+	multi sluice.MultiStore
+}
+
+func (p panicMultiStore) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	for _, r := range reqs {
+		if strings.Contains(r.Key, hostilePanicKey) {
+			panic("hostiletest: store called with key " + r.Key)
+		}
+	}
+	return p.multi.AllowMulti(ctx, reqs)
+}

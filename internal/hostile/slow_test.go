@@ -1,0 +1,165 @@
+package hostile
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slowClass: slowloris (a header byte every second), slow bodies (a body
+// byte every second) and a client that never reads its responses. The
+// server closes each connection within its timeout
+// (--http-read-header-timeout 1s, --http-read-timeout 2s,
+// --http-write-timeout 2s) plus slowMargin.
+var slowClass = class{name: "slow", run: runSlow}
+
+const (
+	slowConns       = 10
+	slowMargin      = 1500 * time.Millisecond
+	readHeaderBound = time.Second + slowMargin
+	readBodyBound   = 2*time.Second + slowMargin
+	// The slow reader waits longer: the server must first fill the socket
+	// buffers (some MB of /metrics) and then stay blocked for the write
+	// timeout, and a busy machine produces the responses slowly.
+	writeBound      = 2*time.Second + 3*time.Second
+	slowReaderReqs  = 3000
+	slowReaderDrain = 2 * time.Second
+)
+
+// slowConn is a connection that sends its request one byte a second.
+type slowConn struct {
+	c      net.Conn
+	opened time.Time
+	got    bytes.Buffer
+}
+
+func openSlow(addr, head string, stop <-chan struct{}, wg *sync.WaitGroup) (*slowConn, error) {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &slowConn{c: c, opened: time.Now()}
+	if _, err := c.Write([]byte(head)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	wg.Go(func() { dribble(c, stop, time.Second) })
+	return s, nil
+}
+
+// closedWithin waits until bound has passed since s was opened and reports
+// whether the server has closed it by then, reading what it sent. The
+// socket is read only now, with a short deadline, so that EOF already
+// there is seen even when a busy machine runs the suite late.
+func (s *slowConn) closedWithin(bound time.Duration) bool {
+	time.Sleep(time.Until(s.opened.Add(bound)))
+	return serverClosed(s.c, &s.got)
+}
+
+// serverClosed reports whether c has been closed by its peer (EOF or a
+// reset within checkWindow), copying what is left to read to w.
+func serverClosed(c net.Conn, w io.Writer) bool {
+	c.SetReadDeadline(time.Now().Add(checkWindow))
+	_, err := io.Copy(w, c)
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}
+
+// checkWindow is how long a check waits for a close on its way.
+const checkWindow = 100 * time.Millisecond
+
+func runSlow(t *testing.T, h *harness) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var conns []*slowConn
+	defer func() {
+		close(stop)
+		for _, s := range conns {
+			s.c.Close()
+		}
+		wg.Wait()
+	}()
+	type group struct {
+		what  string
+		head  string
+		bound time.Duration
+		conns []*slowConn
+	}
+	groups := []*group{
+		{what: "slow headers", head: "GET /healthz HTTP/1.1\r\nHost: sluice\r\nX-Slowloris: ", bound: readHeaderBound},
+		{what: "slow body", head: "POST /v1/check HTTP/1.1\r\nHost: sluice\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"key\":\"", bound: readBodyBound},
+	}
+	for _, g := range groups {
+		for range slowConns {
+			s, err := openSlow(h.p.httpAddr, g.head, stop, &wg)
+			if err != nil {
+				t.Fatalf("%s: %v", g.what, err)
+			}
+			g.conns = append(g.conns, s)
+			conns = append(conns, s)
+		}
+	}
+	writeDone := make(chan error, 1)
+	go func() { writeDone <- slowReader(h.p.httpAddr) }()
+
+	for _, g := range groups {
+		open := 0
+		for _, s := range g.conns {
+			if !s.closedWithin(g.bound) {
+				open++
+				continue
+			}
+			if status := firstLine(s.got.String()); strings.Contains(status, " 200 ") {
+				t.Errorf("%s: answered %q to an incomplete request", g.what, status)
+			}
+		}
+		if open > 0 {
+			t.Errorf("%s: %d of %d connections still open %v after they were opened (want closed by the server within %v)", g.what, open, len(g.conns), g.bound.Round(time.Millisecond), g.bound)
+		} else {
+			t.Logf("%s: %d connections closed by the server within %v", g.what, len(g.conns), g.bound)
+		}
+	}
+	if err := <-writeDone; err != nil {
+		t.Errorf("a client that never reads (%d pipelined GET /metrics): %v", slowReaderReqs, err)
+	}
+}
+
+// slowReader sends pipelined GET /metrics (about 10 KB each, some 30 MB
+// in all: more than the socket buffers hold) and reads nothing until
+// writeBound has passed; then the server must have given up its blocked
+// write and closed the connection, so that what is left to read (what the
+// buffers held) ends in EOF within slowReaderDrain. A server without a
+// write timeout serves every response once the client reads, then waits
+// for the next request: no EOF.
+func slowReader(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	opened := time.Now()
+	reqs := strings.Repeat("GET /metrics HTTP/1.1\r\nHost: sluice\r\n\r\n", slowReaderReqs)
+	go func() {
+		c.SetWriteDeadline(time.Now().Add(writeBound))
+		c.Write([]byte(reqs))
+	}()
+	time.Sleep(time.Until(opened.Add(writeBound)))
+	c.SetReadDeadline(time.Now().Add(slowReaderDrain))
+	n, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("the connection was still served %v after it was opened (read %d bytes in %v, no EOF): want it closed within --http-write-timeout", writeBound+slowReaderDrain, n, slowReaderDrain)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\r\n")
+	return l
+}
