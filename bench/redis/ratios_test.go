@@ -105,8 +105,8 @@ func TestRatios(t *testing.T) {
 		}
 		for _, keys := range []string{"10000", "1"} {
 			name := "sluice-" + client + "-sliding_log/keys=" + keys + "/c=64"
-			check(fmt.Sprintf("sluice-%s-sliding_log / seed-zset (c=64, keys=%s)", client, keys),
-				get(name, "decisions/s")/get("seed-zset/keys="+keys+"/c=64", "decisions/s"), 2, false)
+			check(fmt.Sprintf("sluice-%s-sliding_log / python-zset (c=64, keys=%s)", client, keys),
+				get(name, "decisions/s")/get("python-zset/keys="+keys+"/c=64", "decisions/s"), 2, false)
 		}
 		for _, alg := range algorithms {
 			name := "sluice-" + client + "-" + alg.String() + c64
