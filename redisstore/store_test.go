@@ -286,7 +286,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 }
 
 // TestMemoryUsage holds the bytes per key (MEMORY USAGE, key name
-// included) after 100 admissions at 100/minute to the targets.
+// included) after 100 admissions at 100/minute to its targets.
 // A string key costs 40 bytes (dictEntry and object) plus its name's
 // allocation; the fixed window reaches 56 only with a name of at most 12
 // bytes, so without the default prefix.

@@ -14,8 +14,8 @@
 //     on Redis time can do (TIME, GET, SET PX).
 //   - TestMemoryUsage: Redis bytes per key (MEMORY USAGE) after 100
 //     admissions per key at 100/minute, and bytes per log entry.
-//   - TestRatios: the targets as ratios, from a saved benchmark
-//     run (SLUICE_BENCH_FILE).
+//   - TestRatios: the throughput and latency targets as ratios, from a
+//     saved benchmark run (SLUICE_BENCH_FILE).
 //
 // Run:
 //

@@ -61,7 +61,7 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// TestRatios prints the throughput and latency targets as ratios of
+// TestRatios prints the throughput and latency targets as ratios of
 // medians from a saved run, and fails on a missed target.
 func TestRatios(t *testing.T) {
 	path := os.Getenv("SLUICE_BENCH_FILE")
