@@ -268,9 +268,9 @@ func TestWaitErrors(t *testing.T) {
 	}
 }
 
-// TestWaitGroups is the seed's scenario: twelve concurrent callers on a
-// sliding log of five per half second are admitted in groups of 5, 5 and 2,
-// one window apart, and no half second ever holds more than five.
+// TestWaitGroups: twelve concurrent callers on a sliding log of five per
+// half second are admitted in groups of 5, 5 and 2, one window apart, and
+// no half second ever holds more than five.
 func TestWaitGroups(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLimiter(t) // default jitter

@@ -13,10 +13,10 @@ import (
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// The first seed's scenario: twelve concurrent callers share a quota of
-// five per half second (a sliding log). Each denied caller waits exactly the
-// RetryAfter it was told and tries again, so they are admitted in groups one
-// window apart: 5 at once, 5 half a second later, the last 2 at one second.
+// Twelve concurrent callers share a quota of five per half second (a
+// sliding log). Each denied caller waits exactly the RetryAfter it was told
+// and tries again, so they are admitted in groups one window apart: 5 at
+// once, 5 half a second later, the last 2 at one second.
 //
 // Time is a fake clock, advanced to the moment the next caller was told to
 // retry, so the output is exact; with the real clock, Limiter.Wait does the

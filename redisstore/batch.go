@@ -62,7 +62,7 @@ const (
 // callWork is the work of a decision in maxBatchWork's units (about a µs of
 // Redis time): n is the decision's cost.
 func callWork(kind, n int) int {
-	if kind == int(sluice.SlidingLog) || kind == kindSeedLog {
+	if kind == int(sluice.SlidingLog) || kind == kindMsLog {
 		return 5 + 2*n
 	}
 	return 3
@@ -192,7 +192,7 @@ func (b *batcher) exec(batch []*call) {
 	for i, c := range batch {
 		g := -1
 		// Only the latest groups are searched: batches hold few limits, and
-		// a group of one is merely slower (the seed layout's random member
+		// a group of one is merely slower (the millisecond layout's random member
 		// makes every one of its calls a group of its own).
 		for h := len(heads) - 1; h >= 0 && h >= len(heads)-maxGroupScan; h-- {
 			if batch[heads[h]].args == c.args {
@@ -242,7 +242,7 @@ func (b *batcher) exec(batch []*call) {
 // concurrent callers, most batches are of one.
 func (b *batcher) execOne(ctx context.Context, c *call) {
 	kind, err := strconv.Atoi(c.args[0])
-	if err != nil || kind < 1 || kind > kindSeedLog {
+	if err != nil || kind < 1 || kind > kindMsLog {
 		c.err = fmt.Errorf("redisstore: batch call of kind %q", c.args[0])
 		return
 	}

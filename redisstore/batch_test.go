@@ -117,10 +117,10 @@ func TestBatchConcurrent(t *testing.T) {
 	}
 }
 
-// TestSeedLayoutExact runs the seed layout's semantics (milliseconds,
-// entries above now-window) on a test clock through the flat, batch and
-// multi scripts.
-func TestSeedLayoutExact(t *testing.T) {
+// TestMillisecondLayoutExact runs the millisecond layout's semantics
+// (milliseconds, entries above now-window) on a test clock through the
+// flat, batch and multi scripts.
+func TestMillisecondLayoutExact(t *testing.T) {
 	srv := redistest.Server(t)
 	var now atomic.Int64
 	clock := WithTestClock(func() time.Time { return time.UnixMicro(now.Load()) })
@@ -146,7 +146,7 @@ func TestSeedLayoutExact(t *testing.T) {
 	}
 	paths := map[string]func(key string, n int) (sluice.Decision, error){}
 	for _, batch := range []bool{true, false} {
-		s := NewRueidis(c, clock, WithSeedLayout(), WithBatching(batch))
+		s := NewRueidis(c, clock, WithMillisecondLayout(), WithBatching(batch))
 		if batch {
 			s.batch.alwaysScript = true // one call at a time, through batch.lua
 		}
@@ -167,7 +167,7 @@ func TestSeedLayoutExact(t *testing.T) {
 	for name, allow := range paths {
 		for _, st := range steps {
 			now.Store(base + st.at)
-			d, err := allow("seed-exact-"+name, st.n)
+			d, err := allow("ms-exact-"+name, st.n)
 			if err != nil || d != st.want {
 				t.Errorf("%s: AllowN(%d) at +%dµs = %+v, %v; want %+v", name, st.n, st.at, d, err, st.want)
 			}

@@ -138,14 +138,14 @@ func TestScriptTime(t *testing.T) {
 	gcra := sluice.Limit{Algorithm: sluice.GCRA, Rate: 1 << 30, Period: P}
 	tests := []struct {
 		worstCase
-		seed bool
+		msLayout bool
 	}{
 		{worstCase: worstCase{"sliding log: cost Rate onto a full expired log", fillKeys(1), func(t *testing.T, s *Store, _ *time.Time, key string) {
 			mustAllow(t, s, key+"/0", logLim, full)
 		}}},
-		{worstCase: worstCase{"sliding log, seed layout: cost Rate onto a full expired log", fillKeys(1), func(t *testing.T, s *Store, _ *time.Time, key string) {
+		{worstCase: worstCase{"sliding log, millisecond layout: cost Rate onto a full expired log", fillKeys(1), func(t *testing.T, s *Store, _ *time.Time, key string) {
 			mustAllow(t, s, key+"/0", logLim, full)
-		}}, seed: true},
+		}}, msLayout: true},
 		{worstCase: worstCase{"sliding log: denial of cost Rate on a full log", fillKeys(0), func(t *testing.T, s *Store, _ *time.Time, key string) {
 			mustAllow(t, s, key+"/d", logLim, full)
 			if d, err := s.AllowN(ctx, key+"/d", logLim, full); err != nil || d.Allowed {
@@ -162,7 +162,7 @@ func TestScriptTime(t *testing.T) {
 			}
 		}}},
 		{worstCase: worstCase{"AllowMulti: 16 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}},
-		{worstCase: worstCase{"AllowMulti, seed layout: 16 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}, seed: true},
+		{worstCase: worstCase{"AllowMulti, millisecond layout: 16 full expired logs, 500 units in all", fillKeys(sluice.MaxMultiRequests), multi(logLim, logMulti...)}, msLayout: true},
 		{worstCase: worstCase{"AllowMulti: 16 gcra keys", fillKeys(0), multi(gcra, bucketMulti...)}},
 		{worstCase: worstCase{"batch: 256 gcra calls", fillKeys(0), batchOf(gcra, 256, 1)}},
 		{worstCase: worstCase{"batch: 128 sliding-log calls of cost 1 on full expired logs", fillKeys(128), batchOf(logLim, 128, 1)}},
@@ -175,8 +175,8 @@ func TestScriptTime(t *testing.T) {
 				clock := time.UnixMicro(1_800_000_000_000_000)
 				opts := []Option{WithBatching(false), WithTestClock(func() time.Time { return clock }),
 					WithPrefix(fmt.Sprintf("worst%d.%d:", i, attempt))}
-				if tt.seed {
-					opts = append(opts, WithSeedLayout())
+				if tt.msLayout {
+					opts = append(opts, WithMillisecondLayout())
 				}
 				s := NewRueidis(c, opts...)
 				key := fmt.Sprintf("w%d.%d", i, attempt)
@@ -243,7 +243,7 @@ func TestLogLength(t *testing.T) {
 		opts := []Option{WithBatching(false), WithTestClock(func() time.Time { return clock })}
 		seq := 1 // the sequence number's member
 		if run%2 == 1 {
-			opts, seq = append(opts, WithSeedLayout()), 0
+			opts, seq = append(opts, WithMillisecondLayout()), 0
 		}
 		s := NewRueidis(c, opts...)
 		lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1 + rng.IntN(200), Period: 100 * time.Millisecond}

@@ -97,8 +97,8 @@
 // up to zset-max-listpack-entries entries (128 by default; the "#" member
 // takes one, and expired entries not trimmed yet a few more). Beyond, Redis
 // converts the ZSET to a skiplist and each entry costs about 94 bytes: a
-// log of 200 entries takes 20 KB (the first seed guide's layout, 25 KB),
-// and one at sluice.MaxSlidingLogRate (500) about 48 KB. For a Rate above
+// log of 200 entries takes 20 KB (25 KB in the millisecond layout), and
+// one at sluice.MaxSlidingLogRate (500) about 48 KB. For a Rate above
 // 120, prefer the sliding-window counter (sluice.SlidingWindow), which
 // keeps two counts per key for any Rate, or raise zset-max-listpack-entries
 // knowingly.
@@ -107,26 +107,28 @@
 //
 // A script blocks Redis while it runs, so that the work of each is bounded,
 // whatever the request: an admission trims expired entries (at every 8th
-// sequence number; in AllowMulti and the seed layout at every admission)
-// but at most as many as its cost and a few more, so that its work follows
-// its cost (at most sluice.MaxSlidingLogRate) and not the log's length,
-// while a log holds at most Rate + 24 entries; AllowMulti takes at most
-// sluice.MaxMultiRequests requests and sluice.MaxSlidingLogRate sliding-log
-// units; a batch at most 128 decisions and a budget of work in which a
-// sliding-log decision counts by its cost. At those bounds no script ran
-// longer than about 0.7 ms on a loaded 2-core machine (TestScriptTime).
+// sequence number; in AllowMulti and the millisecond layout at every
+// admission) but at most as many as its cost and a few more, so that its
+// work follows its cost (at most sluice.MaxSlidingLogRate) and not the
+// log's length, while a log holds at most Rate + 24 entries; AllowMulti
+// takes at most sluice.MaxMultiRequests requests and
+// sluice.MaxSlidingLogRate sliding-log units; a batch at most 128 decisions
+// and a budget of work in which a sliding-log decision counts by its cost.
+// At those bounds no script ran longer than about 0.7 ms on a loaded 2-core
+// machine (TestScriptTime).
 //
-// # The first seed guide's layout
+// # The millisecond layout
 //
-// WithSeedLayout keeps sliding-log limits in the layout of the first seed
-// guide's Python script, so that a fleet still running that script shares
-// one quota with sluice workers: key rl:<key>, a ZSET scored in
-// milliseconds, members "<ms>-<8 hex digits>", trimmed of entries scored at
-// or below now-window (sluice trims at most its cost + 2 of them per
-// admission; the guide's script trims them all) and given PEXPIRE window on
-// admission, counting the entries scored above now-window (what remains
-// after the guide's ZREMRANGEBYSCORE, counted by its ZCARD). sluice uses
-// Redis's clock for its own entries; the guide's workers use theirs.
+// WithMillisecondLayout keeps sliding-log limits in the layout of a widely
+// used Python/Redis sliding-log script, so that a fleet still running such
+// workers shares one quota with sluice: key rl:<key> (no prefix, no
+// escaping), a ZSET scored in milliseconds, members "<ms>-<8 hex digits>",
+// trimmed of entries scored at or below now-window (sluice trims at most
+// its cost + 2 of them per admission; the Python script trims them all)
+// and given PEXPIRE window on admission, counting the entries scored above
+// now-window (what the Python script's ZREMRANGEBYSCORE leaves and its
+// ZCARD counts). Periods must be whole milliseconds. sluice uses Redis's
+// clock for its own entries; the Python workers use theirs.
 //
 // # AllowMulti and Cluster
 //

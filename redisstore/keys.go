@@ -57,9 +57,9 @@ func appendSuffix(b []byte, lim sluice.Limit) []byte {
 // redisKey is the name of the state of (key, algorithm, period):
 // <prefix>{<escaped key>}<suffix>, with WithSlotKey
 // <prefix>{<escaped slot key>}<escaped key>}<suffix>, or rl:<key> for a
-// sliding log in the seed's layout.
+// sliding log in the millisecond layout (WithMillisecondLayout).
 func (s *Store) redisKey(key string, lim sluice.Limit) string {
-	if s.seed && lim.Algorithm == sluice.SlidingLog {
+	if s.msLayout && lim.Algorithm == sluice.SlidingLog {
 		return "rl:" + key
 	}
 	e := escape(key)

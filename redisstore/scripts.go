@@ -53,7 +53,7 @@ func newBatchScript() *script {
 	}
 	b.WriteString("local DECIDE = {}\n")
 	first := map[string]int{} // the kind that first ran each file
-	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
+	for k := sluice.FixedWindow; k <= kindMsLog; k++ {
 		if j, ok := first[algFiles[k]]; ok {
 			fmt.Fprintf(&b, "DECIDE[%d] = DECIDE[%d]\n", k, j)
 			continue
@@ -81,12 +81,13 @@ var restFiles = [...]string{
 	sluice.SlidingWindow: "rest_sliding_window",
 	sluice.TokenBucket:   "rest_gcra",
 	sluice.GCRA:          "rest_gcra",
-	kindSeedLog:          "",
+	kindMsLog:            "",
 }
 
-// kindSeedLog numbers the sliding log in the first seed's layout in the
-// scripts; the other kinds are numbered as sluice.Algorithm.
-const kindSeedLog = 6
+// kindMsLog numbers the sliding log in the millisecond layout
+// (WithMillisecondLayout) in the scripts; the other kinds are numbered as
+// sluice.Algorithm.
+const kindMsLog = 6
 
 // algFiles names each kind's script: the token bucket is kept as a TAT
 // (internal/algo.Bucket), so it runs GCRA's scripts, under its own key
@@ -97,7 +98,7 @@ var algFiles = [...]string{
 	sluice.SlidingWindow: "sliding_window",
 	sluice.TokenBucket:   "gcra",
 	sluice.GCRA:          "gcra",
-	kindSeedLog:          "seed_log",
+	kindMsLog:            "ms_log",
 }
 
 // The scripts: one flat script per algorithm for single decisions (the hot
@@ -105,7 +106,7 @@ var algFiles = [...]string{
 // Return, both built from lib.lua and the lib_<algorithm>.lua functions.
 // The differential tests hold both forms to internal/algo.
 var (
-	singleScripts [kindSeedLog + 1]*script
+	singleScripts [kindMsLog + 1]*script
 	multiScript   *script
 	returnScript  *script
 	batchScript   *script
@@ -113,9 +114,9 @@ var (
 
 func init() {
 	all := []string{"lib"}
-	for k := sluice.FixedWindow; k <= kindSeedLog; k++ {
+	for k := sluice.FixedWindow; k <= kindMsLog; k++ {
 		name := algFiles[k]
-		if k < kindSeedLog {
+		if k < kindMsLog {
 			name = sluice.Algorithm(k).String()
 		}
 		parts := []string{algFiles[k]}

@@ -42,7 +42,8 @@ const testSlackMs = 3_600_000
 type Store struct {
 	c      scripter
 	prefix string
-	seed   bool
+	// msLayout is WithMillisecondLayout's choice.
+	msLayout bool
 	// batching is WithBatching's choice; batch is nil when off.
 	batching bool
 	// slotKey picks the part of a key that chooses its Cluster slot.
@@ -75,15 +76,15 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = escape(p) 
 // changes the names.
 func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.slotKey = f } }
 
-// WithSeedLayout stores sliding-log limits in the first seed guide's layout:
-// key rl:<key> (no prefix, no escaping, one state per key whatever the
-// Period), a ZSET scored in milliseconds with members "<ms>-<8 hex>",
-// trimmed and given a PEXPIRE of the window on each admission, counting
-// the entries scored above now-window, exactly as that guide's script
-// does. A fleet still running the guide's Python script then shares one
-// quota with sluice. Periods must be whole milliseconds. Other algorithms
-// keep sluice's layout.
-func WithSeedLayout() Option { return func(s *Store) { s.seed = true } }
+// WithMillisecondLayout stores sliding-log limits in the millisecond
+// layout: key rl:<key> (no prefix, no escaping, one state per key whatever
+// the Period), a ZSET scored in milliseconds with members "<ms>-<8 hex>",
+// trimmed and given a PEXPIRE of the window on each admission, counting the
+// entries scored above now-window. It is the layout of a widely used
+// Python/Redis sliding-log script, so a fleet still running such workers
+// shares one quota with sluice. Periods must be whole milliseconds. Other
+// algorithms keep sluice's layout.
+func WithMillisecondLayout() Option { return func(s *Store) { s.msLayout = true } }
 
 // WithTestClock makes every script use now() instead of Redis's TIME, and
 // lengthens TTLs by an hour so that keys outlive a stopped clock. It exists
@@ -167,15 +168,15 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := sluice.ValidateRequest(key, lim, n); err != nil {
 		return err
 	}
-	if s.seed && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
-		return fmt.Errorf("%w: Period %v must be whole milliseconds in the seed layout", sluice.ErrInvalidLimit, lim.Period)
+	if s.msLayout && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
+		return fmt.Errorf("%w: Period %v must be whole milliseconds in the millisecond layout (WithMillisecondLayout)", sluice.ErrInvalidLimit, lim.Period)
 	}
 	return nil
 }
 
 func (s *Store) kind(lim sluice.Limit) int {
-	if s.seed && lim.Algorithm == sluice.SlidingLog {
-		return kindSeedLog
+	if s.msLayout && lim.Algorithm == sluice.SlidingLog {
+		return kindMsLog
 	}
 	return int(lim.Algorithm)
 }
@@ -201,7 +202,7 @@ func (s *Store) limitArgs(lim sluice.Limit) *limitArgs {
 	switch s.kind(lim) {
 	case int(sluice.TokenBucket), int(sluice.GCRA):
 		a.single = []string{i64(p.Cap * p.P), i64(p.P), i64(p.R)}
-	case kindSeedLog:
+	case kindMsLog:
 		a.single = []string{i64(p.Rate), i64(p.Period / 1000)} // + a random number per call
 	default:
 		a.single = []string{i64(p.Rate), i64(p.Period)}
@@ -222,7 +223,7 @@ func (s *Store) appendLibParams(args []string, lim sluice.Limit, n int) []string
 	k := s.kind(lim)
 	a := s.limitArgs(lim)
 	x := ""
-	if k == kindSeedLog {
+	if k == kindMsLog {
 		x = strconv.FormatUint(uint64(rand.Uint32()), 10)
 	}
 	return append(args, strconv.Itoa(k), strconv.Itoa(n), a.lib[0], a.lib[1], a.lib[2], a.lib[3], a.lib[4], x)
@@ -262,7 +263,7 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	args := make([]string, 0, 7)
 	args = append(args, strconv.Itoa(n))
 	args = append(args, s.limitArgs(lim).single...)
-	if kind == kindSeedLog {
+	if kind == kindMsLog {
 		args = append(args, strconv.FormatUint(uint64(rand.Uint32()), 10))
 	}
 	if s.clock != nil {
@@ -285,7 +286,7 @@ func (s *Store) newCall(key string, lim sluice.Limit, n int) *call {
 	c.key = s.redisKey(key, lim)
 	c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
 	copy(c.args[2:5], s.limitArgs(lim).single)
-	if kind == kindSeedLog {
+	if kind == kindMsLog {
 		c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
 	}
 	c.args[5] = s.testNow()

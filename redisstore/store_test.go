@@ -39,12 +39,12 @@ func TestRedisKey(t *testing.T) {
 			t.Errorf("redisKey(%q, %v) = %q, want %q", tt.key, tt.lim, got, tt.want)
 		}
 	}
-	seed := &Store{prefix: DefaultPrefix, seed: true}
-	if got, want := seed.redisKey("a{b}", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: time.Second}), "rl:a{b}"; got != want {
-		t.Errorf("seed layout redisKey = %q, want %q", got, want)
+	ms := &Store{prefix: DefaultPrefix, msLayout: true}
+	if got, want := ms.redisKey("a{b}", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: time.Second}), "rl:a{b}"; got != want {
+		t.Errorf("millisecond layout redisKey = %q, want %q", got, want)
 	}
-	if got, want := seed.redisKey("a", sluice.PerSecond(1)), "sluice:{a}G1"; got != want {
-		t.Errorf("seed layout redisKey for GCRA = %q, want %q (sluice's layout)", got, want)
+	if got, want := ms.redisKey("a", sluice.PerSecond(1)), "sluice:{a}G1"; got != want {
+		t.Errorf("millisecond layout redisKey for GCRA = %q, want %q (sluice's layout)", got, want)
 	}
 	tagged := &Store{prefix: escape("x{y}:"), slotKey: func(k string) string { k, _, _ = strings.Cut(k, "/"); return k }}
 	if got, want := tagged.redisKey("t{1}/route", sluice.PerSecond(1)), "x%7By%7D:{t%7B1%7D}t%7B1%7D/route}G1"; got != want {
@@ -138,9 +138,9 @@ func TestInvalidInput(t *testing.T) {
 				t.Errorf("%s: %s: AllowN(%.20q, %v, %d) error = %v, want %v", name, tt.name, tt.key, tt.lim, tt.n, err, tt.want)
 			}
 		}
-		seed := NewRueidis(newRueidis(t, srv.Addr), WithSeedLayout())
-		if _, err := seed.AllowN(ctx, "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1, Period: 1500 * time.Microsecond}, 1); !errors.Is(err, sluice.ErrInvalidLimit) {
-			t.Errorf("seed layout with a Period of 1.5ms: error = %v, want ErrInvalidLimit", err)
+		ms := NewRueidis(newRueidis(t, srv.Addr), WithMillisecondLayout())
+		if _, err := ms.AllowN(ctx, "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1, Period: 1500 * time.Microsecond}, 1); !errors.Is(err, sluice.ErrInvalidLimit) {
+			t.Errorf("millisecond layout with a Period of 1.5ms: error = %v, want ErrInvalidLimit", err)
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -227,13 +227,13 @@ func TestTTL(t *testing.T) {
 			t.Errorf("%v: PTTL = %d, %v after a decision with ResetAfter %v; want about %d", a, pttl, err, d.ResetAfter, want)
 		}
 	}
-	seed := NewRueidis(newRueidis(t, srv.Addr), WithSeedLayout())
+	ms := NewRueidis(newRueidis(t, srv.Addr), WithMillisecondLayout())
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: 30 * time.Second}
-	if _, err := seed.AllowN(ctx, "ttl", lim, 1); err != nil {
+	if _, err := ms.AllowN(ctx, "ttl", lim, 1); err != nil {
 		t.Fatal(err)
 	}
 	if pttl, err := strconv.Atoi(srv.MustDo("PTTL", "rl:ttl")); err != nil || pttl > 30000 || pttl < 29800 {
-		t.Errorf("seed layout: PTTL = %d, %v; want the window, 30000 ms", pttl, err)
+		t.Errorf("millisecond layout: PTTL = %d, %v; want the window, 30000 ms", pttl, err)
 	}
 }
 
@@ -286,7 +286,7 @@ func TestDeniedWritesNothing(t *testing.T) {
 }
 
 // TestMemoryUsage holds the bytes per key (MEMORY USAGE, key name
-// included) after 100 admissions at 100/minute to the issue's targets.
+// included) after 100 admissions at 100/minute to its targets.
 // A string key costs 40 bytes (dictEntry and object) plus its name's
 // allocation; the fixed window reaches 56 only with a name of at most 12
 // bytes, so without the default prefix.
@@ -332,12 +332,12 @@ func TestMemoryUsage(t *testing.T) {
 	}
 }
 
-// TestSeedLayout: a fleet running the first seed guide's script and sluice
-// workers share one quota on the same ZSET.
-func TestSeedLayout(t *testing.T) {
+// TestMillisecondLayout: a fleet running the Python sliding-log script and
+// sluice workers share one quota on the same ZSET.
+func TestMillisecondLayout(t *testing.T) {
 	srv := redistest.Server(t)
 	ctx := context.Background()
-	const seedScript = `
+	const pythonScript = `
 local key, now_ms      = KEYS[1], tonumber(ARGV[1])
 local window_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local member           = ARGV[4]
@@ -350,29 +350,29 @@ if used < limit then
 end
 local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return {0, 0, (tonumber(oldest[2]) + window_ms) - now_ms}`
-	python := func(i int) string { // the guide's Python client, on Redis's clock here
+	python := func(i int) string { // a Python worker, on Redis's clock here
 		nowMs := strconv.FormatInt(time.Now().UnixMilli(), 10)
-		out := srv.MustDo("EVAL", seedScript, "1", "rl:tenant-1", nowMs, "60000", "5", fmt.Sprintf("%s-%08x", nowMs, i))
+		out := srv.MustDo("EVAL", pythonScript, "1", "rl:tenant-1", nowMs, "60000", "5", fmt.Sprintf("%s-%08x", nowMs, i))
 		return strings.SplitN(out, "\n", 2)[0]
 	}
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: time.Minute}
-	for name, s := range stores(t, srv, WithSeedLayout()) {
+	for name, s := range stores(t, srv, WithMillisecondLayout()) {
 		srv.MustDo("DEL", "rl:tenant-1")
 		for i := range 3 {
 			if got := python(i); got != "1" {
-				t.Fatalf("%s: the guide's script, call %d: allowed = %s, want 1", name, i, got)
+				t.Fatalf("%s: the Python script, call %d: allowed = %s, want 1", name, i, got)
 			}
 		}
 		d, err := s.AllowN(ctx, "tenant-1", lim, 2)
 		if err != nil || !d.Allowed || d.Remaining != 0 {
-			t.Fatalf("%s: sluice after 3 of 5 taken by the guide's script: AllowN(2) = %+v, %v; want allowed, Remaining 0", name, d, err)
+			t.Fatalf("%s: sluice after 3 of 5 taken by the Python script: AllowN(2) = %+v, %v; want allowed, Remaining 0", name, d, err)
 		}
 		d, err = s.AllowN(ctx, "tenant-1", lim, 1)
 		if err != nil || d.Allowed || d.RetryAfter <= 50*time.Second || d.RetryAfter > time.Minute {
 			t.Errorf("%s: sluice with the quota used up: AllowN(1) = %+v, %v; want denied, RetryAfter near 1m", name, d, err)
 		}
 		if got := python(9); got != "0" {
-			t.Errorf("%s: the guide's script after sluice took the rest: allowed = %s, want 0", name, got)
+			t.Errorf("%s: the Python script after sluice took the rest: allowed = %s, want 0", name, got)
 		}
 		members := strings.Split(srv.MustDo("ZRANGE", "rl:tenant-1", "0", "-1", "WITHSCORES"), "\n")
 		if len(members) != 10 {

@@ -77,14 +77,14 @@
 //
 // # Approximate local share (WithApproximateLocalShare)
 //
-// The first seed's two-tier limiter: a local limiter per key at a fraction of
-// the limit (the same algorithm at floor(Rate×f) per Period, Burst scaled
-// the same, at least 1) admits first; only what it denies goes to the shared
-// store (through the denial cache and leases, when on). Locally admitted
-// units are never counted by the shared store, so this is NOT exact: the
-// fleet can exceed the quota by the sum of the local shares, up to
-// processes × floor(Rate×f) per Period (for the buckets, also their scaled
-// bursts). It is available only by that explicit option.
+// A two-tier limiter that trades exactness for fewer store calls: a local
+// limiter per key at a fraction f of the limit (the same algorithm at
+// floor(Rate×f) per Period, Burst scaled the same, at least 1) admits
+// first; only what it denies goes to the shared store (through the denial
+// cache and leases, when on). Locally admitted units are never counted by
+// the shared store, so this is NOT exact: the fleet can exceed the quota by
+// the sum of the local shares, up to processes × floor(Rate×f) per Period
+// (for the buckets, also their scaled bursts). It is available only by that explicit option.
 //
 // # Deadlines and failures
 //

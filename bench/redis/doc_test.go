@@ -7,14 +7,15 @@
 //     command time per decision, with a fixed pool of c workers (c = 1, 16,
 //     64, 256), for 10,000 keys and for one hot key, per implementation:
 //     sluice through rueidis and through go-redis for every algorithm,
-//     redis_rate v10 (GCRA), ulule/limiter v3 (redis store), the first
-//     seed's ZSET script through go-redis, EVALSHA of a one-line INCR
-//     through rueidis (the cheapest scripted decision), and floor-gcra, the
-//     least a GCRA script on Redis time can do (TIME, GET, SET PX).
+//     redis_rate v10 (GCRA), ulule/limiter v3 (redis store), python-zset
+//     (the sliding-log ZSET script of a widely used Python/Redis limiter,
+//     through go-redis), EVALSHA of a one-line INCR through rueidis (the
+//     cheapest scripted decision), and floor-gcra, the least a GCRA script
+//     on Redis time can do (TIME, GET, SET PX).
 //   - TestMemoryUsage: Redis bytes per key (MEMORY USAGE) after 100
 //     admissions per key at 100/minute, and bytes per log entry.
-//   - TestRatios: the targets as ratios, from a saved benchmark
-//     run (SLUICE_BENCH_FILE).
+//   - TestRatios: the throughput and latency targets as ratios, from a
+//     saved benchmark run (SLUICE_BENCH_FILE).
 //
 // Run:
 //

@@ -41,7 +41,7 @@ func sluiceImpl(client string, lim sluice.Limit, opts ...redisstore.Option) impl
 	}}
 }
 
-// logRate is the sliding logs' limit (sluice's and the seed guide's ZSET):
+// logRate is the sliding logs' limit (sluice's and the Python ZSET script's):
 // benchRate, within sluice.MaxSlidingLogRate.
 const logRate = min(benchRate, sluice.MaxSlidingLogRate)
 
@@ -75,12 +75,12 @@ func memImpls() []impl {
 		im.name += "-noprefix"
 		out = append(out, im)
 	}
-	seedLayout := sluiceImpl("rueidis", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: memRate, Period: memPeriod}, redisstore.WithSeedLayout())
-	seedLayout.name = "sluice-rueidis-seed_layout"
+	msLayout := sluiceImpl("rueidis", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: memRate, Period: memPeriod}, redisstore.WithMillisecondLayout())
+	msLayout.name = "sluice-rueidis-ms_layout"
 	return append(out,
-		seedLayout,
+		msLayout,
 		redisRate(memRate, memRate, memPeriod),
 		ulule(memRate, memPeriod),
-		seed(memRate, memPeriod),
+		pythonZset(memRate, memPeriod),
 	)
 }

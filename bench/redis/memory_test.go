@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// Memory targets (issue 3), bytes per key in MEMORY USAGE after 100
-// admissions per key at 100/minute; the sliding log per entry.
+// Memory targets, bytes per key in MEMORY USAGE after 100 admissions per
+// key at 100/minute; the sliding log per entry.
 var memoryTargets = map[string]float64{
 	"sluice-rueidis-gcra":         72,
 	"sluice-rueidis-fixed_window": 56,

@@ -60,9 +60,10 @@ func ulule(rate int, period time.Duration) impl {
 	}}
 }
 
-// seedScript is the first seed guide's sliding-window script, verbatim:
-// client millisecond time, a ZSET member "<now_ms>-<8 hex>" per attempt.
-const seedScript = `
+// pythonZsetScript is the sliding-log script of a widely used Python/Redis
+// limiter, verbatim: client millisecond time, a ZSET member
+// "<now_ms>-<8 hex>" per attempt.
+const pythonZsetScript = `
 local key, now_ms      = KEYS[1], tonumber(ARGV[1])
 local window_ms, limit = tonumber(ARGV[2]), tonumber(ARGV[3])
 local member           = ARGV[4]
@@ -77,12 +78,13 @@ local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return {0, 0, (tonumber(oldest[2]) + window_ms) - now_ms}
 `
 
-// seed runs seedScript through go-redis (EVALSHA, EVAL on NOSCRIPT), as
-// the guide's register_script does.
-func seed(rate int, period time.Duration) impl {
-	return impl{name: "seed-zset", setup: func(tb testing.TB, s *server) (decideFunc, func()) {
+// pythonZset runs pythonZsetScript through go-redis (EVALSHA, EVAL on
+// NOSCRIPT), as a Python worker runs it with redis-py's register_script
+// (EVALSHA first).
+func pythonZset(rate int, period time.Duration) impl {
+	return impl{name: "python-zset", setup: func(tb testing.TB, s *server) (decideFunc, func()) {
 		rdb := newGoRedis(tb, s)
-		script := goredis.NewScript(seedScript)
+		script := goredis.NewScript(pythonZsetScript)
 		windowMs := period.Milliseconds()
 		return func(ctx context.Context, key string) error {
 			now := time.Now().UnixMilli()
@@ -138,6 +140,6 @@ func peerImpls() []impl {
 		floorGCRA(benchRate, time.Second),
 		redisRate(benchRate, benchRate, time.Second),
 		ulule(benchRate, time.Second),
-		seed(logRate, time.Second),
+		pythonZset(logRate, time.Second),
 	}
 }

@@ -61,7 +61,7 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// TestRatios prints the throughput and latency targets as ratios of
+// TestRatios prints the throughput and latency targets as ratios of
 // medians from a saved run, and fails on a missed target.
 func TestRatios(t *testing.T) {
 	path := os.Getenv("SLUICE_BENCH_FILE")
@@ -105,8 +105,8 @@ func TestRatios(t *testing.T) {
 		}
 		for _, keys := range []string{"10000", "1"} {
 			name := "sluice-" + client + "-sliding_log/keys=" + keys + "/c=64"
-			check(fmt.Sprintf("sluice-%s-sliding_log / seed-zset (c=64, keys=%s)", client, keys),
-				get(name, "decisions/s")/get("seed-zset/keys="+keys+"/c=64", "decisions/s"), 2, false)
+			check(fmt.Sprintf("sluice-%s-sliding_log / python-zset (c=64, keys=%s)", client, keys),
+				get(name, "decisions/s")/get("python-zset/keys="+keys+"/c=64", "decisions/s"), 2, false)
 		}
 		for _, alg := range algorithms {
 			name := "sluice-" + client + "-" + alg.String() + c64

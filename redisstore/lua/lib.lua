@@ -43,7 +43,7 @@ end
 
 -- ALG[kind] = {decide = f(key, now, n, p, st), commit = f(key, st, slack),
 -- ret = f(key, now, at, n, p)}, kinds numbered as sluice.Algorithm (6 is the
--- sliding log in the first seed's layout). decide never writes and never
+-- sliding log in the millisecond layout). decide never writes and never
 -- changes st; it returns the state after admitting n (st itself when
 -- denied), allowed (0/1), remaining, retry, reset and the time it used.
 local ALG = {}

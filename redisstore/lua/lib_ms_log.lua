@@ -1,10 +1,12 @@
--- seed_log.lua: the sliding log in the first seed's layout, so that a fleet
--- still running that guide's script shares one quota with sluice: key
--- rl:<key>, scores in ms, members "<now_ms>-<8 hex>", a trim of expired
--- entries (at most the admission's cost + 2, so that its work follows the
--- cost, not the log's length) and PEXPIRE window on admission, and the
--- seed's count: the entries with a score above now_ms - window. Time is Redis's (the seed's
--- clients use their own clocks); it is not clamped, as the seed does not.
+-- lib_ms_log.lua: the sliding log in the millisecond layout
+-- (WithMillisecondLayout), the layout of a widely used Python/Redis
+-- sliding-log script, so that a fleet still running such workers shares one
+-- quota with sluice: key rl:<key>, scores in ms, members "<now_ms>-<8 hex>",
+-- a trim of expired entries (at most the admission's cost + 2, so that its
+-- work follows the cost, not the log's length) and PEXPIRE window on
+-- admission, and the Python script's count: the entries with a score above
+-- now_ms - window. Time is Redis's (the Python workers use their own
+-- clocks); it is not clamped, as the Python script's is not.
 ALG[6] = {}
 
 -- st = {count, newest_ms, pending, random}
@@ -41,7 +43,7 @@ ALG[6].commit = function(key, st, p, slack)
   local W = idiv(p.period, 1000)
   local ms = idiv(st[5], 1000)
   -- At most pending + 2 of the oldest expired entries go, as in
-  -- seed_log.lua.
+  -- ms_log.lua.
   local old = redis.call('ZCOUNT', key, '-inf', str(ms - W))
   if old > 0 then redis.call('ZREMRANGEBYRANK', key, 0, str(math.min(old, st[3] + 2) - 1)) end
   local r = tonumber(st[4]) or 0

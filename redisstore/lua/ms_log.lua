@@ -1,10 +1,12 @@
--- seed_log.lua: one sliding-log decision in the first seed guide's layout,
--- so that a fleet still running that guide's script shares one quota with
--- sluice: key rl:<key>, scores in ms, members "<ms>-<8 hex>", the count is
--- the entries scored above now_ms - window (the guide's ZREMRANGEBYSCORE 0
--- now-window then ZCARD), and an admission trims (at most n + 2 entries),
--- adds and sets PEXPIRE window, as the guide does. Time is Redis's; it is not clamped, as the
--- guide does not. A denial or a peek writes nothing.
+-- ms_log.lua: one sliding-log decision in the millisecond layout
+-- (WithMillisecondLayout), the layout of a widely used Python/Redis
+-- sliding-log script, so that a fleet still running such workers shares one
+-- quota with sluice: key rl:<key>, scores in ms, members "<ms>-<8 hex>", the
+-- count is the entries scored above now_ms - window (what the Python
+-- script's ZREMRANGEBYSCORE 0 now-window leaves and its ZCARD counts), and
+-- an admission trims (at most n + 2 entries), adds and sets PEXPIRE window,
+-- as the Python script does. Time is Redis's; it is not clamped, as the
+-- Python script's is not. A denial or a peek writes nothing.
 -- KEYS[1] = rl:<key>; ARGV = n, rate, window ms, random 32-bit integer,
 -- [now µs, test only], [TTL slack ms, test only]. Returns {allowed,
 -- remaining, retry µs, reset µs, time used µs}.
@@ -39,7 +41,7 @@ if n == 0 then
   if count > 0 then reset = (newest + W) * 1000 - now end
   return {1, math.max(rate - count, 0), 0, reset, now}
 end
--- At most n + 2 of the oldest expired entries go (the guide's script trims
+-- At most n + 2 of the oldest expired entries go (the Python script trims
 -- them all, and counts after its own trim; sluice counts above now - window
 -- and needs no trim to decide): the work follows the cost admitted, and an
 -- admission removes more expired entries than it adds.
