@@ -22,7 +22,7 @@ import (
 
 // The fault tests run failover over a real redis-server (redisstore with
 // rueidis) under a steady load of concurrent decisions, break the server,
-// and check what the issue asks: no panic, no goroutine left after Close,
+// and check what a failure policy must hold to: no panic, no goroutine left after Close,
 // FailClosed denies every request during the outage, FailOpen admits at
 // most Rate/Replicas per Period, decisions with the breaker open take
 // microseconds, the store is used again within 1s of Redis returning, and

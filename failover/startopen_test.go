@@ -50,8 +50,8 @@ func TestLocalMaxKeys(t *testing.T) {
 	ctx := context.Background()
 	hourly := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Hour}
 	for _, tt := range []struct {
-		name         string
-		opts         []failover.Option
+		name       string
+		opts       []failover.Option
 		wantForgot bool // some key admitted again in the second round
 	}{
 		{"default bound holds all three", nil, false},

@@ -35,7 +35,7 @@ func TestCheckBounds(t *testing.T) {
 		{`{"key":"a","algorithm":"fixed_window","rate":100,"period":"1h","cost":41}`, 400, "cost", "cost 41 exceeds --max-hits 40"},
 		// The library's own bound, past the server's: a sliding log.
 		{`{"key":"a","algorithm":"sliding_log","rate":501,"period":"1s"}`, 400, "rate", "Rate 501 is more than sliding_log's maximum 500"},
-		// The issue's request: refused before any store call.
+		// A request that once panicked a memory-store shard under its lock: refused before any store call.
 		{`{"key":"x","algorithm":"sliding_log","rate":4503599627370495,"period":"1s","cost":4503599627370495}`, 400, "rate", "exceeds --max-rate 1000"},
 	}
 	for _, tt := range tests {
