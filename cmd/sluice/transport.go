@@ -35,6 +35,7 @@ const (
 	defaultHTTPMaxHeaderBytes    = 64 << 10
 	defaultMaxConnections        = 4096
 	defaultGRPCMaxStreams        = 250
+	defaultGRPCHandshakeTimeout  = 10 * time.Second
 	defaultGRPCKeepaliveMinTime  = 10 * time.Second
 	defaultGRPCMaxConnAge        = 24 * time.Hour // the reference's GRPC_MAX_CONNECTION_AGE
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
@@ -62,6 +63,7 @@ type transportFlags struct {
 	maxConnections        int
 
 	grpcMaxStreams       uint
+	grpcHandshakeTimeout time.Duration
 	grpcKeepaliveMinTime time.Duration
 	grpcKeepaliveNoRPC   bool
 	grpcMaxConnAge       time.Duration
@@ -83,6 +85,7 @@ func (g *transportFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.httpMaxHeaderBytes, "http-max-header-bytes", "largest `size` of a request's headers (431 beyond)")
 	fs.IntVar(&g.maxConnections, "max-connections", defaultMaxConnections, "most open connections per listener (HTTP, gRPC, admin); a connection beyond it is closed at once (0: no cap)")
 	fs.UintVar(&g.grpcMaxStreams, "grpc-max-concurrent-streams", defaultGRPCMaxStreams, "most concurrent gRPC calls per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a stream beyond it is refused)")
+	fs.DurationVar(&g.grpcHandshakeTimeout, "grpc-handshake-timeout", defaultGRPCHandshakeTimeout, "longest time a new gRPC connection may take to complete its TLS and HTTP/2 handshake; a connection that sends nothing is closed then, freeing its --max-connections slot (must be > 0)")
 	fs.DurationVar(&g.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's keepalive pings; a client pinging more often gets GOAWAY (too_many_pings)")
 	fs.BoolVar(&g.grpcKeepaliveNoRPC, "grpc-keepalive-permit-without-stream", true, "allow keepalive pings on a connection with no call in flight")
 	fs.DurationVar(&g.grpcMaxConnAge, "grpc-max-connection-age", defaultGRPCMaxConnAge, "close a gRPC connection after this long (±10%, with GOAWAY), so that clients spread over new replicas (the reference's GRPC_MAX_CONNECTION_AGE; 0: never)")
@@ -104,10 +107,14 @@ func (g *transportFlags) validate() error {
 		{"--http-write-timeout", g.httpWriteTimeout}, {"--http-idle-timeout", g.httpIdleTimeout},
 		{"--grpc-keepalive-min-time", g.grpcKeepaliveMinTime}, {"--grpc-max-connection-age", g.grpcMaxConnAge},
 		{"--grpc-max-connection-age-grace", g.grpcMaxConnAgeGrace}, {"--request-timeout", g.requestTimeout},
+		{"--grpc-handshake-timeout", g.grpcHandshakeTimeout},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%s %v: must be >= 0", d.name, d.v)
 		}
+	}
+	if g.grpcHandshakeTimeout == 0 {
+		return errors.New("--grpc-handshake-timeout 0s: must be > 0 (a connection must finish its handshake some time)")
 	}
 	if g.httpMaxHeaderBytes < minHeaderBytes || g.httpMaxHeaderBytes > maxHeaderBytes {
 		return fmt.Errorf("--http-max-header-bytes %v: want 4KiB to 16MiB", &g.httpMaxHeaderBytes)
@@ -182,6 +189,7 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(g.grpcMaxMessageSize)),
 		grpc.MaxConcurrentStreams(uint32(g.grpcMaxStreams)),
+		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
 		grpc.UnaryInterceptor(rls.Guard(log, panicked, g.requestTimeout)),

@@ -42,6 +42,7 @@ var commonFlags = []flagArg{
 	{"http-idle-timeout", "5s"},
 	{"max-connections", "64"},
 	{"grpc-max-concurrent-streams", "100"},
+	{"grpc-handshake-timeout", "1s"},
 	{"request-timeout", "5s"},
 	{"shutdown-timeout", shutdownTimeout.String()},
 	{"gc-heap-floor", "0"},
