@@ -27,6 +27,7 @@ func (st *storeSet) wrapForTest() {
 	}
 	inner := st.store
 	st.store = testStoreWrap(inner)
+	st.waitBound = -1 // the wrapper may wait as it likes
 	if c, ok := st.store.(io.Closer); ok && st.store != inner {
 		innerClose := st.close
 		st.close = func() { c.Close(); innerClose() }
@@ -103,10 +104,11 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	// denials stay local, and a failing Redis opens the breaker.
 	fs := failover.New(shared, opts...)
 	return &storeSet{
-		store: fs,
-		name:  name + ")",
-		ready: fs.Ready,
-		close: func() { fs.Close(); closeShared() },
+		store:     fs,
+		name:      name + ")",
+		ready:     fs.Ready,
+		close:     func() { fs.Close(); closeShared() },
+		waitBound: f.redisTimeout,
 	}, nil
 }
 
