@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/servetest"
 )
 
 // nginxBinary finds nginx, or skips the test (fails it under CI=true).
@@ -41,22 +43,7 @@ func nginxBinary(t *testing.T) string {
 }
 
 // syncBuffer collects a process's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = servetest.Output
 
 // run starts cmd, killed with the test binary and stopped (sig, then
 // SIGKILL after 5 s) when the test ends; done closes when it exits.

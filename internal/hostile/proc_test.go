@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/servetest"
 )
 
 // flagArg is one flag of sluice serve, given as --name=value.
@@ -72,23 +73,8 @@ const dialTimeout = 5 * time.Second
 // or redis-server) so that a runaway allocation cannot take the machine.
 const rssLimit = 1 << 30
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine of exec.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer collects a process's output.
+type syncBuffer = servetest.Output
 
 // proc is a running sluice serve.
 type proc struct {

@@ -54,19 +54,20 @@ func Cleanup() {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for exec's copying goroutine.
-type syncBuffer struct {
+// Output collects a process's output: a bytes.Buffer safe for exec's
+// copying goroutine while the test reads it.
+type Output struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *Output) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *Output) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -77,7 +78,7 @@ type Server struct {
 	HTTP string // host:port of the HTTP listener
 	GRPC string // host:port of the gRPC listener
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *Output
 }
 
 // Log returns what the server wrote to stderr so far.
@@ -96,7 +97,7 @@ func StartIn(t testing.TB, dir string, args ...string) *Server {
 	bin := Binary(t)
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready, "--reload-interval", "0"}, args...)
-	s := &Server{cmd: exec.Command(bin, args...), out: &syncBuffer{}}
+	s := &Server{cmd: exec.Command(bin, args...), out: &Output{}}
 	s.cmd.Stderr = s.out
 	s.cmd.Dir = dir
 	if err := s.cmd.Start(); err != nil {
