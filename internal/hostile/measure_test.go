@@ -197,43 +197,31 @@ func rss(pid int) (int64, error) {
 func (h *harness) background() (stop func()) {
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		for tick := time.NewTicker(100 * time.Millisecond); ; {
-			select {
-			case <-quit:
-				tick.Stop()
-				return
-			case <-tick.C:
-				if !h.p.exited() {
-					h.probe()
+	every := func(d time.Duration, f func()) {
+		wg.Go(func() {
+			tick := time.NewTicker(d)
+			defer tick.Stop()
+			for {
+				select {
+				case <-quit:
+					return
+				case <-tick.C:
+					f()
 				}
 			}
+		})
+	}
+	every(100*time.Millisecond, func() {
+		if !h.p.exited() {
+			h.probe()
 		}
 	})
-	wg.Go(func() {
-		for tick := time.NewTicker(20 * time.Millisecond); ; {
-			select {
-			case <-quit:
-				tick.Stop()
-				return
-			case <-tick.C:
-				h.sampleRSS()
-			}
-		}
-	})
-	wg.Go(func() {
-		for tick := time.NewTicker(100 * time.Millisecond); ; {
-			select {
-			case <-quit:
-				tick.Stop()
-				return
-			case <-tick.C:
-				if g, err := h.goroutines(); err == nil {
-					h.sampleMu.Lock()
-					h.peakG = max(h.peakG, g)
-					h.sampleMu.Unlock()
-				}
-			}
+	every(20*time.Millisecond, h.sampleRSS)
+	every(100*time.Millisecond, func() {
+		if g, err := h.goroutines(); err == nil {
+			h.sampleMu.Lock()
+			h.peakG = max(h.peakG, g)
+			h.sampleMu.Unlock()
 		}
 	})
 	return func() { close(quit); wg.Wait() }
