@@ -18,6 +18,12 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to a full, untouched state.
 	ResetAfter time.Duration
+	// Degraded is true when the decision was made by the limit's
+	// FailureMode, without the answer of the store that counts (a
+	// failover.Store while its shared store does not answer): Remaining,
+	// RetryAfter and ResetAfter are then those of the failure mode, not of
+	// the key's shared state.
+	Degraded bool
 }
 
 // Store applies one algorithm step for key atomically.
@@ -50,33 +56,14 @@ type MultiStore interface {
 	AllowMulti(ctx context.Context, reqs []Request) ([]Decision, error)
 }
 
-// ValidateRequest checks a key, limit and cost as every store must before
-// deciding: an error wrapping ErrInvalidKey, ErrInvalidLimit, ErrInvalidCost
-// or ErrExceedsCapacity, naming the offending value.
-func ValidateRequest(key string, lim Limit, n int) error {
-	if err := ValidateKey(key); err != nil {
-		return err
-	}
-	if err := lim.Validate(); err != nil {
-		return err
-	}
-	if n < 0 {
-		return fmt.Errorf("%w: n = %d must be >= 0", ErrInvalidCost, n)
-	}
-	if c := lim.Capacity(); n > c {
-		return fmt.Errorf("%w: n = %d, but %v admits at most %d at once", ErrExceedsCapacity, n, lim, c)
-	}
-	return nil
-}
-
 // ValidateKey reports an empty key or one longer than MaxKeyLen bytes. Keys
 // are otherwise opaque bytes: any byte, UTF-8 or not, is allowed.
 func ValidateKey(key string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("%w: key is empty", ErrInvalidKey)
+		return &LimitError{Field: "Key", Reason: "key is empty", Err: ErrInvalidKey}
 	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key is %d bytes, longer than %d", ErrInvalidKey, len(key), MaxKeyLen)
+		return &LimitError{Field: "Key", Reason: fmt.Sprintf("key is %d bytes, longer than %d", len(key), MaxKeyLen), Err: ErrInvalidKey}
 	}
 	return nil
 }

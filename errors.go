@@ -2,23 +2,36 @@ package sluice
 
 import "errors"
 
-// LimitError reports the invalid field of a Limit (Limit.Validate,
-// ParseAlgorithm). It wraps ErrInvalidLimit.
+// LimitError reports the invalid field of a request: of its Limit
+// (Limit.Validate, ParseAlgorithm, ParseFailureMode), its key or its cost.
+// It wraps Err: ErrInvalidLimit (the default, when Err is nil),
+// ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
 type LimitError struct {
-	Field string // "Algorithm", "Rate", "Period" or "Burst"
-	Msg   string // names the field and the offending value
+	// Field is "Algorithm", "Rate", "Period", "Burst" or "FailureMode" for
+	// the limit, "Key" for the key and "N" for the cost.
+	Field string
+	// Reason names the field and the offending value.
+	Reason string
+	// Err is the sentinel the error wraps; nil means ErrInvalidLimit.
+	Err error
 }
 
-func (e *LimitError) Error() string { return ErrInvalidLimit.Error() + ": " + e.Msg }
+func (e *LimitError) Error() string { return e.Unwrap().Error() + ": " + e.Reason }
 
-// Unwrap returns ErrInvalidLimit.
-func (e *LimitError) Unwrap() error { return ErrInvalidLimit }
+// Unwrap returns the sentinel: Err, or ErrInvalidLimit when Err is nil.
+func (e *LimitError) Unwrap() error {
+	if e.Err == nil {
+		return ErrInvalidLimit
+	}
+	return e.Err
+}
 
 // Errors that callers match with errors.Is. Every error a store or the
 // Limiter returns wraps one of them together with the offending value.
 var (
-	// ErrInvalidLimit reports a Limit that fails Validate: a *LimitError
-	// wrapping it names the field.
+	// ErrInvalidLimit reports a Limit that fails Validate. Every invalid
+	// request is reported by a *LimitError, which names the field and
+	// wraps this or one of the next three.
 	ErrInvalidLimit = errors.New("sluice: invalid limit")
 	// ErrInvalidKey reports an empty key or one longer than MaxKeyLen bytes.
 	ErrInvalidKey = errors.New("sluice: invalid key")

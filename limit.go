@@ -1,9 +1,9 @@
 package sluice
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/algo"
@@ -59,13 +59,13 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return 0, &LimitError{Field: "Algorithm", Msg: fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", s)}
+	return 0, &LimitError{Field: "Algorithm", Reason: fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", s)}
 }
 
 // MarshalText implements encoding.TextMarshaler.
 func (a Algorithm) MarshalText() ([]byte, error) {
 	if !a.valid() {
-		return nil, &LimitError{Field: "Algorithm", Msg: fmt.Sprintf("algorithm %d", a)}
+		return nil, &LimitError{Field: "Algorithm", Reason: fmt.Sprintf("algorithm %d", a)}
 	}
 	return []byte(a.String()), nil
 }
@@ -86,6 +86,10 @@ type Limit struct {
 	Rate      int           // events allowed per Period, > 0
 	Period    time.Duration // >= 1ms, a whole number of microseconds
 	Burst     int           // TokenBucket/GCRA capacity; 0 means Rate
+	// FailureMode is how a failover store decides for this limit while its
+	// shared store does not answer; FailDefault (the zero value) is that
+	// store's default. Every other store ignores it.
+	FailureMode FailureMode `json:",omitempty"`
 }
 
 // MinPeriod is the shortest Period a Limit may have.
@@ -122,6 +126,9 @@ func (l Limit) With(a Algorithm) Limit { l.Algorithm = a; return l }
 // WithBurst returns a copy of l with the given Burst.
 func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
 
+// WithFailureMode returns a copy of l that fails by mode m.
+func (l Limit) WithFailureMode(m FailureMode) Limit { l.FailureMode = m; return l }
+
 // Capacity is the largest n a single request may ask for: Burst (or Rate
 // when Burst is 0) for TokenBucket and GCRA, Rate otherwise.
 func (l Limit) Capacity() int {
@@ -135,7 +142,7 @@ func (l Limit) Capacity() int {
 // wraps ErrInvalidLimit.
 func (l Limit) Validate() error {
 	bad := func(field, format string, args ...any) error {
-		return &LimitError{Field: field, Msg: fmt.Sprintf(format, args...)}
+		return &LimitError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case !l.Algorithm.valid():
@@ -153,17 +160,15 @@ func (l Limit) Validate() error {
 		return bad("Burst", "Burst %d must be >= 0", l.Burst)
 	case l.Burst != 0 && l.Algorithm != TokenBucket && l.Algorithm != GCRA:
 		return bad("Burst", "Burst %d applies only to token_bucket and gcra, not %v", l.Burst, l.Algorithm)
+	case !l.FailureMode.valid():
+		return bad("FailureMode", "FailureMode %d is unknown", l.FailureMode)
 	}
 	if err := algo.CheckBounds(l.kind(), int64(l.Rate), int64(l.Burst), l.Period.Microseconds()); err != nil {
-		msg := err.Error()
-		field := "Rate"
-		switch {
-		case strings.HasPrefix(msg, "Period"):
-			field = "Period"
-		case strings.HasPrefix(msg, "Burst"):
-			field = "Burst"
+		var be *algo.BoundsError
+		if errors.As(err, &be) {
+			return &LimitError{Field: be.Field, Reason: be.Msg}
 		}
-		return &LimitError{Field: field, Msg: msg}
+		return &LimitError{Field: "Rate", Reason: err.Error()}
 	}
 	return nil
 }
@@ -174,7 +179,18 @@ func (l Limit) String() string {
 	if l.Algorithm == TokenBucket || l.Algorithm == GCRA {
 		s += ", burst " + strconv.Itoa(l.Capacity())
 	}
+	if l.FailureMode != FailDefault {
+		s += ", fails " + l.FailureMode.String()
+	}
 	return s + ")"
 }
 
 func (l Limit) kind() algo.Kind { return algo.Kind(l.Algorithm) }
+
+// MaxMultiRequests is the most requests one AllowMulti call may decide. A
+// call is one atomic step (on Redis, one script, which blocks the server
+// while it runs), so its work must stay small whatever the caller asks:
+// at this bound, and with at most MaxSlidingLogRate sliding-log units in
+// all, the largest call runs in about half a millisecond of Redis time
+// (docs/bounds.md). A larger call is an error wrapping ErrExceedsCapacity.
+const MaxMultiRequests = 16

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -328,7 +329,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	if s.isDone.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+	if err := validate.Request(key, lim, n); err != nil {
 		return sluice.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -376,7 +377,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return nil, fmt.Errorf("%w: shared store %T", sluice.ErrMultiUnsupported, s.shared)
 	}
 	for i, rq := range reqs {
-		if err := sluice.ValidateRequest(rq.Key, rq.Limit, rq.N); err != nil {
+		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 var (
@@ -285,7 +286,7 @@ func (s *Store) nowMicro() int64 {
 	return s.baseµs + int64(time.Since(s.base)/time.Microsecond)
 }
 
-// check validates a request as sluice.ValidateRequest does and returns the
+// check validates a request as validate.Request does and returns the
 // limit's parameters.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) (*algo.Params, error) {
 	if s.closed.Load() {
@@ -302,7 +303,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return nil, err
 	}
 	if n < 0 || int64(n) > p.Cap {
-		return nil, sluice.ValidateRequest(key, lim, n)
+		return nil, validate.Request(key, lim, n)
 	}
 	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // AllowMulti implements sluice.MultiStore: the requests are decided under
@@ -23,11 +24,11 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return nil, err
 	}
 	for i, rq := range reqs {
-		if err := sluice.ValidateRequest(rq.Key, rq.Limit, rq.N); err != nil {
+		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
-	if err := sluice.ValidateMulti(reqs); err != nil {
+	if err := validate.Multi(reqs); err != nil {
 		return nil, err
 	}
 	if len(reqs) == 0 {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // AllowMulti implements sluice.MultiStore in one script: either every
@@ -21,7 +22,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
-	if err := sluice.ValidateMulti(reqs); err != nil {
+	if err := validate.Multi(reqs); err != nil {
 		return nil, err
 	}
 	if len(reqs) == 0 {

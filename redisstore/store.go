@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 var (
@@ -165,7 +166,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+	if err := validate.Request(key, lim, n); err != nil {
 		return err
 	}
 	if s.msLayout && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // exact is a minimal exact sluice.Leaser on a clock, built on internal/algo
@@ -62,7 +63,7 @@ func (x *exact) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if x.fail.Load() {
 		return sluice.Decision{}, time.Time{}, errDown
 	}
-	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+	if err := validate.Request(key, lim, n); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -348,7 +349,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	if err := sluice.ValidateRequest(key, lim, n); err != nil {
+	if err := validate.Request(key, lim, n); err != nil {
 		return sluice.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -388,7 +389,7 @@ func (s *Store) leasable(lim sluice.Limit) bool {
 // (failover.LocalFirst) to skip its deadline for local decisions, and keeps
 // spending units leased before an outage while its breaker is open.
 func (s *Store) AllowLocal(key string, lim sluice.Limit, n int) (sluice.Decision, bool) {
-	if n == 0 || s.closed.Load() || sluice.ValidateRequest(key, lim, n) != nil {
+	if n == 0 || s.closed.Load() || validate.Request(key, lim, n) != nil {
 		return sluice.Decision{}, false
 	}
 	return s.fast(s.shardOf(key), ckey{key, lim}, n)
@@ -803,7 +804,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return nil, sluice.ErrClosed
 	}
 	for i, rq := range reqs {
-		if err := sluice.ValidateRequest(rq.Key, rq.Limit, rq.N); err != nil {
+		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}

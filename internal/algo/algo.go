@@ -22,10 +22,7 @@
 // CheckBounds, so that the same integer math is exact in Lua's doubles.
 package algo
 
-import (
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // Kind numbers the algorithms as sluice.Algorithm does.
 type Kind uint8
@@ -84,45 +81,59 @@ func NewParams(k Kind, rate, burst, period int64) Params {
 	return p
 }
 
-// CheckBounds reports a limit whose arithmetic could not stay exact below
-// MaxExact. Rate, burst and period (µs) are assumed positive (burst >= 0).
+// BoundsError reports a limit whose arithmetic could not stay exact:
+// Field is the limit's field to change ("Rate", "Burst" or "Period").
+type BoundsError struct {
+	Field string
+	Msg   string
+}
+
+func (e *BoundsError) Error() string { return e.Msg }
+
+func boundsErr(field, format string, args ...any) error {
+	return &BoundsError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// CheckBounds reports, as a *BoundsError, a limit whose arithmetic could
+// not stay exact below MaxExact. Rate, burst and period (µs) are assumed
+// positive (burst >= 0).
 func CheckBounds(k Kind, rate, burst, period int64) error {
 	if period >= MaxExact/2 {
-		return fmt.Errorf("Period of %dµs is too long", period)
+		return boundsErr("Period", "Period of %dµs is too long", period)
 	}
 	switch k {
 	case SlidingWindow:
 		// prev*(P-e) and (a+1)*P are at most (Rate+1)*Period.
 		if rate >= MaxExact/2 || (rate+1) > (MaxExact-1)/period {
-			return fmt.Errorf("Rate × Period (%d × %dµs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window", rate, period)
+			return boundsErr("Rate", "Rate × Period (%d × %dµs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window", rate, period)
 		}
 	case TokenBucket, GCRA:
-		c := rate
+		c, field := rate, "Rate"
 		if burst > 0 {
-			c = burst
+			c, field = burst, "Burst"
 		}
 		g := gcd(rate, period)
 		pp, rr := period/g, rate/g
 		// The scaled deficit plus one request's worth is at most 2·Cap·P.
 		if c >= MaxExact/4 || 2*c > (MaxExact-1)/pp {
-			return fmt.Errorf("Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
+			return boundsErr(field, "Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
 		}
 		// GCRA's deficit (TAT-now)·R + Frac is formed up to Cap·P + 2·R, one
 		// request more is 2·Cap·P + 2·R, and rounding up a division by R
 		// adds R: a Rate far above Burst must not push that past 2^53.
 		if rr >= MaxExact/8 || 2*c*pp+3*rr > MaxExact-1 {
-			return fmt.Errorf("Rate %d per %dµs is too large for exact %s arithmetic with Burst %d (limit 2^53)", rate, period, kindName(k), c)
+			return boundsErr("Rate", "Rate %d per %dµs is too large for exact %s arithmetic with Burst %d (limit 2^53)", rate, period, kindName(k), c)
 		}
 	case SlidingLog:
 		if rate > MaxLogRate {
-			return fmt.Errorf("Rate %d is more than sliding_log's maximum %d (one entry per event); use sliding_window for larger limits", rate, MaxLogRate)
+			return boundsErr("Rate", "Rate %d is more than sliding_log's maximum %d (one entry per event); use sliding_window for larger limits", rate, MaxLogRate)
 		}
 	case FixedWindow:
 		if rate >= MaxExact/2 {
-			return fmt.Errorf("Rate %d is too large", rate)
+			return boundsErr("Rate", "Rate %d is too large", rate)
 		}
 	default:
-		return errors.New("unknown algorithm")
+		return boundsErr("Algorithm", "unknown algorithm")
 	}
 	return nil
 }

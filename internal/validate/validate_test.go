@@ -1,4 +1,4 @@
-package sluice_test
+package validate_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 func TestValidateRequest(t *testing.T) {
@@ -29,7 +30,7 @@ func TestValidateRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := sluice.ValidateRequest(tt.key, tt.lim, tt.n); err != nil {
+			if err := validate.Request(tt.key, tt.lim, tt.n); err != nil {
 				t.Errorf("ValidateRequest(%q, %v, %d) = %v, want nil", tt.key, tt.lim, tt.n, err)
 			}
 		})
@@ -60,7 +61,7 @@ func TestValidateRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := sluice.ValidateRequest(tt.key, tt.lim, tt.n)
+			err := validate.Request(tt.key, tt.lim, tt.n)
 			if !errors.Is(err, tt.wantIs) || err.Error() != tt.wantText {
 				t.Errorf("ValidateRequest(%q, %v, %d) = %v, want %q wrapping %v", tt.key, tt.lim, tt.n, err, tt.wantText, tt.wantIs)
 			}

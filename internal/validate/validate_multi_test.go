@@ -1,4 +1,4 @@
-package sluice_test
+package validate_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // TestValidateMulti: an AllowMulti call of MaxMultiRequests requests, or of
@@ -44,7 +45,7 @@ func TestValidateMulti(t *testing.T) {
 		{"other algorithms have no unit bound", reqs(3, sluice.PerSecond(1000), func(int) int { return 1000 }), true},
 	}
 	for _, tt := range tests {
-		err := sluice.ValidateMulti(tt.reqs)
+		err := validate.Multi(tt.reqs)
 		if tt.ok && err != nil || !tt.ok && !errors.Is(err, sluice.ErrExceedsCapacity) {
 			t.Errorf("%s: ValidateMulti = %v, want ok %v (else ErrExceedsCapacity)", tt.name, err, tt.ok)
 		}

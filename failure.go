@@ -1,0 +1,89 @@
+package sluice
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// FailureMode is what a decision becomes when the store that counts cannot
+// make it: a failover.Store in front of Redis, while Redis does not answer.
+// A Limit carries it, so that each limit (a route, a rule) can fail its own
+// way; stores that cannot fail ignore it. The zero value, FailDefault, is
+// the failover store's default mode.
+type FailureMode uint8
+
+const (
+	// FailDefault leaves the decision to the failover store's default mode.
+	FailDefault FailureMode = iota
+	// FailClosed denies, with a RetryAfter of when the shared store may
+	// answer again.
+	FailClosed
+	// FailOpen admits through a strict local limit, this process's share
+	// of the quota (Rate divided by the number of replicas).
+	FailOpen
+	// FailOpenUnbounded admits everything. Never a default unless named.
+	FailOpenUnbounded
+)
+
+var failureModeNames = [...]string{
+	FailDefault:       "default",
+	FailClosed:        "closed",
+	FailOpen:          "open",
+	FailOpenUnbounded: "open_unbounded",
+}
+
+func (m FailureMode) valid() bool { return m <= FailOpenUnbounded }
+
+// String returns the mode's configuration name: default, closed, open or
+// open_unbounded.
+func (m FailureMode) String() string {
+	if m.valid() {
+		return failureModeNames[m]
+	}
+	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseFailureMode parses closed, open or open_unbounded (and default,
+// or the empty string, for FailDefault).
+func ParseFailureMode(s string) (FailureMode, error) {
+	if s == "" {
+		return FailDefault, nil
+	}
+	for m := FailDefault; m <= FailOpenUnbounded; m++ {
+		if failureModeNames[m] == s {
+			return m, nil
+		}
+	}
+	return 0, &LimitError{Field: "FailureMode", Reason: fmt.Sprintf("unknown failure mode %q (want closed, open or open_unbounded)", s)}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m FailureMode) MarshalText() ([]byte, error) {
+	if !m.valid() {
+		return nil, &LimitError{Field: "FailureMode", Reason: fmt.Sprintf("failure mode %d", m)}
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (m *FailureMode) UnmarshalText(b []byte) error {
+	v, err := ParseFailureMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// Stricter returns the stricter of m and o, for a decision that several
+// limits share (AllowMulti): FailClosed before FailOpen before
+// FailOpenUnbounded; FailDefault only when both are.
+func (m FailureMode) Stricter(o FailureMode) FailureMode {
+	switch {
+	case m == FailDefault:
+		return o
+	case o == FailDefault:
+		return m
+	}
+	return min(m, o)
+}

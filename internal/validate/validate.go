@@ -1,0 +1,55 @@
+// Package validate checks a request as every store must before deciding,
+// so that each store reports a bad key, limit or cost with the same error.
+package validate
+
+import (
+	"fmt"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Request checks a key, limit and cost: a *sluice.LimitError wrapping
+// sluice.ErrInvalidKey, ErrInvalidLimit, ErrInvalidCost or
+// ErrExceedsCapacity, naming the offending field and value.
+func Request(key string, lim sluice.Limit, n int) error {
+	if err := sluice.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	return Cost(lim, n)
+}
+
+// Cost checks n against a limit that passed Validate.
+func Cost(lim sluice.Limit, n int) error {
+	if n < 0 {
+		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d must be >= 0", n), Err: sluice.ErrInvalidCost}
+	}
+	if c := lim.Capacity(); n > c {
+		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but %v admits at most %d at once", n, lim, c), Err: sluice.ErrExceedsCapacity}
+	}
+	return nil
+}
+
+// Multi checks the size of an AllowMulti call: at most
+// sluice.MaxMultiRequests requests, whose SlidingLog requests ask for at
+// most sluice.MaxSlidingLogRate units in all (each unit is an entry
+// written). An oversized call is a *sluice.LimitError wrapping
+// sluice.ErrExceedsCapacity: it could never be decided at once. It does not
+// check each request (Request does).
+func Multi(reqs []sluice.Request) error {
+	if len(reqs) > sluice.MaxMultiRequests {
+		return &sluice.LimitError{Field: "Requests", Reason: fmt.Sprintf("AllowMulti of %d requests, more than %d at once", len(reqs), sluice.MaxMultiRequests), Err: sluice.ErrExceedsCapacity}
+	}
+	units := 0
+	for _, rq := range reqs {
+		if rq.Limit.Algorithm == sluice.SlidingLog && rq.N > 0 {
+			units += min(rq.N, sluice.MaxSlidingLogRate+1) // no overflow, whatever N
+		}
+	}
+	if units > sluice.MaxSlidingLogRate {
+		return &sluice.LimitError{Field: "Requests", Reason: fmt.Sprintf("AllowMulti asks %d sliding-log units in all, more than %d at once", units, sluice.MaxSlidingLogRate), Err: sluice.ErrExceedsCapacity}
+	}
+	return nil
+}
