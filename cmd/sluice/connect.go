@@ -172,7 +172,7 @@ func checkFailureModes(c *config.Config, f *serveFlags) error {
 		return nil
 	}
 	for _, r := range c.Rules() {
-		if r.FailureMode == "open" {
+		if r.Limit.FailureMode == sluice.FailOpen {
 			return fmt.Errorf("rule %s: failure_mode: open needs --replicas N (the number of sluice replicas) with --redis: each admits rate/N while Redis is down", r.Name)
 		}
 	}

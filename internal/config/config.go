@@ -24,8 +24,9 @@ type Rule struct {
 	// RLS answer's current_limit.name.
 	ConfiguredName string
 	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
-	// Rate (requests_per_unit), Period (unit or window) and Burst. It is the
-	// zero Limit when Unlimited.
+	// Rate (requests_per_unit), Period (unit or window), Burst and
+	// FailureMode (failure_mode: FailOpen or FailClosed, or FailDefault, the
+	// process's default, when unset). It is the zero Limit when Unlimited.
 	Limit sluice.Limit
 	// Unit is the reference's unit in upper case ("SECOND", "MINUTE", "HOUR",
 	// "DAY", "WEEK", "MONTH", "YEAR"), or "" when the period came from the
@@ -50,9 +51,6 @@ type Rule struct {
 	ValueToMetric  bool // value_to_metric: metrics carry the value matched by a wildcard/default
 	ShareThreshold bool // share_threshold: values matching a wildcard share one counter
 
-	// FailureMode is the failure_mode extension: "" (the process default),
-	// "open" or "closed".
-	FailureMode string
 	// Replaces lists the ConfiguredNames of the rules this rule replaces when
 	// both apply to one request.
 	Replaces []string

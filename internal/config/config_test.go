@@ -259,14 +259,14 @@ func TestExtensions(t *testing.T) {
 	runMatches(t, c, []matchCase{
 		{
 			name: "sliding log with a window", domain: "ext", entries: d("api_key", "k1"),
-			want: []Rule{{Name: "ext.api_key", Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 30 * time.Second}, FailureMode: "closed"}},
+			want: []Rule{{Name: "ext.api_key", Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: 30 * time.Second, FailureMode: sluice.FailClosed}}},
 			key:  "ext/api_key=k1", metric: "ext.api_key",
 		},
 		{
 			name: "two limits on one node", domain: "ext", entries: d("tenant", "acme"),
 			want: []Rule{
 				{Name: "tenant_per_second", ConfiguredName: "tenant_per_second", Limit: sluice.Limit{Algorithm: sluice.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Unit: "SECOND"},
-				{Name: "ext.tenant#1", Limit: fw(100000, day), Unit: "DAY", FailureMode: "open"},
+				{Name: "ext.tenant#1", Limit: fw(100000, day).WithFailureMode(sluice.FailOpen), Unit: "DAY"},
 			},
 			key: "ext/tenant=acme", metric: "ext.tenant",
 		},
@@ -442,6 +442,7 @@ func TestErrors(t *testing.T) {
 		{"empty file", ``, `t.yaml: domain: missing or empty: a config file needs a domain`},
 		{"empty domain", `domain: ""`, `t.yaml:1: domain: missing or empty: a config file needs a domain`},
 		{"domain is a list", `domain: [a]`, `t.yaml:1: domain: want a string, got a list`},
+		{"domain is a list, then descriptors", "domain: [a]\ndescriptors:\n  - key: k\n", `t.yaml:1: domain: want a string, got a list`},
 		{"top level is a list", `- domain: a`, `t.yaml:1: want a mapping, got a list`},
 		{"bad YAML", "domain: a\ndescriptors: [", `t.yaml:2: invalid YAML: did not find expected node content`},
 		{"unknown root key", "domain: a\ndomian: b", `t.yaml:2: domian: unknown key (want one of domain, descriptors)`},
@@ -702,6 +703,38 @@ domain: a
 descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "maybe"`},
+		{"failure_mode open_unbounded", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: open_unbounded}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "open_unbounded"`},
+		{"failure_mode default", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "default"`},
+		{"sliding window too large with a window", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      algorithm: sliding_window
+      window: 8760h
+      requests_per_unit: 4000000000`, `t.yaml:8: descriptors[0].rate_limit.requests_per_unit: Rate × Period (4000000000 × 31536000000000µs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window`},
+		{"gcra rate too large for its window", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      algorithm: gcra
+      window: 1h
+      burst: 0
+      requests_per_unit: 4294967295`, `t.yaml:9: descriptors[0].rate_limit.requests_per_unit: Burst × Period/gcd(Rate, Period) (4294967295 × 240000000µs) is too large for exact gcra arithmetic (limit 2^52)`},
+		{"period too long from a unit", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {algorithm: gcra, unit: year, unit_multiplier: 200, requests_per_unit: 1}`, `t.yaml:5: descriptors[0].rate_limit: Period of 6307200000000000µs is too long`},
 		{"rate_limit and rate_limits", `
 domain: a
 descriptors:

@@ -29,8 +29,8 @@ func (down) AllowMulti(context.Context, []sluice.Request) ([]sluice.Decision, er
 	return nil, errDown
 }
 
-// A rule's failure_mode travels to failover as the call's policy; when
-// several rules apply, closed wins.
+// A rule's failure_mode travels to failover in its Limit; when several
+// rules apply, closed wins.
 func TestFailureModePerRule(t *testing.T) {
 	cfg, err := config.Parse("f.yaml", []byte(`domain: f
 descriptors:

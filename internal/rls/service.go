@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -197,12 +197,13 @@ func denyDecision(r *config.Rule, now time.Time, n int) sluice.Decision {
 }
 
 // windowLeft is the time from now to the end of the epoch-aligned window of
-// period p that holds now: where a fixed window resets.
+// period p that holds now, where a fixed window resets: algo.WindowLeft, in
+// the microseconds that the stores count in.
 func windowLeft(p time.Duration, now time.Time) time.Duration {
-	if p <= 0 {
+	if p < time.Microsecond {
 		p = time.Second
 	}
-	return p - time.Duration(now.UnixNano()%int64(p))
+	return time.Duration(algo.WindowLeft(now.UnixMicro(), p.Microseconds())) * time.Microsecond
 }
 
 // maxHits bounds a hits_addend: anything larger exceeds every capacity.
@@ -289,7 +290,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 
 	var enforced, advisory []check
 	unlimited := make([]bool, len(descs))
-	closed, open := false, false
 	for i := range descs {
 		m := matches[i]
 		for j, r := range m.Rules {
@@ -308,12 +308,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 					break
 				}
 			}
-			switch r.FailureMode {
-			case "closed":
-				closed = true
-			case "open":
-				open = true
-			}
 			c := check{desc: i, rule: r, key: key, n: hits[i]}
 			if r.ShadowMode || r.QuotaMode || s.quotaMode {
 				advisory = append(advisory, c)
@@ -326,13 +320,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
 		return nil, status.Errorf(codes.InvalidArgument, "the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests)
 	}
-	switch {
-	case closed: // the strictest rule of the request decides a degraded answer
-		ctx = failover.WithPolicy(ctx, failover.FailClosed)
-	case open:
-		ctx = failover.WithPolicy(ctx, failover.FailOpen)
-	}
-
 	admitted, err := s.decideEnforced(ctx, enforced)
 	if err != nil {
 		return nil, s.storeError(ctx, err)
@@ -651,17 +638,21 @@ func untilReset(d, period time.Duration) time.Duration {
 	return time.Duration(CeilSeconds(d)) * time.Second
 }
 
-var units = []struct {
-	d time.Duration
-	u pb.RateLimitResponse_RateLimit_Unit
-}{
-	{365 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_YEAR},
-	{30 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_MONTH},
-	{7 * 24 * time.Hour, pb.RateLimitResponse_RateLimit_WEEK},
-	{24 * time.Hour, pb.RateLimitResponse_RateLimit_DAY},
-	{time.Hour, pb.RateLimitResponse_RateLimit_HOUR},
-	{time.Minute, pb.RateLimitResponse_RateLimit_MINUTE},
-	{time.Second, pb.RateLimitResponse_RateLimit_SECOND},
+// units are config's units as the protocol numbers them, longest first.
+var units = func() []unit {
+	cu := config.Units()
+	us := make([]unit, len(cu))
+	for i, u := range cu {
+		us[len(cu)-1-i] = unit{u.Name, u.Period, pb.RateLimitResponse_RateLimit_Unit(pb.RateLimitResponse_RateLimit_Unit_value[u.Name])}
+	}
+	return us
+}()
+
+// unit is a reference unit: its name, its period and its protocol number.
+type unit struct {
+	name string
+	d    time.Duration
+	u    pb.RateLimitResponse_RateLimit_Unit
 }
 
 // CurrentLimit is the current_limit that reports rule. A reference unit is
@@ -673,7 +664,7 @@ func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 	cl := &pb.RateLimitResponse_RateLimit{Name: r.ConfiguredName, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
 	p := r.Limit.Period
 	for _, u := range units {
-		if (r.Unit == "" || r.Unit == u.u.String()) && p >= u.d && p%u.d == 0 {
+		if (r.Unit == "" || r.Unit == u.name) && p >= u.d && p%u.d == 0 {
 			cl.Unit = u.u
 			if m := p / u.d; m > 1 {
 				cl.UnitMultiplier = wrapperspb.UInt32(uint32(min(m, math.MaxUint32)))
@@ -681,8 +672,13 @@ func CurrentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 			return cl
 		}
 	}
-	// Sub-second or fractional seconds: the rate per second, rounded up.
-	perSec := (int64(r.Limit.Rate)*int64(time.Second) + int64(p) - 1) / int64(p)
+	// Sub-second or fractional seconds: the rate per second, rounded up,
+	// which is what the limit refills in a second. (A rate of 0, a
+	// requests_per_unit: 0 rule, refills nothing.)
+	perSec, ok := algo.RefillWithin(int64(r.Limit.Rate), p.Microseconds(), time.Second.Microseconds())
+	if !ok && r.Limit.Rate > 0 {
+		perSec = math.MaxUint32
+	}
 	cl.Unit = pb.RateLimitResponse_RateLimit_SECOND
 	cl.RequestsPerUnit = uint32(min(perSec, math.MaxUint32))
 	return cl
@@ -738,12 +734,7 @@ func CeilSeconds(d time.Duration) int64 {
 // overrideRule is the fixed-window limit of a descriptor's `limit` override.
 func overrideRule(o *rlpb.RateLimitDescriptor_RateLimitOverride) (*config.Rule, error) {
 	u := pb.RateLimitResponse_RateLimit_Unit(o.Unit)
-	var period time.Duration
-	for _, x := range units {
-		if x.u == u {
-			period = x.d
-		}
-	}
+	period := unitPeriod(u)
 	if period == 0 {
 		return nil, fmt.Errorf("unit %v is not supported", o.Unit)
 	}

@@ -329,6 +329,8 @@ func TestCurrentLimitOfWindows(t *testing.T) {
 		{config.Rule{Name: "e", ConfiguredName: "e", Limit: lim(3, 7*24*time.Hour)}, &pb.RateLimitResponse_RateLimit{Name: "e", RequestsPerUnit: 3, Unit: pb.RateLimitResponse_RateLimit_WEEK}},
 		{config.Rule{Name: "f", ConfiguredName: "f", Limit: lim(3, 1500*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "f", RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
 		{config.Rule{Name: "g", ConfiguredName: "g", Limit: lim(1, 100*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "g", RequestsPerUnit: 10, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+		{config.Rule{Name: "h", ConfiguredName: "h", Limit: lim(0, 1500*time.Millisecond), Deny: true}, &pb.RateLimitResponse_RateLimit{Name: "h", RequestsPerUnit: 0, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
+		{config.Rule{Name: "i", ConfiguredName: "i", Limit: lim(7, 3*time.Millisecond)}, &pb.RateLimitResponse_RateLimit{Name: "i", RequestsPerUnit: 2334, Unit: pb.RateLimitResponse_RateLimit_SECOND}},
 	}
 	for _, tt := range tests {
 		if d := cmp.Diff(tt.want, CurrentLimit(&tt.give), protocmp.Transform()); d != "" {
