@@ -76,7 +76,7 @@ func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int,
 	}
 	a, err := sluice.ParseAlgorithm(req.Algorithm)
 	if err != nil {
-		return "", lim, 0, &fieldError{"algorithm", fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", req.Algorithm)}
+		return "", lim, 0, limitError(err)
 	}
 	p, err := time.ParseDuration(req.Period)
 	if err != nil {
@@ -93,7 +93,7 @@ func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int,
 		return "", lim, 0, &fieldError{be.Field, err.Error()}
 	}
 	if err := lim.Validate(); err != nil {
-		return "", lim, 0, &fieldError{limitField(err), strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")}
+		return "", lim, 0, limitError(err)
 	}
 	if n < 0 {
 		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d must be >= 0", n)}
@@ -104,13 +104,15 @@ func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int,
 	return checkKeyPrefix + req.Key, lim, n, nil
 }
 
-// limitField names the request field a Limit.Validate error is about.
-func limitField(err error) string {
+// limitError is the fieldError of an invalid limit: the request field is
+// the limit's field in lower case (rate, period, burst, algorithm), and the
+// message the error's reason.
+func limitError(err error) *fieldError {
 	var le *sluice.LimitError
 	if errors.As(err, &le) {
-		return strings.ToLower(le.Field)
+		return &fieldError{strings.ToLower(le.Field), le.Reason}
 	}
-	return "rate"
+	return &fieldError{"", err.Error()}
 }
 
 // validKey reports whether the raw "key" of a /v1/check body is UTF-8 and

@@ -44,69 +44,66 @@ var (
 // with the Go runtime and process collectors.
 func NewMetrics() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rls_decisions_total",
-		Help: "Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited).",
-	}, []string{"domain", "rule", "result"})
-	m.shadowHits = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rls_shadow_mode_hits_total",
-		Help: "Hits that a shadow_mode rule would have denied, by domain and rule.",
-	}, []string{"domain", "rule"})
-	m.unmatched = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_rls_unmatched_descriptors_total",
-		Help: "Descriptors that matched no limit, by domain (\"\" for a domain that is not configured).",
-	}, []string{"domain"})
-	m.checks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_check_decisions_total",
-		Help: "Decisions of POST /v1/check by algorithm and result (allowed, denied).",
-	}, []string{"algorithm", "result"})
-	m.storeDur = prometheus.NewHistogram(prometheus.HistogramOpts{
+	m.decisions = m.counterVec("sluice_rls_decisions_total",
+		"Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited).",
+		"domain", "rule", "result")
+	m.shadowHits = m.counterVec("sluice_rls_shadow_mode_hits_total",
+		"Hits that a shadow_mode rule would have denied, by domain and rule.",
+		"domain", "rule")
+	m.unmatched = m.counterVec("sluice_rls_unmatched_descriptors_total",
+		"Descriptors that matched no limit, by domain (\"\" for a domain that is not configured).",
+		"domain")
+	m.checks = m.counterVec("sluice_check_decisions_total",
+		"Decisions of POST /v1/check by algorithm and result (allowed, denied).",
+		"algorithm", "result")
+	m.storeDur = register(m.reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
 		Help:    "Duration of store calls (AllowN or AllowMulti).",
 		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1},
-	})
-	m.storeErrs = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_store_errors_total",
-		Help: "Store calls that made no decision.",
-	})
-	m.sharedErrs = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_shared_store_errors_total",
-		Help: "Calls to the shared store (Redis) that failed or timed out, behind the failover breaker.",
-	})
-	m.degraded = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_degraded_decisions_total",
-		Help: "Decisions made without the shared store's answer, by failure policy and whether they admitted.",
-	}, []string{"policy", "allowed"})
-	m.breaker = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "sluice_breaker_open",
-		Help: "1 while the shared store's circuit breaker is open, else 0.",
-	})
-	m.breakerOps = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_breaker_transitions_total",
-		Help: "Circuit breaker transitions, by the state entered (open, closed).",
-	}, []string{"state"})
-	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_config_reloads_total",
-		Help: "Configuration reloads by result (success, failure).",
-	}, []string{"result"})
-	m.configOK = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "sluice_config_last_reload_successful",
-		Help: "1 when the last configuration reload succeeded (or none was tried), 0 when it failed.",
-	})
+	}))
+	m.storeErrs = m.counter("sluice_store_errors_total",
+		"Store calls that made no decision.")
+	m.sharedErrs = m.counter("sluice_shared_store_errors_total",
+		"Calls to the shared store (Redis) that failed or timed out, behind the failover breaker.")
+	m.degraded = m.counterVec("sluice_degraded_decisions_total",
+		"Decisions made without the shared store's answer, by failure policy and whether they admitted.",
+		"policy", "allowed")
+	m.breaker = m.gauge("sluice_breaker_open",
+		"1 while the shared store's circuit breaker is open, else 0.")
+	m.breakerOps = m.counterVec("sluice_breaker_transitions_total",
+		"Circuit breaker transitions, by the state entered (open, closed).",
+		"state")
+	m.reloads = m.counterVec("sluice_config_reloads_total",
+		"Configuration reloads by result (success, failure).",
+		"result")
+	m.configOK = m.gauge("sluice_config_last_reload_successful",
+		"1 when the last configuration reload succeeded (or none was tried), 0 when it failed.")
 	m.configOK.Set(1)
-	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "sluice_panics_total",
-		Help: "Requests whose handler panicked and were answered 500 or Internal, by server (http, grpc).",
-	}, []string{"server"})
-	m.reg.MustRegister(m.decisions, m.shadowHits, m.unmatched, m.checks, m.storeDur, m.storeErrs, m.sharedErrs,
-		m.degraded, m.breaker, m.breakerOps, m.reloads, m.configOK, m.panics,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.evictions = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "sluice_memory_evictions_total",
-		Help: "Live states the memory store evicted to stay within --memory-max-keys (each forgets what it counted).",
-	})
-	m.reg.MustRegister(m.evictions)
+	m.panics = m.counterVec("sluice_panics_total",
+		"Requests whose handler panicked and were answered 500 or Internal, by server (http, grpc).",
+		"server")
+	m.evictions = m.counter("sluice_memory_evictions_total",
+		"Live states the memory store evicted to stay within --memory-max-keys (each forgets what it counted).")
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// register registers c on reg and returns it.
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	reg.MustRegister(c)
+	return c
+}
+
+func (m *Metrics) counter(name, help string) prometheus.Counter {
+	return register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+}
+
+func (m *Metrics) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+}
+
+func (m *Metrics) gauge(name, help string) prometheus.Gauge {
+	return register(m.reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
 }
 
 // MemoryEvicted counts a live state the memory store evicted

@@ -198,3 +198,27 @@ func FuzzJSONEndpoints(f *testing.F) {
 		}
 	})
 }
+
+// An invalid limit's problem names the request field and gives the
+// limit's reason, without the sentinel's text.
+func TestCheckErrorDetail(t *testing.T) {
+	s, _ := newTestServer(t)
+	tests := []struct {
+		give      string
+		wantField string
+		want      string
+	}{
+		{`{"key":"k","algorithm":"leaky","rate":1,"period":"1s"}`, "algorithm", `algorithm: unknown algorithm "leaky" (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)`},
+		{`{"key":"k","algorithm":"gcra","rate":0,"period":"1s"}`, "rate", "rate: Rate 0 must be > 0"},
+		{`{"key":"k","algorithm":"gcra","rate":1,"period":"1us"}`, "period", "period: Period 1µs must be >= 1ms"},
+		{`{"key":"k","algorithm":"fixed_window","rate":1,"period":"1s","burst":2}`, "burst", "burst: Burst 2 applies only to token_bucket and gcra, not fixed_window"},
+		{`{"key":"k","algorithm":"sliding_window","rate":200000000,"period":"24h"}`, "rate", "rate: Rate × Period (200000000 × 86400000000µs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window"},
+	}
+	for _, tt := range tests {
+		w := do(t, s, "POST", "/v1/check", tt.give)
+		var p problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 400 || p.Field != tt.wantField || p.Detail != tt.want {
+			t.Errorf("POST /v1/check %s = %d %s, want 400 naming field %q with detail %q", tt.give, w.Code, w.Body, tt.wantField, tt.want)
+		}
+	}
+}
