@@ -28,7 +28,7 @@ type Rule struct {
 	// FailureMode (failure_mode: FailOpen or FailClosed, or FailDefault, the
 	// process's default, when unset). It is the zero Limit when Unlimited.
 	Limit sluice.Limit
-	// Unit is the reference's unit in upper case ("SECOND", "MINUTE", "HOUR",
+	// Unit is the Name of the rule's Unit ("SECOND", "MINUTE", "HOUR",
 	// "DAY", "WEEK", "MONTH", "YEAR"), or "" when the period came from the
 	// `window` extension or the rule is unlimited. RLS answers report it in
 	// current_limit. With the reference's unit_multiplier, Limit.Period is
