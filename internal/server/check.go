@@ -43,14 +43,20 @@ type CheckResponse struct {
 	ResetAfterMS int64 `json:"reset_after_ms"`
 }
 
-// fieldError is a request error naming its field.
+// fieldError is a request error naming its field ("" for the body as a
+// whole).
 type fieldError struct{ field, msg string }
 
-func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+func (e *fieldError) Error() string {
+	if e.field == "" {
+		return e.msg
+	}
+	return e.field + ": " + e.msg
+}
 
 // parseCheck decodes and validates a /v1/check body against b (checked
 // before the store is asked anything).
-func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int, err error) {
+func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int, bad *fieldError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req CheckRequest
@@ -162,7 +168,7 @@ func validKey(body []byte) bool {
 }
 
 // jsonError describes a decoding error, naming the field when it can.
-func jsonError(err error) error {
+func jsonError(err error) *fieldError {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
@@ -193,14 +199,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if s.svc != nil {
 		bounds = s.svc.Bounds()
 	}
-	key, lim, n, err := parseCheck(body, bounds)
-	if err != nil {
-		fe := err.(*fieldError)
-		detail := fe.msg
-		if fe.field != "" {
-			detail = fe.field + ": " + fe.msg
-		}
-		writeProblem(w, http.StatusBadRequest, fe.field, detail)
+	key, lim, n, fe := parseCheck(body, bounds)
+	if fe != nil {
+		writeProblem(w, http.StatusBadRequest, fe.field, fe.Error())
 		return
 	}
 	start := time.Now()
