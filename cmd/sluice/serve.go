@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -257,20 +256,6 @@ func (s *servers) drain(g *shutdownFlags, log *slog.Logger) (deadline time.Time)
 		log.Warn("drain incomplete", "err", err)
 	}
 	return deadline
-}
-
-// startReloader reloads the configuration into the service, on SIGHUP and
-// when its files change, until stop is called. It runs also without
-// --config, so that SIGHUP does not kill the process.
-func startReloader(g *configFlags, sum [32]byte, check func(*config.Config) error, c *core) (stop func()) {
-	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, apply: c.svc.SetConfig, sum: sum, check: check}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { r.run(ctx) })
-	return func() {
-		cancel()
-		wg.Wait()
-	}
 }
 
 // storeSet is the store serve decides through and how to close it.
