@@ -168,7 +168,7 @@ func (p *pendingStore) String() string {
 // local share: with --redis and no --replicas, a rule's failure_mode: open
 // would deny everything during an outage instead.
 func checkFailureModes(c *config.Config, f *serveFlags) error {
-	if f.redis == "" || f.replicas > 0 {
+	if f.redis.url == "" || f.redis.failover.replicas > 0 {
 		return nil
 	}
 	for _, r := range c.Rules() {

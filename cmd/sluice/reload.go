@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +26,20 @@ type reloader struct {
 	apply    func(*config.Config)
 	check    func(*config.Config) error // nil: none; an error keeps the running configuration
 	sum      [32]byte
+}
+
+// startReloader reloads the configuration into the service, on SIGHUP and
+// when its files change, until stop is called. It runs also without
+// --config, so that SIGHUP does not kill the process.
+func startReloader(g *configFlags, sum [32]byte, check func(*config.Config) error, c *core) (stop func()) {
+	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, apply: c.svc.SetConfig, sum: sum, check: check}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.run(ctx) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 func (r *reloader) run(ctx context.Context) {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // parseServe parses args with env set, and validates the flags. It returns
@@ -55,7 +57,7 @@ func testFlag[T comparable](t *testing.T, field string, get func(serveFlags) T, 
 }
 
 func TestServeFlagGRPCWorkers(t *testing.T) {
-	testFlag(t, "grpcWorkers", func(f serveFlags) int { return f.grpcWorkers }, []flagCase[int]{
+	testFlag(t, "grpcWorkers", func(f serveFlags) int { return f.transport.grpcWorkers }, []flagCase[int]{
 		{"default", nil, nil, defaultGRPCWorkers, 0, ""},
 		{"flag", nil, []string{"--grpc-workers", "16"}, 16, 0, ""},
 		{"env", map[string]string{"SLUICE_GRPC_WORKERS": "32"}, nil, 32, 0, ""},
@@ -80,7 +82,7 @@ func TestServeHelpListsGRPCWorkers(t *testing.T) {
 }
 
 func TestServeFlagGCHeapFloor(t *testing.T) {
-	testFlag(t, "gcHeapFloor", func(f serveFlags) uint64 { return uint64(f.gcHeapFloor) }, []flagCase[uint64]{
+	testFlag(t, "gcHeapFloor", func(f serveFlags) uint64 { return uint64(f.runtime.gcHeapFloor) }, []flagCase[uint64]{
 		{"default", nil, nil, 64 << 20, 0, ""},
 		{"flag", nil, []string{"--gc-heap-floor", "256MB"}, 256e6, 0, ""},
 		{"bytes", nil, []string{"--gc-heap-floor=134217728"}, 128 << 20, 0, ""},
@@ -121,7 +123,7 @@ func TestE2EGCHeapFloor(t *testing.T) {
 }
 
 func TestServeFlagLeaseRefreshAhead(t *testing.T) {
-	testFlag(t, "leaseRefresh", func(f serveFlags) float64 { return f.leaseRefresh }, []flagCase[float64]{
+	testFlag(t, "leaseRefresh", func(f serveFlags) float64 { return f.redis.tiered.leaseRefresh }, []flagCase[float64]{
 		{"default", nil, nil, 0.25, 0, ""},
 		{"flag", nil, []string{"--lease-refresh-ahead", "0.5"}, 0.5, 0, ""},
 		{"env", map[string]string{"SLUICE_LEASE_REFRESH_AHEAD": "0.1"}, nil, 0.1, 0, ""},
@@ -132,26 +134,43 @@ func TestServeFlagLeaseRefreshAhead(t *testing.T) {
 	})
 }
 
+func TestServeFlagFailureMode(t *testing.T) {
+	redis := []string{"--redis", "redis://127.0.0.1:1"}
+	testFlag(t, "failover.mode", func(f serveFlags) sluice.FailureMode { return f.redis.failover.mode }, []flagCase[sluice.FailureMode]{
+		{"default", nil, nil, sluice.FailClosed, 0, ""},
+		{"closed", nil, []string{"--failure-mode", "closed"}, sluice.FailClosed, 0, ""},
+		{"open, memory store", nil, []string{"--failure-mode", "open"}, sluice.FailOpen, 0, ""},
+		{"open with replicas", nil, append([]string{"--failure-mode", "open", "--replicas", "3"}, redis...), sluice.FailOpen, 0, ""},
+		{"env", map[string]string{"SLUICE_FAILURE_MODE": "open"}, nil, sluice.FailOpen, 0, ""},
+		{"open without replicas", nil, append([]string{"--failure-mode", "open"}, redis...), 0, 2, "--failure-mode open needs --replicas N"},
+		{"unknown", nil, []string{"--failure-mode", "maybe"}, 0, 2, `--failure-mode "maybe": want open or closed`},
+		{"open_unbounded", nil, []string{"--failure-mode", "open_unbounded"}, 0, 2, `--failure-mode "open_unbounded": want open or closed`},
+		{"default by name", nil, []string{"--failure-mode", "default"}, 0, 2, `--failure-mode "default": want open or closed`},
+		{"empty", nil, []string{"--failure-mode="}, 0, 2, `--failure-mode "": want open or closed`},
+		{"replicas negative", nil, []string{"--replicas=-1"}, 0, 2, "--replicas -1: must be >= 0"},
+	})
+}
+
 func TestServeFlagHeaderNames(t *testing.T) {
-	testFlag(t, "limitHeader", func(f serveFlags) string { return f.headerNames[0] }, []flagCase[string]{
+	testFlag(t, "limitHeader", func(f serveFlags) string { return f.service.headerNames[0] }, []flagCase[string]{
 		{"default", nil, nil, "RateLimit-Limit", 0, ""},
 		{"flag", nil, []string{"--limit-header", "X-RateLimit-Limit"}, "X-RateLimit-Limit", 0, ""},
 		{"env", map[string]string{"SLUICE_LIMIT_HEADER": "X-Limit"}, nil, "X-Limit", 0, ""},
 		{"empty", nil, []string{"--limit-header", ""}, "", 2, `--limit-header "": want an HTTP header name`},
 		{"space", nil, []string{"--limit-header", "X Limit"}, "X Limit", 2, `--limit-header "X Limit": want an HTTP header name`},
 	})
-	testFlag(t, "resetHeader", func(f serveFlags) string { return f.headerNames[2] }, []flagCase[string]{
+	testFlag(t, "resetHeader", func(f serveFlags) string { return f.service.headerNames[2] }, []flagCase[string]{
 		{"colon", nil, []string{"--reset-header", "X-Reset:"}, "X-Reset:", 2, `--reset-header "X-Reset:"`},
 	})
 }
 
 func TestServeFlagGlobalModes(t *testing.T) {
-	testFlag(t, "shadowMode", func(f serveFlags) bool { return f.shadowMode }, []flagCase[bool]{
+	testFlag(t, "shadowMode", func(f serveFlags) bool { return f.service.shadowMode }, []flagCase[bool]{
 		{"default", nil, nil, false, 0, ""},
 		{"flag", nil, []string{"--shadow-mode"}, true, 0, ""},
 		{"env", map[string]string{"SLUICE_SHADOW_MODE": "true"}, nil, true, 0, ""},
 	})
-	testFlag(t, "quotaMode", func(f serveFlags) bool { return f.quotaMode }, []flagCase[bool]{
+	testFlag(t, "quotaMode", func(f serveFlags) bool { return f.service.quotaMode }, []flagCase[bool]{
 		{"default", nil, nil, false, 0, ""},
 		{"env", map[string]string{"SLUICE_QUOTA_MODE": "1"}, nil, true, 0, ""},
 	})

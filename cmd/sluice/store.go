@@ -38,7 +38,7 @@ func (st *storeSet) wrapForTest() {
 // failover when --redis is set: a deadline on every call, a breaker, and the
 // --failure-mode policy (a rule's failure_mode overrides it per call).
 func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
-	if f.redis == "" {
+	if f.redis.url == "" {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
@@ -51,30 +51,30 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		ropts = append(ropts, redisstore.WithTLSConfig(tc))
 	}
 	octx, cancel := context.WithTimeout(ctx, connectTimeout)
-	rs, err := redisstore.Open(octx, f.redis, ropts...)
+	rs, err := redisstore.Open(octx, f.redis.url, ropts...)
 	cancel()
 	var raw redisLayer = rs
 	var down error
 	if err != nil {
-		if f.redisRequired || !unreachable(err) || ctx.Err() != nil {
+		if f.redis.required || !unreachable(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("--redis: %w", err)
 		}
 		// Serve by the failure policy, breaker open, until Redis answers.
 		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
-		raw, down = newPendingStore(f.redis, ropts, log), err
+		raw, down = newPendingStore(f.redis.url, ropts, log), err
 	}
 	policy := failover.FailClosed
-	if f.failureMode == "open" {
+	if f.redis.failover.mode == sluice.FailOpen {
 		policy = failover.FailOpen
 	}
 	opts := []failover.Option{
 		failover.WithDefaultPolicy(policy),
-		failover.WithTimeout(f.redisTimeout),
+		failover.WithTimeout(f.redis.timeout),
 		failover.WithObserver(m),
 		failover.WithLogger(log),
 	}
-	if f.replicas > 0 {
-		opts = append(opts, failover.WithReplicas(f.replicas))
+	if f.redis.failover.replicas > 0 {
+		opts = append(opts, failover.WithReplicas(f.redis.failover.replicas))
 	}
 	if f.limits.memoryMaxKeys > 0 {
 		opts = append(opts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
@@ -85,12 +85,12 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	var shared sluice.Store = raw
 	closeShared := func() { raw.Close() }
 	name := "redis (failover " + policy.String()
-	if f.tiered {
+	if f.redis.tiered.on {
 		topts := []tiered.Option{tiered.WithLogger(log)}
-		if f.leaseMax > 0 {
-			topts = append(topts, tiered.WithLeases(f.leaseMax, f.leaseFraction, f.leaseLifetime))
-			if f.leaseRefresh > 0 {
-				topts = append(topts, tiered.WithRefreshAhead(f.leaseRefresh))
+		if f.redis.tiered.leaseMax > 0 {
+			topts = append(topts, tiered.WithLeases(f.redis.tiered.leaseMax, f.redis.tiered.leaseFraction, f.redis.tiered.leaseLifetime))
+			if f.redis.tiered.leaseRefresh > 0 {
+				topts = append(topts, tiered.WithRefreshAhead(f.redis.tiered.leaseRefresh))
 			}
 			name += ", tiered with leases"
 		} else {
@@ -108,7 +108,7 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		name:      name + ")",
 		ready:     fs.Ready,
 		close:     func() { fs.Close(); closeShared() },
-		waitBound: f.redisTimeout,
+		waitBound: f.redis.timeout,
 	}, nil
 }
 

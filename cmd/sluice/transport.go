@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sluicehq/sluice/internal/certs"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
 )
@@ -43,6 +41,14 @@ const (
 	defaultRequestTimeout        = time.Second
 )
 
+// defaultGRPCWorkers is the default of --grpc-workers. With GOMAXPROCS
+// workers (2 on 2 CPUs) the pool was almost always busy at 64 concurrent
+// callers in bench/loadgen, and 14% of the CPU went to
+// runtime.newstack/copystack growing the stacks of per-call goroutines; 128
+// workers and GOGC=400 together gave about 30% more throughput. An idle
+// worker costs a parked goroutine.
+const defaultGRPCWorkers = 128
+
 // Bounds of the transport flags.
 const (
 	minHeaderBytes  = 4 << 10
@@ -50,10 +56,13 @@ const (
 	minMessageSize  = 4 << 10
 	maxMessageSize  = 64 << 20
 	maxConnsPerList = 1 << 20
+	// maxGRPCWorkers bounds --grpc-workers: each worker is a goroutine for
+	// the life of the server.
+	maxGRPCWorkers = 1 << 16
 )
 
-// transportFlags are the limits of the listeners, the admin listener and
-// gRPC reflection.
+// transportFlags are the limits of the listeners' HTTP and gRPC servers,
+// their gRPC workers and gRPC reflection.
 type transportFlags struct {
 	httpReadHeaderTimeout time.Duration
 	httpReadTimeout       time.Duration
@@ -70,47 +79,54 @@ type transportFlags struct {
 	grpcMaxConnAgeGrace  time.Duration
 	grpcMaxMessageSize   byteSize
 	grpcReflection       bool
+	grpcWorkers          int
 
 	requestTimeout time.Duration
-	admin          string
-	debugAddr      string // deprecated alias of admin that keeps /metrics on the data plane
 }
 
 func (g *transportFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&g.httpReadHeaderTimeout, "http-read-header-timeout", defaultHTTPReadHeaderTimeout, "longest time an HTTP client may take to send a request's headers (0: none)")
-	fs.DurationVar(&g.httpReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "longest time an HTTP client may take to send a whole request, headers and body (0: none)")
-	fs.DurationVar(&g.httpWriteTimeout, "http-write-timeout", defaultHTTPWriteTimeout, "longest time from the end of a request's headers to the end of its response (0: none; not on --admin, whose profiles take longer)")
-	fs.DurationVar(&g.httpIdleTimeout, "http-idle-timeout", defaultHTTPIdleTimeout, "how long an idle keep-alive HTTP connection stays open (0: the read timeout)")
+	for _, d := range g.durations() {
+		fs.DurationVar(d.p, d.name, d.def, d.usage)
+	}
 	g.httpMaxHeaderBytes = defaultHTTPMaxHeaderBytes
 	fs.Var(&g.httpMaxHeaderBytes, "http-max-header-bytes", "largest `size` of a request's headers (431 beyond)")
 	fs.IntVar(&g.maxConnections, "max-connections", defaultMaxConnections, "most open connections per listener (HTTP, gRPC, admin); a connection beyond it is closed at once (0: no cap)")
 	fs.UintVar(&g.grpcMaxStreams, "grpc-max-concurrent-streams", defaultGRPCMaxStreams, "most concurrent gRPC calls per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; a stream beyond it is refused)")
-	fs.DurationVar(&g.grpcHandshakeTimeout, "grpc-handshake-timeout", defaultGRPCHandshakeTimeout, "longest time a new gRPC connection may take to complete its TLS and HTTP/2 handshake; a connection that sends nothing is closed then, freeing its --max-connections slot (must be > 0)")
-	fs.DurationVar(&g.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's keepalive pings; a client pinging more often gets GOAWAY (too_many_pings)")
 	fs.BoolVar(&g.grpcKeepaliveNoRPC, "grpc-keepalive-permit-without-stream", true, "allow keepalive pings on a connection with no call in flight")
-	fs.DurationVar(&g.grpcMaxConnAge, "grpc-max-connection-age", defaultGRPCMaxConnAge, "close a gRPC connection after this long (±10%, with GOAWAY), so that clients spread over new replicas (the reference's GRPC_MAX_CONNECTION_AGE; 0: never)")
-	fs.DurationVar(&g.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", defaultGRPCMaxConnAgeGrace, "time the calls in flight get to finish after --grpc-max-connection-age (the reference's GRPC_MAX_CONNECTION_AGE_GRACE)")
 	g.grpcMaxMessageSize = defaultGRPCMaxMessageSize
 	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
 	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
-	fs.DurationVar(&g.requestTimeout, "request-timeout", defaultRequestTimeout, "deadline of a decision whose caller sets none (a gRPC call without grpc-timeout, every HTTP request); 0: none")
-	fs.StringVar(&g.admin, "admin", "", "serve /metrics and /debug/pprof on this `address`, apart from the data plane, which then answers only decisions and health (off when empty: /metrics stays on --http)")
-	fs.StringVar(&g.debugAddr, "debug-addr", "", "deprecated: use --admin. Serves the admin endpoints on this `address` and keeps /metrics on --http too")
+	fs.IntVar(&g.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+}
+
+// durationFlag is a duration flag that must not be negative.
+type durationFlag struct {
+	p     *time.Duration
+	name  string
+	def   time.Duration
+	usage string
+}
+
+// durations are the group's duration flags, in the order validate checks
+// them.
+func (g *transportFlags) durations() []durationFlag {
+	return []durationFlag{
+		{&g.httpReadHeaderTimeout, "http-read-header-timeout", defaultHTTPReadHeaderTimeout, "longest time an HTTP client may take to send a request's headers (0: none)"},
+		{&g.httpReadTimeout, "http-read-timeout", defaultHTTPReadTimeout, "longest time an HTTP client may take to send a whole request, headers and body (0: none)"},
+		{&g.httpWriteTimeout, "http-write-timeout", defaultHTTPWriteTimeout, "longest time from the end of a request's headers to the end of its response (0: none; not on --admin, whose profiles take longer)"},
+		{&g.httpIdleTimeout, "http-idle-timeout", defaultHTTPIdleTimeout, "how long an idle keep-alive HTTP connection stays open (0: the read timeout)"},
+		{&g.grpcKeepaliveMinTime, "grpc-keepalive-min-time", defaultGRPCKeepaliveMinTime, "shortest interval between a client's keepalive pings; a client pinging more often gets GOAWAY (too_many_pings)"},
+		{&g.grpcMaxConnAge, "grpc-max-connection-age", defaultGRPCMaxConnAge, "close a gRPC connection after this long (±10%, with GOAWAY), so that clients spread over new replicas (the reference's GRPC_MAX_CONNECTION_AGE; 0: never)"},
+		{&g.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", defaultGRPCMaxConnAgeGrace, "time the calls in flight get to finish after --grpc-max-connection-age (the reference's GRPC_MAX_CONNECTION_AGE_GRACE)"},
+		{&g.requestTimeout, "request-timeout", defaultRequestTimeout, "deadline of a decision whose caller sets none (a gRPC call without grpc-timeout, every HTTP request); 0: none"},
+		{&g.grpcHandshakeTimeout, "grpc-handshake-timeout", defaultGRPCHandshakeTimeout, "longest time a new gRPC connection may take to complete its TLS and HTTP/2 handshake; a connection that sends nothing is closed then, freeing its --max-connections slot (must be > 0)"},
+	}
 }
 
 func (g *transportFlags) validate() error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"--http-read-header-timeout", g.httpReadHeaderTimeout}, {"--http-read-timeout", g.httpReadTimeout},
-		{"--http-write-timeout", g.httpWriteTimeout}, {"--http-idle-timeout", g.httpIdleTimeout},
-		{"--grpc-keepalive-min-time", g.grpcKeepaliveMinTime}, {"--grpc-max-connection-age", g.grpcMaxConnAge},
-		{"--grpc-max-connection-age-grace", g.grpcMaxConnAgeGrace}, {"--request-timeout", g.requestTimeout},
-		{"--grpc-handshake-timeout", g.grpcHandshakeTimeout},
-	} {
-		if d.v < 0 {
-			return fmt.Errorf("%s %v: must be >= 0", d.name, d.v)
+	for _, d := range g.durations() {
+		if *d.p < 0 {
+			return fmt.Errorf("--%s %v: must be >= 0", d.name, *d.p)
 		}
 	}
 	if g.grpcHandshakeTimeout == 0 {
@@ -128,19 +144,10 @@ func (g *transportFlags) validate() error {
 	if g.grpcMaxMessageSize < minMessageSize || g.grpcMaxMessageSize > maxMessageSize {
 		return fmt.Errorf("--grpc-max-message-size %v: want 4KiB to 64MiB", &g.grpcMaxMessageSize)
 	}
-	if g.admin != "" && g.debugAddr != "" {
-		return errors.New("--debug-addr is a deprecated name of --admin: set only --admin")
+	if g.grpcWorkers < 1 || g.grpcWorkers > maxGRPCWorkers {
+		return fmt.Errorf("--grpc-workers %d: want 1 to %d", g.grpcWorkers, maxGRPCWorkers)
 	}
 	return nil
-}
-
-// adminAddr is the admin listener's address, and whether /metrics leaves the
-// data plane.
-func (g *transportFlags) adminAddr() (addr string, split bool) {
-	if g.admin != "" {
-		return g.admin, true
-	}
-	return g.debugAddr, false
 }
 
 // httpServer returns an http.Server for h with the HTTP limits; admin
@@ -179,7 +186,14 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// grpcOptions are the gRPC server's limits and interceptors.
+// grpcOptions are the gRPC server's limits, workers and interceptors.
+//
+// A fixed pool of stream workers instead of a goroutine per call: grpc-go
+// hands a stream to a worker only when one is idle (a non-blocking send)
+// and otherwise starts a goroutine for the call, whose 8 KiB stack then
+// grows by copying; and each handler holds its worker while it waits for
+// the request's DATA frame. So the pool is sized for the concurrent calls,
+// not for the CPUs (see defaultGRPCWorkers).
 func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
@@ -194,6 +208,7 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
 		grpc.UnaryInterceptor(rls.Guard(log, panicked, g.requestTimeout)),
 		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
+		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	}
 }
 
@@ -309,54 +324,4 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
-}
-
-// listeners are serve's sockets, capped and, with --tls-cert, TLS.
-type listeners struct {
-	http, grpc, admin net.Listener // admin nil when off
-}
-
-// listen opens the listeners; on an error it closes those already open.
-func listen(tf *transportFlags, cm *connMetrics, c *certs.Server, httpAddr, grpcAddr, adminAddr string) (*listeners, error) {
-	var ls listeners
-	open := func(flagName, name, addr string, protos ...string) (net.Listener, error) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flagName, err)
-		}
-		l = tf.limit(l, name, cm)
-		if c != nil {
-			l = tls.NewListener(l, c.Config(protos...))
-		}
-		return l, nil
-	}
-	var err error
-	if ls.http, err = open("--http", "http", httpAddr, "h2", "http/1.1"); err != nil {
-		return nil, err
-	}
-	if ls.grpc, err = open("--grpc", "grpc", grpcAddr, "h2"); err != nil {
-		ls.http.Close()
-		return nil, err
-	}
-	if adminAddr != "" {
-		flagName := "--admin"
-		if tf.admin == "" {
-			flagName = "--debug-addr"
-		}
-		if ls.admin, err = open(flagName, "admin", adminAddr, "h2", "http/1.1"); err != nil {
-			ls.http.Close()
-			ls.grpc.Close()
-			return nil, err
-		}
-	}
-	return &ls, nil
-}
-
-// addrs are the listeners' addresses, for --ready-file.
-func (ls *listeners) addrs() map[string]string {
-	m := map[string]string{"http": ls.http.Addr().String(), "grpc": ls.grpc.Addr().String()}
-	if ls.admin != nil {
-		m["admin"] = ls.admin.Addr().String()
-	}
-	return m
 }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// configFlags are the configuration serve loads, and how it reloads it.
+type configFlags struct {
+	file           string
+	reloadInterval time.Duration
+}
+
+func (g *configFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.file, "config", "", "configuration `FILE or DIR` (envoyproxy/ratelimit YAML); the built-in example when empty")
+	fs.DurationVar(&g.reloadInterval, "reload-interval", time.Second, "how often to check the configuration files for changes; 0 reloads on SIGHUP only")
+}
+
+// errDurations is the one message for the durations of the process's life,
+// which configFlags and shutdownFlags check.
+var errDurations = errors.New("--reload-interval and --drain-delay must be >= 0, --shutdown-timeout > 0")
+
+func (g *configFlags) validate() error {
+	if g.reloadInterval < 0 {
+		return errDurations
+	}
+	return nil
+}
+
+// paths are the files and directories the reloader watches: none for the
+// built-in example.
+func (g *configFlags) paths() []string {
+	if g.file == "" {
+		return nil
+	}
+	return []string{g.file}
+}
+
+// name is the configuration's name in the log.
+func (g *configFlags) name() string {
+	if g.file == "" {
+		return "built-in example"
+	}
+	return g.file
+}
+
+// load loads the configuration and vets it with check. sum is the
+// fingerprint of its files, taken before loading them so that a change in
+// between is reloaded.
+func (g *configFlags) load(check func(*config.Config) error) (c *config.Config, sum [32]byte, err error) {
+	if g.file == "" {
+		c, err = config.Parse(g.name(), config.DefaultExample())
+	} else {
+		sum, _ = fingerprint(g.paths())
+		c, err = config.Load(g.file)
+	}
+	if err == nil {
+		err = check(c)
+	}
+	return c, sum, err
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// redisFlags are the shared store and the layers serve puts around it: how
+// decisions go while it is down (failover) and its local tier. Without
+// --redis, serve decides through the memory store, which never fails.
+type redisFlags struct {
+	url      string
+	timeout  time.Duration
+	required bool
+	failover failoverFlags
+	tiered   tieredFlags
+}
+
+func (g *redisFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.url, "redis", "", "shared store `URL`: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1?master=name; the memory store when empty")
+	fs.DurationVar(&g.timeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
+	fs.BoolVar(&g.required, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
+	g.failover.register(fs)
+	g.tiered.register(fs)
+}
+
+func (g *redisFlags) validate() error {
+	if err := g.failover.validate(); err != nil {
+		return err
+	}
+	if g.failover.mode == sluice.FailOpen && g.url != "" && g.failover.replicas == 0 {
+		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
+	}
+	if g.tiered.set() && g.url == "" {
+		return errors.New("--tiered and --lease-max apply to --redis only")
+	}
+	if err := g.tiered.validate(); err != nil {
+		return err
+	}
+	if g.required && g.url == "" {
+		return errors.New("--redis-required needs --redis")
+	}
+	return nil
+}
