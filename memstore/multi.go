@@ -20,6 +20,9 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if s.closed.Load() {
 		return nil, sluice.ErrClosed
 	}
+	if s.err != nil {
+		return nil, s.err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

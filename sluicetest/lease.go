@@ -71,7 +71,7 @@ func (s *suite) testLease(t *testing.T) {
 // probe returns a store for type assertions.
 func (s *suite) probe(t *testing.T) sluice.Store {
 	if s.cfg.clocked != nil {
-		return s.cfg.clocked(t, NewClock(Epoch))
+		return s.cfg.clocked(t, NewClock(epoch))
 	}
 	return s.newStore(t)
 }

@@ -61,13 +61,21 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Option configures Run.
+// Option configures Run. Run fails the test at once on an option given an
+// invalid value.
 type Option func(*config)
 
 type config struct {
 	clocked   func(t *testing.T, c *Clock) sluice.Store
 	tol       time.Duration
 	denyEarly bool
+	err       error // the first invalid option
+}
+
+func (cfg *config) invalid(format string, args ...any) {
+	if cfg.err == nil {
+		cfg.err = fmt.Errorf("sluicetest: "+format, args...)
+	}
 }
 
 // WithClock gives Run a constructor for a store that reads the fake Clock
@@ -75,7 +83,13 @@ type config struct {
 // constructor given to Run itself is used once more, for a short smoke test
 // on real time.
 func WithClock(newStore func(t *testing.T, c *Clock) sluice.Store) Option {
-	return func(cfg *config) { cfg.clocked = newStore }
+	return func(cfg *config) {
+		if newStore == nil {
+			cfg.invalid("WithClock(nil)")
+			return
+		}
+		cfg.clocked = newStore
+	}
 }
 
 // DefaultTolerance is the tolerance of stores on real time.
@@ -84,12 +98,15 @@ const DefaultTolerance = 10 * time.Millisecond
 // WithTolerance sets how far a duration of a store on real time may be
 // from the exact one (default DefaultTolerance). The step tables then use
 // periods of 20 × d: a larger tolerance makes the suite slower, not laxer.
-// It has no effect on cases that run on a fake Clock.
+// It has no effect on cases that run on a fake Clock. d must be at least
+// a microsecond.
 func WithTolerance(d time.Duration) Option {
 	return func(cfg *config) {
-		if d > 0 {
-			cfg.tol = d.Round(time.Microsecond)
+		if d < time.Microsecond {
+			cfg.invalid("WithTolerance(%v): want at least 1µs", d)
+			return
 		}
+		cfg.tol = d.Round(time.Microsecond)
 	}
 }
 
@@ -100,9 +117,13 @@ func WithTolerance(d time.Duration) Option {
 // checked unchanged.
 func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
 
-// Epoch is the fake Clock's start in every case: midnight UTC, aligned to
-// every period that divides a day, so fixed windows start with the case.
-var Epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+// Epoch returns the fake Clock's start in every case: midnight UTC,
+// aligned to every period that divides a day, so fixed windows start with
+// the case. Start a Clock of your own tests there to reuse the suite's
+// numbers.
+func Epoch() time.Time { return epoch }
+
+var epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 
 // Run runs the conformance suite against the stores newStore returns, one
 // fresh store per subtest (see the package documentation for options).
@@ -111,6 +132,12 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	cfg := &config{tol: DefaultTolerance}
 	for _, o := range opts {
 		o(cfg)
+	}
+	switch {
+	case cfg.err != nil:
+		t.Fatal(cfg.err)
+	case newStore == nil && cfg.clocked == nil:
+		t.Fatal("sluicetest: Run: no store: newStore is nil and WithClock is not given")
 	}
 	s := &suite{cfg: cfg, newStore: newStore}
 	t.Run("Steps", s.testSteps)
@@ -176,8 +203,8 @@ func (s *suite) env(t *testing.T, align time.Duration) *env {
 	t.Helper()
 	e := &env{t: t, cfg: s.cfg, unit: time.Second}
 	if s.cfg.clocked != nil {
-		e.c = NewClock(Epoch)
-		e.start = Epoch
+		e.c = NewClock(epoch)
+		e.start = epoch
 		e.s = s.cfg.clocked(t, e.c)
 		return e
 	}
