@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // handlerTransport serves requests with h in memory, closing the request
@@ -371,7 +372,7 @@ func TestRecordBackoffNeverStacks(t *testing.T) {
 	})
 }
 
-func testRecordBackoff(t *testing.T, store sluice.Store, clock *fakeClock) {
+func testRecordBackoff(t *testing.T, store sluice.Store, clock *sluicetest.Clock) {
 	rt := &httplimit.Transport{Limiter: sluice.New(store)}
 	ctx := context.Background()
 	check := func(step string, want time.Duration) {

@@ -140,19 +140,27 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		t.Fatal("sluicetest: Run: no store: newStore is nil and WithClock is not given")
 	}
 	s := &suite{cfg: cfg, newStore: newStore}
-	t.Run("Steps", s.testSteps)
-	t.Run("RetryAfterExact", s.testRetryAfterExact)
-	t.Run("Peek", s.testPeek)
-	t.Run("ExceedsCapacity", s.testExceedsCapacity)
-	t.Run("InvalidLimit", s.testInvalidLimit)
-	t.Run("InvalidKey", s.testInvalidKey)
-	t.Run("KeyBytes", s.testKeyBytes)
-	t.Run("DeniedNotCounted", s.testDeniedNotCounted)
-	t.Run("StateIdentity", s.testStateIdentity)
-	t.Run("CancelledContext", s.testCancelledContext)
-	t.Run("Concurrent", s.testConcurrent)
-	t.Run("Multi", s.testMulti)
-	t.Run("Lease", s.testLease)
+	cases := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"Steps", s.testSteps},
+		{"RetryAfterExact", s.testRetryAfterExact},
+		{"Peek", s.testPeek},
+		{"ExceedsCapacity", s.testExceedsCapacity},
+		{"InvalidLimit", s.testInvalidLimit},
+		{"InvalidKey", s.testInvalidKey},
+		{"KeyBytes", s.testKeyBytes},
+		{"DeniedNotCounted", s.testDeniedNotCounted},
+		{"StateIdentity", s.testStateIdentity},
+		{"CancelledContext", s.testCancelledContext},
+		{"Concurrent", s.testConcurrent},
+		{"Multi", s.testMulti},
+		{"Lease", s.testLease},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
 	if cfg.clocked != nil && newStore != nil {
 		t.Run("RealClock", s.testRealClock)
 	}
