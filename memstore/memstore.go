@@ -341,13 +341,7 @@ func (s *Store) nowMicro() int64 {
 // check validates a request as validate.Request does and returns the
 // limit's parameters.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) (*algo.Params, error) {
-	if s.closed.Load() {
-		return nil, sluice.ErrClosed
-	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	if key == "" || len(key) > sluice.MaxKeyLen {
@@ -361,6 +355,18 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return nil, validate.Request(key, lim, n)
 	}
 	return p, nil
+}
+
+// usable reports why no call can be decided now: the store is closed, was
+// built with an invalid option, or ctx is done.
+func (s *Store) usable(ctx context.Context) error {
+	switch {
+	case s.closed.Load():
+		return sluice.ErrClosed
+	case s.err != nil:
+		return s.err
+	}
+	return ctx.Err()
 }
 
 // paramSlots is the size of the cache of validated limits.

@@ -17,13 +17,7 @@ import (
 // exceed a limit's capacity, the call fails with sluice.ErrExceedsCapacity,
 // since no wait could admit them.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if s.closed.Load() {
-		return nil, sluice.ErrClosed
-	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
 	for i, rq := range reqs {
