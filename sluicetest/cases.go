@@ -150,16 +150,16 @@ func (s *suite) testExceedsCapacity(t *testing.T) {
 	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
 		c := lim.Capacity()
 		for _, n := range []int{c + 1, 2 * c, 1 << 40} {
-			if d, err := e.s.AllowN(context.Background(), key, lim, n); !errors.Is(err, sluice.ErrExceedsCapacity) {
-				t.Errorf("AllowN(%q, %v, %d) = %+v, %v, want ErrExceedsCapacity", key, lim, n, d, err)
+			if d, err := e.s.AllowN(context.Background(), key, lim, n); !errors.Is(err, sluice.ErrExceedsCapacity) || !namesField(err, "N") {
+				t.Errorf("AllowN(%q, %v, %d) = %+v, %v, want ErrExceedsCapacity in a *sluice.LimitError of Field N", key, lim, n, d, err)
 			}
 		}
 		e.allow(key, lim, 1)
 		if d, err := e.s.AllowN(context.Background(), key, lim, c); err != nil || d.Allowed || d.RetryAfter <= 0 {
 			t.Errorf("AllowN(%d) on a used key = %+v, %v, want a denial with a RetryAfter (n = Capacity is never an error)", c, d, err)
 		}
-		if d, err := e.s.AllowN(context.Background(), key, lim, -1); !errors.Is(err, sluice.ErrInvalidCost) {
-			t.Errorf("AllowN(%q, %v, -1) = %+v, %v, want ErrInvalidCost", key, lim, d, err)
+		if d, err := e.s.AllowN(context.Background(), key, lim, -1); !errors.Is(err, sluice.ErrInvalidCost) || !namesField(err, "N") {
+			t.Errorf("AllowN(%q, %v, -1) = %+v, %v, want ErrInvalidCost in a *sluice.LimitError of Field N", key, lim, d, err)
 		}
 		if d := e.allow(key, lim, 0); d.Remaining != c-1 {
 			t.Errorf("peek after invalid costs = %+v, want Remaining %d (nothing counted)", d, c-1)
@@ -167,7 +167,8 @@ func (s *suite) testExceedsCapacity(t *testing.T) {
 	})
 }
 
-// testInvalidLimit: every invalid field gives ErrInvalidLimit naming it.
+// testInvalidLimit: every invalid field gives ErrInvalidLimit naming it,
+// in its text and as a *sluice.LimitError.
 func (s *suite) testInvalidLimit(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -194,12 +195,18 @@ func (s *suite) testInvalidLimit(t *testing.T) {
 				if !errors.Is(err, sluice.ErrInvalidLimit) {
 					t.Fatalf("AllowN(%+v, %d) = %+v, %v, want ErrInvalidLimit", tt.give, n, d, err)
 				}
-				if !strings.Contains(err.Error(), tt.field) {
-					t.Errorf("AllowN(%+v) error %q does not name the field %s", tt.give, err, tt.field)
+				if !strings.Contains(err.Error(), tt.field) || !namesField(err, tt.field) {
+					t.Errorf("AllowN(%+v) error %q does not name the field %s (in its text and as a *sluice.LimitError)", tt.give, err, tt.field)
 				}
 			}
 		})
 	}
+}
+
+// namesField reports whether err holds a *sluice.LimitError for field.
+func namesField(err error, field string) bool {
+	var le *sluice.LimitError
+	return errors.As(err, &le) && le.Field == field
 }
 
 // testInvalidKey: empty keys and keys over MaxKeyLen bytes are
@@ -208,8 +215,8 @@ func (s *suite) testInvalidKey(t *testing.T) {
 	e := s.env(t, 0)
 	lim := longLimit(sluice.GCRA)
 	for _, key := range []string{"", strings.Repeat("k", sluice.MaxKeyLen+1), strings.Repeat("\xff", 4096)} {
-		if d, err := e.s.AllowN(context.Background(), key, lim, 1); !errors.Is(err, sluice.ErrInvalidKey) {
-			t.Errorf("AllowN(key of %d bytes) = %+v, %v, want ErrInvalidKey", len(key), d, err)
+		if d, err := e.s.AllowN(context.Background(), key, lim, 1); !errors.Is(err, sluice.ErrInvalidKey) || !namesField(err, "Key") {
+			t.Errorf("AllowN(key of %d bytes) = %+v, %v, want ErrInvalidKey in a *sluice.LimitError of Field Key", len(key), d, err)
 		}
 	}
 	key := newKey(t)

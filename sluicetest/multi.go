@@ -188,19 +188,20 @@ func (s *suite) testMultiInvalid(t *testing.T) {
 	k := newKey(t)
 	ms := e.s.(sluice.MultiStore)
 	tests := []struct {
-		name string
-		req  sluice.Request
-		want error
+		name  string
+		req   sluice.Request
+		want  error
+		field string
 	}{
-		{"Key", sluice.Request{Key: "", Limit: fw, N: 1}, sluice.ErrInvalidKey},
-		{"Limit", sluice.Request{Key: k, Limit: sluice.Limit{Rate: 1, Period: time.Second}, N: 1}, sluice.ErrInvalidLimit},
-		{"Cost", sluice.Request{Key: k, Limit: fw, N: -1}, sluice.ErrInvalidCost},
-		{"Capacity", sluice.Request{Key: k, Limit: fw, N: 4}, sluice.ErrExceedsCapacity},
+		{"Key", sluice.Request{Key: "", Limit: fw, N: 1}, sluice.ErrInvalidKey, "Key"},
+		{"Limit", sluice.Request{Key: k, Limit: sluice.Limit{Rate: 1, Period: time.Second}, N: 1}, sluice.ErrInvalidLimit, "Algorithm"},
+		{"Cost", sluice.Request{Key: k, Limit: fw, N: -1}, sluice.ErrInvalidCost, "N"},
+		{"Capacity", sluice.Request{Key: k, Limit: fw, N: 4}, sluice.ErrExceedsCapacity, "N"},
 	}
 	for _, tt := range tests {
 		ds, err := ms.AllowMulti(ctx, []sluice.Request{{Key: k, Limit: sl, N: 1}, tt.req})
-		if !errors.Is(err, tt.want) {
-			t.Errorf("%s: AllowMulti with an invalid request = %+v, %v, want %v", tt.name, ds, err, tt.want)
+		if !errors.Is(err, tt.want) || !namesField(err, tt.field) {
+			t.Errorf("%s: AllowMulti with an invalid request = %+v, %v, want %v in a *sluice.LimitError of Field %s", tt.name, ds, err, tt.want, tt.field)
 		}
 	}
 	if d := e.allow(k, sl, 0); d.Remaining != 3 {

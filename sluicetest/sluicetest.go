@@ -29,7 +29,9 @@
 // RetryAfter admits and 1µs less does not; n = 0 is a peek; n > Capacity
 // is sluice.ErrExceedsCapacity, a negative n ErrInvalidCost; every invalid
 // Limit field is ErrInvalidLimit naming the field; empty keys and keys over
-// sluice.MaxKeyLen are ErrInvalidKey, and keys are opaque bytes (braces,
+// sluice.MaxKeyLen are ErrInvalidKey; each of these errors is a
+// *sluice.LimitError whose Field names the culprit ("Rate", "Key", "N"…),
+// also inside AllowMulti; keys are opaque bytes (braces,
 // colons, NUL, invalid UTF-8) with states of their own; a denial counts
 // nothing; state is per (key, algorithm, period) and a Rate change keeps the
 // count; a cancelled or expired context is an error that counts nothing;
