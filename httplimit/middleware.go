@@ -176,15 +176,17 @@ func WithKeyErrorHandler(h ErrorHandler) Option {
 }
 
 // WithErrorHandler replaces the default response to a store error (503
-// with a problem body). A failover.Store in front of the store answers by
-// its own policy instead, and only its errors reach this handler.
+// with a problem body). A failover.Store in front of the store decides by
+// each limit's sluice.FailureMode instead, and only its errors reach this
+// handler.
 func WithErrorHandler(h ErrorHandler) Option {
 	return nonNil("WithErrorHandler", h == nil, func(m *Middleware) { m.storeErr = h })
 }
 
 // WithFailOpen serves requests that could not be decided because of a
 // store error (they are still reported to the Observer as Failed). Prefer a
-// failover.Store, which fails open through a strict local limit.
+// failover.Store and limits of sluice.FailOpen, which fail open through a
+// strict local limit.
 func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 
 // WithObserver sets the Observer (default: none).
