@@ -61,7 +61,7 @@ type Store struct {
 	evictions atomic.Int64
 	onEvict   func()
 
-	err error // the first invalid option, returned by every call
+	err error // the first invalid option, returned by every call (closed is set)
 }
 
 // Option configures a Store.
@@ -146,6 +146,7 @@ func New(opts ...Option) *Store {
 	}
 	if s.err != nil {
 		s.maxKeys, s.sweep = 0, 0
+		s.closed.Store(true) // every call reports s.err
 	}
 	s.base = time.Now()
 	s.baseµs = s.base.UnixMicro()
@@ -341,7 +342,10 @@ func (s *Store) nowMicro() int64 {
 // check validates a request as validate.Request does and returns the
 // limit's parameters.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) (*algo.Params, error) {
-	if err := s.usable(ctx); err != nil {
+	if s.closed.Load() {
+		return nil, s.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if key == "" || len(key) > sluice.MaxKeyLen {
@@ -357,16 +361,14 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return p, nil
 }
 
-// usable reports why no call can be decided now: the store is closed, was
-// built with an invalid option, or ctx is done.
-func (s *Store) usable(ctx context.Context) error {
-	switch {
-	case s.closed.Load():
-		return sluice.ErrClosed
-	case s.err != nil:
+// closedErr is the error of a call on a closed store: the invalid option
+// it was built with (New marks such a store closed), else
+// sluice.ErrClosed.
+func (s *Store) closedErr() error {
+	if s.err != nil {
 		return s.err
 	}
-	return ctx.Err()
+	return sluice.ErrClosed
 }
 
 // paramSlots is the size of the cache of validated limits.

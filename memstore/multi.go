@@ -17,7 +17,10 @@ import (
 // exceed a limit's capacity, the call fails with sluice.ErrExceedsCapacity,
 // since no wait could admit them.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if err := s.usable(ctx); err != nil {
+	if s.closed.Load() {
+		return nil, s.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	for i, rq := range reqs {
