@@ -38,10 +38,6 @@ type ClientIP struct {
 	IPv6Bits int
 }
 
-// HeaderXRealIP is the single-address header some proxies set to the
-// client they saw (nginx's proxy_set_header X-Real-IP $remote_addr).
-const HeaderXRealIP = clientip.XRealIP
-
 // ParsePrefixes parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") and
 // single addresses ("192.0.2.1", a /32 or /128), for ClientIP.Trusted.
 // Prefixes are masked and IPv4-mapped ones unmapped, as ClientIP compares
