@@ -100,7 +100,7 @@ const MinPeriod = time.Millisecond
 // each in memstore, about 100 in Redis) and one decision may add and expire
 // Rate of them. Use SlidingWindow for larger limits: two counters per key,
 // any Rate.
-const MaxSlidingLogRate = algo.MaxLogRate
+const MaxSlidingLogRate = 500
 
 // MaxKeyLen is the longest key, in bytes, that a store accepts.
 const MaxKeyLen = 1024

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -30,12 +31,17 @@ const DefaultMaxJitter = 5 * time.Millisecond
 const MinWaitRetry = time.Millisecond
 
 // WithMaxJitter sets the largest delay Wait adds to each RetryAfter
-// (default DefaultMaxJitter); 0 makes Wait sleep exactly RetryAfter.
+// (default DefaultMaxJitter); 0 or less makes Wait sleep exactly
+// RetryAfter.
 func WithMaxJitter(d time.Duration) Option {
 	return func(l *Limiter) { l.maxJitter = max(d, 0) }
 }
 
-// New returns a Limiter deciding through s.
+// errNilStore is returned by every call of a Limiter built on a nil Store.
+var errNilStore = errors.New("sluice: New: Store is nil")
+
+// New returns a Limiter deciding through s. A Limiter on a nil s returns
+// an error from every call.
 func New(s Store, opts ...Option) *Limiter {
 	l := &Limiter{store: s, maxJitter: DefaultMaxJitter}
 	for _, o := range opts {
@@ -58,6 +64,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim Limit, n int) (Dec
 	if l.closed.Load() {
 		return Decision{}, ErrClosed
 	}
+	if l.store == nil {
+		return Decision{}, errNilStore
+	}
 	return l.store.AllowN(ctx, key, lim, n)
 }
 
@@ -67,6 +76,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim Limit, n int) (Dec
 func (l *Limiter) AllowMulti(ctx context.Context, reqs []Request) ([]Decision, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
+	}
+	if l.store == nil {
+		return nil, errNilStore
 	}
 	ms, ok := l.store.(MultiStore)
 	if !ok {

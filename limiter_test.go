@@ -416,6 +416,25 @@ func TestAllowMultiUnsupported(t *testing.T) {
 	}
 }
 
+// TestNilStore: a Limiter on a nil Store is an error on every call, never
+// a panic.
+func TestNilStore(t *testing.T) {
+	l := sluice.New(nil)
+	const want = "sluice: New: Store is nil"
+	if d, err := l.Allow(t.Context(), "k", sluice.PerSecond(1)); err == nil || err.Error() != want {
+		t.Errorf("Allow = %+v, %v; want error %s", d, err, want)
+	}
+	if d, err := l.Wait(t.Context(), "k", sluice.PerSecond(1), 1); err == nil || err.Error() != want {
+		t.Errorf("Wait = %+v, %v; want error %s", d, err, want)
+	}
+	if ds, err := l.AllowMulti(t.Context(), []sluice.Request{{Key: "k", Limit: sluice.PerSecond(1), N: 1}}); err == nil || err.Error() != want {
+		t.Errorf("AllowMulti = %v, %v; want error %s", ds, err, want)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("Close() = %v, want nil", err)
+	}
+}
+
 // closer is a Store whose Close reports how often it was called.
 type closer struct {
 	plainStore

@@ -21,8 +21,8 @@ import (
 // obfuscated "_node", garbage) gives ErrNoKey naming it, rather than a key
 // shared by every such client.
 type ClientIP struct {
-	// Trusted lists the proxies whose chain headers are believed.
-	// See ParsePrefixes.
+	// Trusted lists the proxies whose chain headers are believed. Build it
+	// from configuration text with ParsePrefixes.
 	Trusted []netip.Prefix
 	// Header is the chain header the trusted proxies write:
 	// HeaderXForwardedFor (the default when empty), HeaderForwarded
@@ -38,12 +38,11 @@ type ClientIP struct {
 	IPv6Bits int
 }
 
-// HeaderXRealIP is the single-address header some proxies set to the
-// client they saw (nginx's proxy_set_header X-Real-IP $remote_addr).
-const HeaderXRealIP = clientip.XRealIP
-
 // ParsePrefixes parses CIDR prefixes ("10.0.0.0/8", "2001:db8::/32") and
 // single addresses ("192.0.2.1", a /32 or /128), for ClientIP.Trusted.
+// Prefixes are masked and IPv4-mapped ones unmapped, as ClientIP compares
+// addresses: "::ffff:10.0.0.0/104" trusts 10.0.0.0/8, which a prefix from
+// netip.ParsePrefix would not. A malformed entry is an error naming it.
 func ParsePrefixes(s ...string) ([]netip.Prefix, error) {
 	p, err := clientip.ParsePrefixes(s...)
 	if err != nil {
@@ -87,18 +86,3 @@ func (c ClientIP) Addr(r *http.Request) (netip.Addr, error) {
 	}
 	return res.Addr, nil
 }
-
-// ParseNode parses one proxy chain hop: an X-Forwarded-For entry or the
-// unquoted value of a Forwarded for= parameter. It accepts an IPv4
-// address, an IPv6 address (bare, or in brackets), each with an optional
-// :port (numeric, or obfuscated "_x" in brackets or after IPv4). It rejects
-// "unknown" and obfuscated identifiers ("_hidden"), which name no address.
-func ParseNode(s string) (netip.Addr, error) { return clientip.ParseNode(s) }
-
-// ParseForwarded parses one RFC 7239 Forwarded field value and returns the
-// for= value of each forwarded-element, left to right, unquoted. An element
-// without for= gives "" (a hop that ParseNode rejects), so that the chain
-// keeps its positions. Parameter names are case-insensitive; values are
-// tokens or quoted strings; a malformed value is an error naming the
-// offending byte.
-func ParseForwarded(s string) ([]string, error) { return clientip.ParseForwarded(s) }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/clientip"
 )
 
 func mustPrefixes(t testing.TB, s ...string) []netip.Prefix {
@@ -22,6 +23,20 @@ func mustPrefixes(t testing.TB, s ...string) []netip.Prefix {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestChainHeaderNames: the header names ClientIP.Header takes are the
+// ones the chain walk reads.
+func TestChainHeaderNames(t *testing.T) {
+	for _, tt := range []struct{ give, want string }{
+		{httplimit.HeaderXForwardedFor, clientip.XForwardedFor},
+		{httplimit.HeaderForwarded, clientip.Forwarded},
+		{httplimit.HeaderXRealIP, clientip.XRealIP},
+	} {
+		if tt.give != tt.want || http.CanonicalHeaderKey(tt.give) != tt.give {
+			t.Errorf("header %q, want %q in canonical form", tt.give, tt.want)
+		}
+	}
 }
 
 func TestClientIPAddr(t *testing.T) {

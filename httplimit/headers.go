@@ -31,6 +31,9 @@ const (
 	HeaderXForwardedFor = "X-Forwarded-For"
 	// HeaderForwarded is the RFC 7239 proxy chain header.
 	HeaderForwarded = "Forwarded"
+	// HeaderXRealIP is the single-address header some proxies set to the
+	// client they saw (nginx's proxy_set_header X-Real-IP $remote_addr).
+	HeaderXRealIP = "X-Real-Ip"
 )
 
 // ContentTypeProblem is the media type of the problem details (RFC 9457)

@@ -6,34 +6,17 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
-// fakeClock is a settable clock for memstore.WithClock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// newClock returns a settable clock for memstore.WithClock.
+func newClock(t time.Time) *sluicetest.Clock { return sluicetest.NewClock(t) }
 
 // t0 is 250 ms into a second and into a UTC day.
 var t0 = time.Date(2026, 11, 29, 0, 0, 0, 250_000_000, time.UTC)
@@ -78,6 +61,6 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func memstoreClock(c *fakeClock) memstore.Option { return memstore.WithClock(c.Now) }
+func memstoreClock(c *sluicetest.Clock) memstore.Option { return memstore.WithClock(c.Now) }
 
 func encodeB64(p []byte) string { return base64.StdEncoding.EncodeToString(p) }

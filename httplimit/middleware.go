@@ -70,30 +70,70 @@ type Middleware struct {
 	failOpen   bool
 	obs        Observer
 	log        *slog.Logger
+	err        error // the first invalid option, reported by New
 }
 
-// Option configures a Middleware.
+// Option configures a Middleware. New reports an option given an invalid
+// value, such as a nil function, as an error naming the option.
 type Option func(*Middleware)
+
+// invalid records the first invalid option for New to report.
+func (m *Middleware) invalid(option, why string) {
+	if m.err == nil {
+		m.err = fmt.Errorf("httplimit: New: %s: %s", option, why)
+	}
+}
+
+// nonNil returns an Option that applies set, or records option as invalid
+// when isNil.
+func nonNil(option string, isNil bool, set func(m *Middleware)) Option {
+	return func(m *Middleware) {
+		if isNil {
+			m.invalid(option, "nil")
+			return
+		}
+		set(m)
+	}
+}
 
 // WithKey sets the KeyFunc of policies whose Key is nil (default: the
 // client IP from the socket, ClientIP{}.Key, which trusts no proxy).
-func WithKey(fn KeyFunc) Option { return func(m *Middleware) { m.key = fn } }
+func WithKey(fn KeyFunc) Option {
+	return nonNil("WithKey", fn == nil, func(m *Middleware) { m.key = fn })
+}
 
 // WithDefaultKey makes a request from which no key can be derived (a
 // KeyFunc error wrapping ErrNoKey) share the given key, namespaced per
 // policy, instead of being answered 400. Use it deliberately: all such
-// requests then share one quota.
-func WithDefaultKey(key string) Option { return func(m *Middleware) { m.defaultKey = key } }
+// requests then share one quota. The key must not be empty.
+func WithDefaultKey(key string) Option {
+	return func(m *Middleware) {
+		if key == "" {
+			m.invalid("WithDefaultKey", "empty key")
+			return
+		}
+		m.defaultKey = key
+	}
+}
 
-// WithHeaders selects the rate-limit headers (default AllHeaders).
-func WithHeaders(h Headers) Option { return func(m *Middleware) { m.headers = h } }
+// WithHeaders selects the rate-limit headers (default AllHeaders): a
+// combination of XRateLimitHeaders and DraftHeaders, or NoHeaders.
+func WithHeaders(h Headers) Option {
+	return func(m *Middleware) {
+		if h&^AllHeaders != 0 {
+			m.invalid("WithHeaders", fmt.Sprintf("unknown headers %#x", uint8(h&^AllHeaders)))
+			return
+		}
+		m.headers = h
+	}
+}
 
 // WithPartitionKey adds the draft-11 pk parameter to each policy's
 // RateLimit-Policy and RateLimit members: fn(policy, key) returns the
-// bytes, sent as an sf-binary; nil omits pk for that request. Do not send
-// secrets such as API keys: HashPartitionKey is a safe choice.
+// bytes, sent as an sf-binary; a nil result omits pk for that request. Do
+// not send secrets such as API keys: HashPartitionKey is a safe choice.
 func WithPartitionKey(fn func(policy, key string) []byte) Option {
-	return func(m *Middleware) { m.pk = fn }
+	return nonNil("WithPartitionKey", fn == nil, func(m *Middleware) { m.pk = fn })
 }
 
 // HashPartitionKey is a partition key function for WithPartitionKey: the
@@ -110,7 +150,7 @@ func HashPartitionKey(policy, key string) []byte {
 // WithSkip serves the requests for which fn returns true without deciding
 // them: health checks, metrics scrapes. Several WithSkip add up.
 func WithSkip(fn func(*http.Request) bool) Option {
-	return func(m *Middleware) { m.skip = append(m.skip, fn) }
+	return nonNil("WithSkip", fn == nil, func(m *Middleware) { m.skip = append(m.skip, fn) })
 }
 
 // WithSkipPaths skips requests whose URL path is exactly one of paths, such
@@ -125,31 +165,44 @@ func WithSkipPaths(paths ...string) Option {
 
 // WithDenyHandler replaces the default denial response (429 with an
 // application/problem+json body).
-func WithDenyHandler(h DenyHandler) Option { return func(m *Middleware) { m.deny = h } }
+func WithDenyHandler(h DenyHandler) Option {
+	return nonNil("WithDenyHandler", h == nil, func(m *Middleware) { m.deny = h })
+}
 
 // WithKeyErrorHandler replaces the default response to a request without a
 // key (400 with a problem body naming what is missing).
-func WithKeyErrorHandler(h ErrorHandler) Option { return func(m *Middleware) { m.keyErr = h } }
+func WithKeyErrorHandler(h ErrorHandler) Option {
+	return nonNil("WithKeyErrorHandler", h == nil, func(m *Middleware) { m.keyErr = h })
+}
 
 // WithErrorHandler replaces the default response to a store error (503
-// with a problem body). A failover.Store in front of the store answers by
-// its own policy instead, and only its errors reach this handler.
-func WithErrorHandler(h ErrorHandler) Option { return func(m *Middleware) { m.storeErr = h } }
+// with a problem body). A failover.Store in front of the store decides by
+// each limit's sluice.FailureMode instead, and only its errors reach this
+// handler.
+func WithErrorHandler(h ErrorHandler) Option {
+	return nonNil("WithErrorHandler", h == nil, func(m *Middleware) { m.storeErr = h })
+}
 
 // WithFailOpen serves requests that could not be decided because of a
 // store error (they are still reported to the Observer as Failed). Prefer a
-// failover.Store, which fails open through a strict local limit.
+// failover.Store and limits of sluice.FailOpen, which fail open through a
+// strict local limit.
 func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 
 // WithObserver sets the Observer (default: none).
-func WithObserver(o Observer) Option { return func(m *Middleware) { m.obs = o } }
+func WithObserver(o Observer) Option {
+	return nonNil("WithObserver", o == nil, func(m *Middleware) { m.obs = o })
+}
 
 // WithLogger sets the logger for store errors (default: discard).
-func WithLogger(l *slog.Logger) Option { return func(m *Middleware) { m.log = l } }
+func WithLogger(l *slog.Logger) Option {
+	return nonNil("WithLogger", l == nil, func(m *Middleware) { m.log = l })
+}
 
 // New returns a Middleware enforcing policies through lim. It reports an
-// invalid, unnamed or duplicate policy, and several policies on a store
-// that cannot decide them all-or-nothing (sluice.MultiStore).
+// invalid option, an invalid, unnamed or duplicate policy, and several
+// policies on a store that cannot decide them all-or-nothing
+// (sluice.MultiStore).
 func New(lim *sluice.Limiter, policies []Policy, opts ...Option) (*Middleware, error) {
 	if lim == nil {
 		return nil, errors.New("httplimit: New: Limiter is nil")
@@ -164,9 +217,15 @@ func New(lim *sluice.Limiter, policies []Policy, opts ...Option) (*Middleware, e
 		headers:  AllHeaders,
 		obs:      nopObserver{},
 		log:      slog.New(slog.DiscardHandler),
+		deny:     defaultDeny,
+		keyErr:   defaultKeyError,
+		storeErr: defaultStoreError,
 	}
 	for _, o := range opts {
 		o(m)
+	}
+	if m.err != nil {
+		return nil, m.err
 	}
 	seen := make(map[string]bool, len(policies))
 	for i, p := range m.policies {
@@ -185,24 +244,6 @@ func New(lim *sluice.Limiter, policies []Policy, opts ...Option) (*Middleware, e
 		if _, ok := lim.Store().(sluice.MultiStore); !ok {
 			return nil, fmt.Errorf("httplimit: New: %d policies need a store that implements sluice.MultiStore, and %T does not: %w", len(m.policies), lim.Store(), sluice.ErrMultiUnsupported)
 		}
-	}
-	if m.key == nil {
-		return nil, errors.New("httplimit: New: WithKey(nil)")
-	}
-	if m.obs == nil {
-		m.obs = nopObserver{}
-	}
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
-	}
-	if m.deny == nil {
-		m.deny = defaultDeny
-	}
-	if m.keyErr == nil {
-		m.keyErr = defaultKeyError
-	}
-	if m.storeErr == nil {
-		m.storeErr = defaultStoreError
 	}
 	return m, nil
 }

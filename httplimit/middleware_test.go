@@ -475,6 +475,38 @@ func TestNewErrors(t *testing.T) {
 	}
 }
 
+func TestNewInvalidOptions(t *testing.T) {
+	mem := sluice.New(newMemStore(t))
+	policies := []httplimit.Policy{{Name: "a", Limit: sluice.PerSecond(1)}}
+	tests := []struct {
+		name string
+		give httplimit.Option
+		want string
+	}{
+		{"nil key", httplimit.WithKey(nil), "httplimit: New: WithKey: nil"},
+		{"empty default key", httplimit.WithDefaultKey(""), "httplimit: New: WithDefaultKey: empty key"},
+		{"unknown headers", httplimit.WithHeaders(httplimit.AllHeaders | 4), "httplimit: New: WithHeaders: unknown headers 0x4"},
+		{"nil partition key", httplimit.WithPartitionKey(nil), "httplimit: New: WithPartitionKey: nil"},
+		{"nil skip", httplimit.WithSkip(nil), "httplimit: New: WithSkip: nil"},
+		{"nil deny handler", httplimit.WithDenyHandler(nil), "httplimit: New: WithDenyHandler: nil"},
+		{"nil key error handler", httplimit.WithKeyErrorHandler(nil), "httplimit: New: WithKeyErrorHandler: nil"},
+		{"nil error handler", httplimit.WithErrorHandler(nil), "httplimit: New: WithErrorHandler: nil"},
+		{"nil observer", httplimit.WithObserver(nil), "httplimit: New: WithObserver: nil"},
+		{"nil logger", httplimit.WithLogger(nil), "httplimit: New: WithLogger: nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw, err := httplimit.New(mem, policies, tt.give)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("New(%s) = %v, %v; want error %s", tt.name, mw, err, tt.want)
+			}
+		})
+	}
+	if _, err := httplimit.New(mem, policies, httplimit.WithHeaders(httplimit.NoHeaders), httplimit.WithSkipPaths()); err != nil {
+		t.Errorf("New(NoHeaders, no skipped path) = %v, want no error", err)
+	}
+}
+
 func TestLongKeyIsHashed(t *testing.T) {
 	mw, err := httplimit.New(sluice.New(newMemStore(t)), []httplimit.Policy{{Name: "k", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Minute}}},
 		httplimit.WithKey(httplimit.Header("X-API-Key")))

@@ -7,19 +7,19 @@ import (
 	"time"
 )
 
-// maxRetryAfterSeconds caps what ParseRetryAfter returns for an absurd
+// maxRetryAfterSeconds caps what parseRetryAfter returns for an absurd
 // delay-seconds, so that the Duration cannot overflow. Callers clamp far
 // lower (Transport.MaxBackoff).
 const maxRetryAfterSeconds = 1 << 31
 
-// ParseRetryAfter parses a Retry-After value (RFC 9110 section 10.2.3):
+// parseRetryAfter parses a Retry-After value (RFC 9110 section 10.2.3):
 // delay-seconds (one or more digits) or an HTTP-date, which is taken
 // relative to now (a date in the past gives 0). Surrounding whitespace is
 // ignored. A negative, fractional or otherwise malformed value is an error
 // naming it; a huge delay-seconds or a far date is capped at 2^31 seconds
-// rather than overflowing. The result is never negative; callers clamp it to their own
-// maximum.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, error) {
+// rather than overflowing. The result is never negative; callers clamp it
+// to their own maximum.
+func parseRetryAfter(v string, now time.Time) (time.Duration, error) {
 	s := strings.TrimSpace(v)
 	if s == "" {
 		return 0, fmt.Errorf("httplimit: Retry-After %q is empty", v)

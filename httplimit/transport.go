@@ -54,6 +54,11 @@ const BackoffKeyPrefix = "httplimit-backoff:"
 //
 // Following the RoundTripper contract, the request is never modified
 // (a retry sends a clone) and its body is closed on every path.
+//
+// A field with an invalid value (a nil Limiter, a negative duration or
+// Retries, a MaxBackoff over 30 days) makes RoundTrip, Backoff and
+// RecordBackoff return an error naming it, without sending or recording
+// anything.
 type Transport struct {
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base http.RoundTripper
@@ -67,20 +72,22 @@ type Transport struct {
 	Key KeyFunc
 	// MaxWait bounds the total time a RoundTrip waits for quota and
 	// back-offs, retries included; 0 means only the context bounds it.
+	// Not negative.
 	MaxWait time.Duration
-	// MaxBackoff clamps the Retry-After values recorded (0 means
-	// DefaultMaxBackoff, at most 30 days): an upstream cannot stop the fleet
-	// longer than this by a typo or a malicious header.
+	// MaxBackoff clamps the Retry-After values recorded: an upstream cannot
+	// stop the fleet longer than this by a typo or a malicious header.
+	// 0 means DefaultMaxBackoff; at most 30 days.
 	MaxBackoff time.Duration
 	// DefaultBackoff is recorded for a 429 whose Retry-After is missing or
 	// malformed; 0, the default, records nothing then. A 503 without a
-	// usable Retry-After records nothing.
+	// usable Retry-After records nothing. Not negative.
 	DefaultBackoff time.Duration
 	// Retries is how many times a request is sent again after a recorded
 	// back-off, when its method is idempotent (GET, HEAD, OPTIONS, TRACE,
 	// PUT, DELETE, or any method with an Idempotency-Key header) and its body
 	// can be replayed (none, or GetBody set), and the back-off fits in the
 	// wait bounds. 0, the default, returns the 429 or 503 to the caller.
+	// Not negative.
 	Retries int
 	// Now is the clock for HTTP-date Retry-After values; nil means
 	// time.Now.
@@ -120,9 +127,9 @@ func (e *LimitedError) Unwrap() error { return e.Err }
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.Limiter == nil {
+	if err := t.check(); err != nil {
 		closeBody(req)
-		return nil, errors.New("httplimit: Transport.Limiter is nil")
+		return nil, err
 	}
 	key, err := t.key(req)
 	if err != nil {
@@ -168,6 +175,26 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// check reports the first field of t with an invalid value.
+func (t *Transport) check() error {
+	var field string
+	switch {
+	case t.Limiter == nil:
+		return errors.New("httplimit: Transport.Limiter is nil")
+	case t.MaxWait < 0:
+		field = fmt.Sprintf("MaxWait %v is negative", t.MaxWait)
+	case t.MaxBackoff < 0 || t.MaxBackoff > maxBackoffCeiling:
+		field = fmt.Sprintf("MaxBackoff %v is not within [0, %v]", t.MaxBackoff, maxBackoffCeiling)
+	case t.DefaultBackoff < 0:
+		field = fmt.Sprintf("DefaultBackoff %v is negative", t.DefaultBackoff)
+	case t.Retries < 0:
+		field = fmt.Sprintf("Retries %d is negative", t.Retries)
+	default:
+		return nil
+	}
+	return errors.New("httplimit: Transport." + field)
+}
+
 func (t *Transport) base() http.RoundTripper {
 	if t.Base != nil {
 		return t.Base
@@ -193,11 +220,10 @@ func (t *Transport) key(req *http.Request) (string, error) {
 }
 
 func (t *Transport) maxBackoff() time.Duration {
-	m := t.MaxBackoff
-	if m <= 0 {
-		m = DefaultMaxBackoff
+	if t.MaxBackoff == 0 {
+		return DefaultMaxBackoff
 	}
-	return min(m, maxBackoffCeiling)
+	return t.MaxBackoff
 }
 
 // backoffLimit is the limit of the back-off state: one unit per ms, at
@@ -211,8 +237,8 @@ func msCeil(d time.Duration) int { return int((d + time.Millisecond - 1) / time.
 // Backoff reports the back-off recorded for key that is still to run (0
 // when none), as every Transport sharing t's store sees it.
 func (t *Transport) Backoff(ctx context.Context, key string) (time.Duration, error) {
-	if t.Limiter == nil {
-		return 0, errors.New("httplimit: Transport.Limiter is nil")
+	if err := t.check(); err != nil {
+		return 0, err
 	}
 	d, err := t.Limiter.AllowN(ctx, BackoffKeyPrefix+key, backoffLimit(msCeil(t.maxBackoff())), 0)
 	if err != nil {
@@ -317,7 +343,7 @@ func (t *Transport) backoffOf(resp *http.Response) (time.Duration, bool) {
 	if t.Now != nil {
 		now = t.Now
 	}
-	d, err := ParseRetryAfter(resp.Header.Get(HeaderRetryAfter), now())
+	d, err := parseRetryAfter(resp.Header.Get(HeaderRetryAfter), now())
 	if err != nil {
 		if resp.StatusCode != http.StatusTooManyRequests || t.DefaultBackoff <= 0 {
 			return 0, false
@@ -336,8 +362,8 @@ func (t *Transport) backoffOf(resp *http.Response) (time.Duration, bool) {
 // stack (see Transport). The call is not cancelled with ctx: the fleet must
 // hear of the back-off even when the caller has given up.
 func (t *Transport) RecordBackoff(ctx context.Context, key string, d time.Duration) error {
-	if t.Limiter == nil {
-		return errors.New("httplimit: Transport.Limiter is nil")
+	if err := t.check(); err != nil {
+		return err
 	}
 	d = min(d, t.maxBackoff())
 	if d <= 0 {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // handlerTransport serves requests with h in memory, closing the request
@@ -370,7 +372,7 @@ func TestRecordBackoffNeverStacks(t *testing.T) {
 	})
 }
 
-func testRecordBackoff(t *testing.T, store sluice.Store, clock *fakeClock) {
+func testRecordBackoff(t *testing.T, store sluice.Store, clock *sluicetest.Clock) {
 	rt := &httplimit.Transport{Limiter: sluice.New(store)}
 	ctx := context.Background()
 	check := func(step string, want time.Duration) {
@@ -463,6 +465,56 @@ func TestTransportClosesBody(t *testing.T) {
 				t.Errorf("request body not closed")
 			}
 		})
+	}
+}
+
+// TestTransportInvalidFields: a field with an invalid value is an error
+// naming it on every method, and nothing is sent or recorded.
+func TestTransportInvalidFields(t *testing.T) {
+	lim := sluice.New(newMemStore(t))
+	var sent atomic.Int64
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent.Add(1)
+		return httptest.NewRecorder().Result(), nil
+	})
+	tests := []struct {
+		name string
+		give httplimit.Transport
+		want string
+	}{
+		{"nil limiter", httplimit.Transport{}, "httplimit: Transport.Limiter is nil"},
+		{"negative MaxWait", httplimit.Transport{Limiter: lim, MaxWait: -time.Second}, "httplimit: Transport.MaxWait -1s is negative"},
+		{"negative MaxBackoff", httplimit.Transport{Limiter: lim, MaxBackoff: -time.Second}, "httplimit: Transport.MaxBackoff -1s is not within [0, 720h0m0s]"},
+		{"MaxBackoff over 30 days", httplimit.Transport{Limiter: lim, MaxBackoff: 31 * 24 * time.Hour}, "httplimit: Transport.MaxBackoff 744h0m0s is not within [0, 720h0m0s]"},
+		{"negative DefaultBackoff", httplimit.Transport{Limiter: lim, DefaultBackoff: -time.Second}, "httplimit: Transport.DefaultBackoff -1s is negative"},
+		{"negative Retries", httplimit.Transport{Limiter: lim, Retries: -1}, "httplimit: Transport.Retries -1 is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := tt.give
+			rt.Base = base
+			body := &trackedBody{Reader: strings.NewReader("payload")}
+			req := httptest.NewRequest(http.MethodPost, "http://up.example/", body)
+			if resp, err := rt.RoundTrip(req); resp != nil || err == nil || err.Error() != tt.want {
+				t.Errorf("RoundTrip = %v, %v; want error %s", resp, err, tt.want)
+			}
+			if body.closed.Load() == 0 {
+				t.Errorf("request body not closed")
+			}
+			if err := rt.RecordBackoff(context.Background(), "up.example", time.Minute); err == nil || err.Error() != tt.want {
+				t.Errorf("RecordBackoff error = %v, want %s", err, tt.want)
+			}
+			if d, err := rt.Backoff(context.Background(), "up.example"); err == nil || err.Error() != tt.want {
+				t.Errorf("Backoff = %v, %v; want error %s", d, err, tt.want)
+			}
+		})
+	}
+	if n := sent.Load(); n != 0 {
+		t.Errorf("%d requests sent, want none", n)
+	}
+	ok := httplimit.Transport{Limiter: lim}
+	if d, err := ok.Backoff(context.Background(), "up.example"); d != 0 || err != nil {
+		t.Errorf("Backoff after the invalid Transports = %v, %v; want 0 (nothing recorded)", d, err)
 	}
 }
 

@@ -8,6 +8,11 @@
 // per-second and a per-day limit at once, and changing a limit's Rate or
 // Burst keeps what was counted.
 //
+// An option given an invalid value (a nil function, a negative count or
+// interval) cannot be reported by New, which returns a Store whatever its
+// options: the Store then answers every call with an error naming the
+// option, and keeps no state.
+//
 // Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
 // all-or-nothing under the locks of every shard involved), sluice.Leaser
 // (Lease and Return, for tiered) and io.Closer (Close stops the sweeper and
@@ -55,17 +60,34 @@ type Store struct {
 
 	evictions atomic.Int64
 	onEvict   func()
+
+	err error // the first invalid option, returned by every call (closed is set)
 }
 
 // Option configures a Store.
 type Option func(*Store)
 
+// invalid records the first invalid option.
+func (s *Store) invalid(format string, args ...any) {
+	if s.err == nil {
+		s.err = fmt.Errorf("memstore: "+format, args...)
+	}
+}
+
 // WithClock sets the clock. Tests inject a fake clock to get exact
 // decisions; time read from it is clamped per key so that it never runs
 // backwards. The default is the wall clock read at New advanced by the
 // monotonic clock: one cheap clock read per decision, and no jumps when the
-// system's wall clock is stepped.
-func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+// system's wall clock is stepped. now must not be nil.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now == nil {
+			s.invalid("WithClock(nil)")
+			return
+		}
+		s.now = now
+	}
+}
 
 // WithMaxKeys bounds the number of states held (one per key, algorithm and
 // period); the bound is split evenly across the shards, of which a bounded
@@ -73,27 +95,58 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 // a new state first removes the shard's expired states and otherwise evicts,
 // of a sample, the live state that expires soonest (evicting live state
 // forgets what it counted; Evictions counts it). 0, the default, is
-// unbounded; the sweeper still removes expired state.
-func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = max(n, 0) } }
+// unbounded; the sweeper still removes expired state. n must not be
+// negative.
+func WithMaxKeys(n int) Option {
+	return func(s *Store) {
+		if n < 0 {
+			s.invalid("WithMaxKeys(%d): negative", n)
+			return
+		}
+		s.maxKeys = n
+	}
+}
 
 // WithOnEvict makes f run once for every live state that WithMaxKeys
 // evicts (expired states removed to make room are not evictions), as for a
 // metric. f runs with a shard's lock held: it must be fast, and must not
-// call the Store.
-func WithOnEvict(f func()) Option { return func(s *Store) { s.onEvict = f } }
+// call the Store. f must not be nil.
+func WithOnEvict(f func()) Option {
+	return func(s *Store) {
+		if f == nil {
+			s.invalid("WithOnEvict(nil)")
+			return
+		}
+		s.onEvict = f
+	}
+}
 
 // WithSweepInterval sets how often the sweeper removes expired state
-// (default 1 minute); 0 disables the sweeper.
-func WithSweepInterval(d time.Duration) Option { return func(s *Store) { s.sweep = max(d, 0) } }
+// (default 1 minute); 0 disables the sweeper. d must not be negative.
+func WithSweepInterval(d time.Duration) Option {
+	return func(s *Store) {
+		if d < 0 {
+			s.invalid("WithSweepInterval(%v): negative", d)
+			return
+		}
+		s.sweep = d
+	}
+}
 
 // DefaultShards is the number of shards of a Store without a small WithMaxKeys.
 const DefaultShards = 64
 
-// New returns a Store and starts its sweeper.
+// New returns a Store and starts its sweeper. With an invalid option, the
+// Store starts no sweeper and every call returns an error naming the
+// option.
 func New(opts ...Option) *Store {
 	s := &Store{seed: maphash.MakeSeed(), sweep: time.Minute}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.err != nil {
+		s.maxKeys, s.sweep = 0, 0
+		s.closed.Store(true) // every call reports s.err
 	}
 	s.base = time.Now()
 	s.baseµs = s.base.UnixMicro()
@@ -290,7 +343,7 @@ func (s *Store) nowMicro() int64 {
 // limit's parameters.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) (*algo.Params, error) {
 	if s.closed.Load() {
-		return nil, sluice.ErrClosed
+		return nil, s.closedErr()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -306,6 +359,16 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 		return nil, validate.Request(key, lim, n)
 	}
 	return p, nil
+}
+
+// closedErr is the error of a call on a closed store: the invalid option
+// it was built with (New marks such a store closed), else
+// sluice.ErrClosed.
+func (s *Store) closedErr() error {
+	if s.err != nil {
+		return s.err
+	}
+	return sluice.ErrClosed
 }
 
 // paramSlots is the size of the cache of validated limits.

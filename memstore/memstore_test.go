@@ -33,7 +33,7 @@ var allAlgorithms = []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sl
 func TestNoAllocs(t *testing.T) {
 	for _, a := range allAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			c := sluicetest.NewClock(sluicetest.Epoch)
+			c := sluicetest.NewClock(sluicetest.Epoch())
 			s := newStore(t, memstore.WithClock(c.Now))
 			lim := sluice.Limit{Algorithm: a, Rate: 100, Period: time.Second}
 			key := "tenant:42"
@@ -169,7 +169,7 @@ func TestNoSweeper(t *testing.T) {
 func TestMaxKeys(t *testing.T) {
 	t.Run("Bound", func(t *testing.T) {
 		for _, max := range []int{1, 10, 127, 1000, 5000} {
-			c := sluicetest.NewClock(sluicetest.Epoch)
+			c := sluicetest.NewClock(sluicetest.Epoch())
 			s := newStore(t, memstore.WithClock(c.Now), memstore.WithMaxKeys(max))
 			lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 5, Period: time.Minute}
 			for i := range 3 * max {
@@ -185,7 +185,7 @@ func TestMaxKeys(t *testing.T) {
 		}
 	})
 	t.Run("ExpiredFirst", func(t *testing.T) {
-		c := sluicetest.NewClock(sluicetest.Epoch)
+		c := sluicetest.NewClock(sluicetest.Epoch())
 		const max = 100 // one shard: the bound is exact
 		s := newStore(t, memstore.WithClock(c.Now), memstore.WithMaxKeys(max))
 		short := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: time.Second}
@@ -219,7 +219,7 @@ func TestMaxKeys(t *testing.T) {
 func TestStateRemoved(t *testing.T) {
 	for _, a := range allAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			c := sluicetest.NewClock(sluicetest.Epoch)
+			c := sluicetest.NewClock(sluicetest.Epoch())
 			s := newStore(t, memstore.WithClock(c.Now), memstore.WithSweepInterval(0))
 			lim := sluice.Limit{Algorithm: a, Rate: 3, Period: time.Second}
 			d := allow(t, s, "k", lim, 2)
@@ -259,7 +259,7 @@ func TestStateRemoved(t *testing.T) {
 // every order and with repeated keys, never deadlock, and every key counts
 // exactly the admitted calls that named it.
 func TestMultiAtomic(t *testing.T) {
-	c := sluicetest.NewClock(sluicetest.Epoch) // no window ends during the test
+	c := sluicetest.NewClock(sluicetest.Epoch()) // no window ends during the test
 	s := newStore(t, memstore.WithClock(c.Now))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 300, Period: time.Hour}
 	keys := []string{"a", "b", "c", "d", "e", "f"}
@@ -312,13 +312,13 @@ func TestMultiAtomic(t *testing.T) {
 func TestClockBackwards(t *testing.T) {
 	for _, a := range allAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			c := sluicetest.NewClock(sluicetest.Epoch)
+			c := sluicetest.NewClock(sluicetest.Epoch())
 			s := newStore(t, memstore.WithClock(c.Now))
 			lim := sluice.Limit{Algorithm: a, Rate: 7, Period: time.Second}
 			admitted := 0
 			for i := range 2000 {
 				// Alternate between two times 900ms apart.
-				c.Set(sluicetest.Epoch.Add(time.Duration(i%2) * 900 * time.Millisecond))
+				c.Set(sluicetest.Epoch().Add(time.Duration(i%2) * 900 * time.Millisecond))
 				if allow(t, s, "k", lim, 1).Allowed {
 					admitted++
 				}
@@ -339,17 +339,17 @@ func TestClockBackwards(t *testing.T) {
 func TestLeaseClockBackwards(t *testing.T) {
 	for _, a := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow} {
 		t.Run(a.String(), func(t *testing.T) {
-			c := sluicetest.NewClock(sluicetest.Epoch)
+			c := sluicetest.NewClock(sluicetest.Epoch())
 			s := newStore(t, memstore.WithClock(c.Now))
 			lim := sluice.Limit{Algorithm: a, Rate: 3, Period: time.Hour}
-			c.Set(sluicetest.Epoch.Add(500 * time.Millisecond))
+			c.Set(sluicetest.Epoch().Add(500 * time.Millisecond))
 			allow(t, s, "k", lim, 1)
-			c.Set(sluicetest.Epoch.Add(400 * time.Millisecond))
+			c.Set(sluicetest.Epoch().Add(400 * time.Millisecond))
 			d, at, err := s.Lease(ctx, "k", lim, 2)
 			if err != nil || !d.Allowed {
 				t.Fatalf("Lease = %+v, %v, want allowed", d, err)
 			}
-			if at.Before(sluicetest.Epoch) || at.After(sluicetest.Epoch.Add(500*time.Millisecond)) {
+			if at.Before(sluicetest.Epoch()) || at.After(sluicetest.Epoch().Add(500*time.Millisecond)) {
 				t.Errorf("Lease time = %v, want within the first 500ms", at)
 			}
 			if err := s.Return(ctx, "k", lim, 2, at); err != nil {
@@ -357,6 +357,46 @@ func TestLeaseClockBackwards(t *testing.T) {
 			}
 			if d := allow(t, s, "k", lim, 0); d.Remaining != 2 {
 				t.Errorf("peek after returning the lease = %+v, want Remaining 2", d)
+			}
+		})
+	}
+}
+
+// TestInvalidOption: a Store built with an invalid option answers every
+// call with an error naming the option and keeps nothing.
+func TestInvalidOption(t *testing.T) {
+	tests := []struct {
+		name string
+		give memstore.Option
+		want string
+	}{
+		{"nil clock", memstore.WithClock(nil), "memstore: WithClock(nil)"},
+		{"negative max keys", memstore.WithMaxKeys(-1), "memstore: WithMaxKeys(-1): negative"},
+		{"nil evict hook", memstore.WithOnEvict(nil), "memstore: WithOnEvict(nil)"},
+		{"negative sweep interval", memstore.WithSweepInterval(-time.Second), "memstore: WithSweepInterval(-1s): negative"},
+	}
+	lim := sluice.PerSecond(10)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The first invalid option is the one reported.
+			s := memstore.New(tt.give, memstore.WithMaxKeys(-2))
+			if _, err := s.AllowN(ctx, "k", lim, 1); err == nil || err.Error() != tt.want {
+				t.Errorf("AllowN error = %v, want %s", err, tt.want)
+			}
+			if _, err := s.AllowMulti(ctx, []sluice.Request{{Key: "k", Limit: lim, N: 1}}); err == nil || err.Error() != tt.want {
+				t.Errorf("AllowMulti error = %v, want %s", err, tt.want)
+			}
+			if _, _, err := s.Lease(ctx, "k", lim, 1); err == nil || err.Error() != tt.want {
+				t.Errorf("Lease error = %v, want %s", err, tt.want)
+			}
+			if err := s.Return(ctx, "k", lim, 1, time.Now()); err == nil || err.Error() != "memstore: return: "+tt.want {
+				t.Errorf("Return error = %v, want memstore: return: %s", err, tt.want)
+			}
+			if n := s.Len(); n != 0 {
+				t.Errorf("Len() = %d, want 0", n)
+			}
+			if err := s.Close(); err != nil {
+				t.Errorf("Close() = %v", err)
 			}
 		})
 	}

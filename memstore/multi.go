@@ -18,7 +18,7 @@ import (
 // since no wait could admit them.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if s.closed.Load() {
-		return nil, sluice.ErrClosed
+		return nil, s.closedErr()
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -84,83 +84,98 @@ func (s *Store) decideLocked(reqs []sluice.Request, items []item, shards []int) 
 }
 
 // decideMulti decides reqs under the locks of all their shards.
+//
+// Every request is decided without counting anything, one after the
+// other: a request on a state is decided after the earlier requests on it
+// that were admitted (a denied one is not counted for those after it, as it
+// is not counted at all). Only when all are admitted is anything counted.
 func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decision {
 	now := s.nowMicro()
-
-	// Decide every request without counting anything, one after the other:
-	// a request on a state is decided after the earlier requests on it that
-	// were admitted (a denied one is not counted for those after it, as it
-	// is not counted at all). Bucket and window states advance in a copy; a
-	// log is asked for the costs admitted so far plus this one, which the
-	// capacity check above keeps within its Rate.
 	out := make([]sluice.Decision, len(reqs))
 	allowed := true
 	for i := range items {
-		it := &items[i]
-		g := &items[it.first]
-		if it.first == i {
-			if e := it.rf.sh.find(&it.rf); e != nil {
-				if it.p.Kind == algo.SlidingLog {
-					g.log = it.rf.sh.log(e)
-				}
-				if e.expires > now {
-					g.tmp = *e
-				} else if g.log != nil {
-					g.log.Reset() // expired: nothing in it counts any more
-				}
-			}
-		}
-		n := int64(reqs[i].N)
-		var r algo.Result
-		if it.p.Kind == algo.SlidingLog {
-			// A peek (n 0) after admitted costs asks for none of them:
-			// it is never denied.
-			before := g.admitted
-			cost := before + n
-			if n == 0 {
-				cost = 0
-			}
-			r = stepLog(g.log, now, *it.p, cost)
-			if r.Allowed {
-				g.admitted += n
-			}
-			if before > 0 && (n == 0 || !r.Allowed) {
-				// The costs admitted before it are counted, and are the
-				// newest entries: the log is back to empty a Period
-				// after now.
-				r.Remaining = max(r.Remaining-before, 0)
-				r.ResetAfter = it.p.Period
-			}
-		} else {
-			r = it.rf.sh.step(&g.tmp, now, it.p, n, true)
-		}
-		g.changed = g.changed || n > 0
+		r := decideItem(items, i, now, int64(reqs[i].N))
 		out[i] = decision(reqs[i].Limit, r)
 		allowed = allowed && r.Allowed
 	}
 	if !allowed {
-		// Nothing is counted. Requests that would have been admitted
-		// report a peek of their state; the blocking ones keep their wait.
-		for i := range out {
-			if out[i].Allowed {
-				it := &items[i]
-				var r algo.Result
-				if it.p.Kind == algo.SlidingLog {
-					r = stepLog(items[it.first].log, now, *it.p, 0)
-				} else {
-					var cur entry
-					if e := it.rf.sh.find(&it.rf); e != nil && e.expires > now {
-						cur = *e
-					}
-					r = it.rf.sh.step(&cur, now, it.p, 0, false)
-				}
-				out[i] = decision(reqs[i].Limit, r)
-				out[i].Allowed = false
-			}
-		}
+		peekUnblocked(reqs, items, out, now)
 		return out
 	}
-	// Commit: every request is admitted.
+	s.commitMulti(reqs, items, now)
+	return out
+}
+
+// decideItem decides items[i] of cost n at now, after the earlier items on
+// its state, without counting it. Bucket and window states advance in a
+// copy held by the state's first item; a log is asked for the costs
+// admitted so far plus this one, which the capacity check of AllowMulti
+// keeps within its Rate.
+func decideItem(items []item, i int, now, n int64) algo.Result {
+	it := &items[i]
+	g := &items[it.first]
+	if it.first == i {
+		if e := it.rf.sh.find(&it.rf); e != nil {
+			if it.p.Kind == algo.SlidingLog {
+				g.log = it.rf.sh.log(e)
+			}
+			if e.expires > now {
+				g.tmp = *e
+			} else if g.log != nil {
+				g.log.Reset() // expired: nothing in it counts any more
+			}
+		}
+	}
+	g.changed = g.changed || n > 0
+	if it.p.Kind != algo.SlidingLog {
+		return it.rf.sh.step(&g.tmp, now, it.p, n, true)
+	}
+	// A peek (n 0) after admitted costs asks for none of them: it is never
+	// denied.
+	before := g.admitted
+	cost := before + n
+	if n == 0 {
+		cost = 0
+	}
+	r := stepLog(g.log, now, *it.p, cost)
+	if r.Allowed {
+		g.admitted += n
+	}
+	if before > 0 && (n == 0 || !r.Allowed) {
+		// The costs admitted before it are counted, and are the newest
+		// entries: the log is back to empty a Period after now.
+		r.Remaining = max(r.Remaining-before, 0)
+		r.ResetAfter = it.p.Period
+	}
+	return r
+}
+
+// peekUnblocked turns the decisions of a denied call that would have been
+// admitted into peeks of their state as it is, denied; the blocking ones
+// keep their wait. Nothing is counted.
+func peekUnblocked(reqs []sluice.Request, items []item, out []sluice.Decision, now int64) {
+	for i := range out {
+		if !out[i].Allowed {
+			continue
+		}
+		it := &items[i]
+		var r algo.Result
+		if it.p.Kind == algo.SlidingLog {
+			r = stepLog(items[it.first].log, now, *it.p, 0)
+		} else {
+			var cur entry
+			if e := it.rf.sh.find(&it.rf); e != nil && e.expires > now {
+				cur = *e
+			}
+			r = it.rf.sh.step(&cur, now, it.p, 0, false)
+		}
+		out[i] = decision(reqs[i].Limit, r)
+		out[i].Allowed = false
+	}
+}
+
+// commitMulti counts every request of a call that was admitted whole.
+func (s *Store) commitMulti(reqs []sluice.Request, items []item, now int64) {
 	for i := range items {
 		it := &items[i]
 		n := int64(reqs[i].N)
@@ -178,7 +193,6 @@ func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decisi
 			it.rf.sh.noteExpiry(e.expires)
 		}
 	}
-	return out
 }
 
 // item is one request of an AllowMulti call.

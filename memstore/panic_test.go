@@ -124,7 +124,7 @@ func TestPanicSafetyManyShards(t *testing.T) {
 // expired state removed to make room; the store holds at most WithMaxKeys
 // states.
 func TestOnEvict(t *testing.T) {
-	c := sluicetest.NewClock(sluicetest.Epoch)
+	c := sluicetest.NewClock(sluicetest.Epoch())
 	var evicted atomic.Int64
 	const maxKeys = 100
 	s := newStore(t, memstore.WithClock(c.Now), memstore.WithMaxKeys(maxKeys), memstore.WithOnEvict(func() { evicted.Add(1) }))

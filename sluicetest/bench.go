@@ -10,10 +10,8 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// BenchLimit is the limit Bench uses for algorithm a: 1000 per second
-// (burst 1000), so that a hot key is mostly denied and a spread of keys
-// mostly admitted.
-func BenchLimit(a sluice.Algorithm) sluice.Limit {
+// benchLimit is the limit Bench uses for algorithm a.
+func benchLimit(a sluice.Algorithm) sluice.Limit {
 	return sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
 }
 
@@ -26,13 +24,15 @@ func BenchKeys(n int) []string {
 	return keys
 }
 
-// Bench benchmarks a store: per algorithm, one key and 10000 keys, serial
-// (b.Loop) and parallel (b.RunParallel), with allocations reported. Each
+// Bench benchmarks a store: per algorithm, one key and 10000 keys (those
+// of BenchKeys), serial (b.Loop) and parallel (b.RunParallel), with
+// allocations reported. The limit is 1000 per second (burst 1000), so that
+// a hot key is mostly denied and a spread of keys mostly admitted. Each
 // sub-benchmark gets a fresh store from newStore.
 func Bench(b *testing.B, newStore func(b *testing.B) sluice.Store) {
 	ctx := context.Background()
 	for _, a := range algorithms {
-		lim := BenchLimit(a)
+		lim := benchLimit(a)
 		for _, nk := range []int{1, 10000} {
 			keys := BenchKeys(nk)
 			name := a.String() + "/keys=" + strconv.Itoa(nk)

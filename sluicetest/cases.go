@@ -97,6 +97,16 @@ func (s *suite) testRetryAfterExact(t *testing.T) {
 	}
 }
 
+// eachLongLimit runs f in a subtest per algorithm, with a fresh store, the
+// algorithm's longLimit and a fresh key.
+func (s *suite) eachLongLimit(t *testing.T, f func(t *testing.T, e *env, lim sluice.Limit, key string)) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			f(t, s.env(t, 0), longLimit(a), newKey(t))
+		})
+	}
+}
+
 // longLimit is a limit of each algorithm whose period is long enough that
 // cases on real time do not see it move.
 func longLimit(a sluice.Algorithm) sluice.Limit {
@@ -109,65 +119,56 @@ func longLimit(a sluice.Algorithm) sluice.Limit {
 
 // testPeek: n = 0 is always allowed, reports Remaining and changes nothing.
 func (s *suite) testPeek(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, 0)
-			lim := longLimit(a)
-			key := newKey(t)
-			c := lim.Capacity()
-			if d := e.allow(key, lim, 0); d != (sluice.Decision{Allowed: true, Limit: lim, Remaining: c}) {
-				t.Errorf("peek of an untouched key = %+v, want allowed, Remaining %d, ResetAfter 0", d, c)
+	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
+		c := lim.Capacity()
+		if d := e.allow(key, lim, 0); d != (sluice.Decision{Allowed: true, Limit: lim, Remaining: c}) {
+			t.Errorf("peek of an untouched key = %+v, want allowed, Remaining %d, ResetAfter 0", d, c)
+		}
+		d1 := e.allow(key, lim, 1)
+		for range 3 {
+			d := e.allow(key, lim, 0)
+			if !d.Allowed || d.Remaining != c-1 {
+				t.Errorf("peek after one admission = %+v, want allowed, Remaining %d", d, c-1)
 			}
-			d1 := e.allow(key, lim, 1)
-			for range 3 {
-				d := e.allow(key, lim, 0)
-				if !d.Allowed || d.Remaining != c-1 {
-					t.Errorf("peek after one admission = %+v, want allowed, Remaining %d", d, c-1)
-				}
-				if e.exact() && d.ResetAfter != d1.ResetAfter {
-					t.Errorf("peek ResetAfter = %v, want the admission's %v", d.ResetAfter, d1.ResetAfter)
-				}
+			if e.exact() && d.ResetAfter != d1.ResetAfter {
+				t.Errorf("peek ResetAfter = %v, want the admission's %v", d.ResetAfter, d1.ResetAfter)
 			}
-			e.allow(key, lim, c-1)
-			if d := e.allow(key, lim, 0); !d.Allowed || d.Remaining != 0 || d.RetryAfter != 0 {
-				t.Errorf("peek of a full key = %+v, want allowed, Remaining 0, RetryAfter 0", d)
-			}
-			if d := e.allow(key, lim, 1); d.Allowed {
-				t.Errorf("AllowN(1) after peeks on a full key = %+v, want denied", d)
-			}
-		})
-	}
+		}
+		e.allow(key, lim, c-1)
+		if d := e.allow(key, lim, 0); !d.Allowed || d.Remaining != 0 || d.RetryAfter != 0 {
+			t.Errorf("peek of a full key = %+v, want allowed, Remaining 0, RetryAfter 0", d)
+		}
+		if d := e.allow(key, lim, 1); d.Allowed {
+			t.Errorf("AllowN(1) after peeks on a full key = %+v, want denied", d)
+		}
+	})
 }
 
 // testExceedsCapacity: n > Capacity is an error, never a RetryAfter, and
 // counts nothing; a negative n is ErrInvalidCost.
 func (s *suite) testExceedsCapacity(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, 0)
-			lim := longLimit(a)
-			key := newKey(t)
-			c := lim.Capacity()
-			for _, n := range []int{c + 1, 2 * c, 1 << 40} {
-				if d, err := e.s.AllowN(context.Background(), key, lim, n); !errors.Is(err, sluice.ErrExceedsCapacity) {
-					t.Errorf("AllowN(%q, %v, %d) = %+v, %v, want ErrExceedsCapacity", key, lim, n, d, err)
-				}
+	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
+		c := lim.Capacity()
+		for _, n := range []int{c + 1, 2 * c, 1 << 40} {
+			if d, err := e.s.AllowN(context.Background(), key, lim, n); !errors.Is(err, sluice.ErrExceedsCapacity) || !namesField(err, "N") {
+				t.Errorf("AllowN(%q, %v, %d) = %+v, %v, want ErrExceedsCapacity in a *sluice.LimitError of Field N", key, lim, n, d, err)
 			}
-			e.allow(key, lim, 1)
-			if d, err := e.s.AllowN(context.Background(), key, lim, c); err != nil || d.Allowed || d.RetryAfter <= 0 {
-				t.Errorf("AllowN(%d) on a used key = %+v, %v, want a denial with a RetryAfter (n = Capacity is never an error)", c, d, err)
-			}
-			if d, err := e.s.AllowN(context.Background(), key, lim, -1); !errors.Is(err, sluice.ErrInvalidCost) {
-				t.Errorf("AllowN(%q, %v, -1) = %+v, %v, want ErrInvalidCost", key, lim, d, err)
-			}
-			if d := e.allow(key, lim, 0); d.Remaining != c-1 {
-				t.Errorf("peek after invalid costs = %+v, want Remaining %d (nothing counted)", d, c-1)
-			}
-		})
-	}
+		}
+		e.allow(key, lim, 1)
+		if d, err := e.s.AllowN(context.Background(), key, lim, c); err != nil || d.Allowed || d.RetryAfter <= 0 {
+			t.Errorf("AllowN(%d) on a used key = %+v, %v, want a denial with a RetryAfter (n = Capacity is never an error)", c, d, err)
+		}
+		if d, err := e.s.AllowN(context.Background(), key, lim, -1); !errors.Is(err, sluice.ErrInvalidCost) || !namesField(err, "N") {
+			t.Errorf("AllowN(%q, %v, -1) = %+v, %v, want ErrInvalidCost in a *sluice.LimitError of Field N", key, lim, d, err)
+		}
+		if d := e.allow(key, lim, 0); d.Remaining != c-1 {
+			t.Errorf("peek after invalid costs = %+v, want Remaining %d (nothing counted)", d, c-1)
+		}
+	})
 }
 
-// testInvalidLimit: every invalid field gives ErrInvalidLimit naming it.
+// testInvalidLimit: every invalid field gives ErrInvalidLimit naming it,
+// in its text and as a *sluice.LimitError.
 func (s *suite) testInvalidLimit(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -194,12 +195,18 @@ func (s *suite) testInvalidLimit(t *testing.T) {
 				if !errors.Is(err, sluice.ErrInvalidLimit) {
 					t.Fatalf("AllowN(%+v, %d) = %+v, %v, want ErrInvalidLimit", tt.give, n, d, err)
 				}
-				if !strings.Contains(err.Error(), tt.field) {
-					t.Errorf("AllowN(%+v) error %q does not name the field %s", tt.give, err, tt.field)
+				if !strings.Contains(err.Error(), tt.field) || !namesField(err, tt.field) {
+					t.Errorf("AllowN(%+v) error %q does not name the field %s (in its text and as a *sluice.LimitError)", tt.give, err, tt.field)
 				}
 			}
 		})
 	}
+}
+
+// namesField reports whether err holds a *sluice.LimitError for field.
+func namesField(err error, field string) bool {
+	var le *sluice.LimitError
+	return errors.As(err, &le) && le.Field == field
 }
 
 // testInvalidKey: empty keys and keys over MaxKeyLen bytes are
@@ -208,8 +215,8 @@ func (s *suite) testInvalidKey(t *testing.T) {
 	e := s.env(t, 0)
 	lim := longLimit(sluice.GCRA)
 	for _, key := range []string{"", strings.Repeat("k", sluice.MaxKeyLen+1), strings.Repeat("\xff", 4096)} {
-		if d, err := e.s.AllowN(context.Background(), key, lim, 1); !errors.Is(err, sluice.ErrInvalidKey) {
-			t.Errorf("AllowN(key of %d bytes) = %+v, %v, want ErrInvalidKey", len(key), d, err)
+		if d, err := e.s.AllowN(context.Background(), key, lim, 1); !errors.Is(err, sluice.ErrInvalidKey) || !namesField(err, "Key") {
+			t.Errorf("AllowN(key of %d bytes) = %+v, %v, want ErrInvalidKey in a *sluice.LimitError of Field Key", len(key), d, err)
 		}
 	}
 	key := newKey(t)
@@ -255,23 +262,18 @@ func (s *suite) testKeyBytes(t *testing.T) {
 
 // testDeniedNotCounted: a denied request changes no state.
 func (s *suite) testDeniedNotCounted(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, 0)
-			lim := longLimit(a)
-			key := newKey(t)
-			c := lim.Capacity()
-			e.allow(key, lim, c-1)
-			for range 10 {
-				if d := e.allow(key, lim, 2); d.Allowed {
-					t.Fatalf("AllowN(2) with 1 remaining = %+v, want denied", d)
-				}
+	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
+		c := lim.Capacity()
+		e.allow(key, lim, c-1)
+		for range 10 {
+			if d := e.allow(key, lim, 2); d.Allowed {
+				t.Fatalf("AllowN(2) with 1 remaining = %+v, want denied", d)
 			}
-			if d := e.allow(key, lim, 1); !d.Allowed || d.Remaining != 0 {
-				t.Errorf("AllowN(1) after ten denials = %+v, want allowed, Remaining 0", d)
-			}
-		})
-	}
+		}
+		if d := e.allow(key, lim, 1); !d.Allowed || d.Remaining != 0 {
+			t.Errorf("AllowN(1) after ten denials = %+v, want allowed, Remaining 0", d)
+		}
+	})
 }
 
 // testStateIdentity: state is per (key, algorithm, period). One key holds a
@@ -343,32 +345,27 @@ func (s *suite) testStateIdentity(t *testing.T) {
 // testCancelledContext: a cancelled or expired context is an error, and
 // nothing is counted.
 func (s *suite) testCancelledContext(t *testing.T) {
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, 0)
-			lim := longLimit(a)
-			key := newKey(t)
-			cancelled, cancel := context.WithCancel(context.Background())
-			cancel()
-			if d, err := e.s.AllowN(cancelled, key, lim, 1); !errors.Is(err, context.Canceled) {
-				t.Errorf("AllowN(cancelled ctx) = %+v, %v, want context.Canceled", d, err)
+	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
+		cancelled, cancel := context.WithCancel(context.Background())
+		cancel()
+		if d, err := e.s.AllowN(cancelled, key, lim, 1); !errors.Is(err, context.Canceled) {
+			t.Errorf("AllowN(cancelled ctx) = %+v, %v, want context.Canceled", d, err)
+		}
+		expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+		defer cancel2()
+		if d, err := e.s.AllowN(expired, key, lim, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("AllowN(expired ctx) = %+v, %v, want context.DeadlineExceeded", d, err)
+		}
+		if ms, ok := e.s.(sluice.MultiStore); ok {
+			reqs := []sluice.Request{{Key: key, Limit: lim, N: 1}}
+			if ds, err := ms.AllowMulti(cancelled, reqs); !errors.Is(err, context.Canceled) {
+				t.Errorf("AllowMulti(cancelled ctx) = %+v, %v, want context.Canceled", ds, err)
 			}
-			expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-			defer cancel2()
-			if d, err := e.s.AllowN(expired, key, lim, 1); !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("AllowN(expired ctx) = %+v, %v, want context.DeadlineExceeded", d, err)
-			}
-			if ms, ok := e.s.(sluice.MultiStore); ok {
-				reqs := []sluice.Request{{Key: key, Limit: lim, N: 1}}
-				if ds, err := ms.AllowMulti(cancelled, reqs); !errors.Is(err, context.Canceled) {
-					t.Errorf("AllowMulti(cancelled ctx) = %+v, %v, want context.Canceled", ds, err)
-				}
-			}
-			if d := e.allow(key, lim, 0); d.Remaining != lim.Capacity() {
-				t.Errorf("peek after cancelled calls = %+v, want Remaining %d (nothing counted)", d, lim.Capacity())
-			}
-		})
-	}
+		}
+		if d := e.allow(key, lim, 0); d.Remaining != lim.Capacity() {
+			t.Errorf("peek after cancelled calls = %+v, want Remaining %d (nothing counted)", d, lim.Capacity())
+		}
+	})
 }
 
 // testRealClock checks, when the cases ran on a fake clock, that the store

@@ -58,9 +58,9 @@ func TestCheckInvariant(t *testing.T) {
 
 // TestClock: the fake clock moves only when told, and is safe to share.
 func TestClock(t *testing.T) {
-	c := NewClock(Epoch)
-	if got := c.Now(); !got.Equal(Epoch) {
-		t.Fatalf("Now() = %v, want %v", got, Epoch)
+	c := NewClock(epoch)
+	if got := c.Now(); !got.Equal(epoch) {
+		t.Fatalf("Now() = %v, want %v", got, epoch)
 	}
 	done := make(chan bool)
 	for range 4 {
@@ -75,11 +75,11 @@ func TestClock(t *testing.T) {
 	for range 4 {
 		<-done
 	}
-	if got, want := c.Now(), Epoch.Add(400*time.Microsecond); !got.Equal(want) {
+	if got, want := c.Now(), epoch.Add(400*time.Microsecond); !got.Equal(want) {
 		t.Errorf("Now() after 400 concurrent Advance(1µs) = %v, want %v", got, want)
 	}
-	c.Set(Epoch.Add(-time.Hour))
-	if got, want := c.Now(), Epoch.Add(-time.Hour); !got.Equal(want) {
+	c.Set(epoch.Add(-time.Hour))
+	if got, want := c.Now(), epoch.Add(-time.Hour); !got.Equal(want) {
 		t.Errorf("Now() after Set back = %v, want %v", got, want)
 	}
 }
@@ -87,7 +87,7 @@ func TestClock(t *testing.T) {
 // TestScale: on real time the tables' durations scale to 20 × tolerance,
 // to whole microseconds; on a fake clock they are unchanged.
 func TestScale(t *testing.T) {
-	exact := &env{c: NewClock(Epoch)}
+	exact := &env{c: NewClock(epoch)}
 	if got := exact.scale(1333*time.Millisecond + 333*time.Microsecond); got != 1333*time.Millisecond+333*time.Microsecond {
 		t.Errorf("exact scale = %v", got)
 	}

@@ -11,67 +11,69 @@ import (
 // like an admission, and returning it restores the key, never beyond an
 // untouched one.
 func (s *suite) testLease(t *testing.T) {
-	if _, ok := s.probe(t).(sluice.Leaser); !ok {
-		t.Skip("the store does not implement sluice.Leaser")
-	}
+	need[sluice.Leaser](t, s, "sluice.Leaser")
 	ctx := context.Background()
-	for _, a := range algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			e := s.env(t, 0)
-			ls := e.s.(sluice.Leaser)
-			lim := longLimit(a)
-			c := lim.Capacity()
-			key := newKey(t)
+	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
+		ls := e.s.(sluice.Leaser)
+		c := lim.Capacity()
 
-			before := e.clockNow()
-			d, at, err := ls.Lease(ctx, key, lim, c)
-			after := e.clockNow()
-			if err != nil || !d.Allowed || d.Remaining != 0 {
-				t.Fatalf("Lease(%q, %v, %d) = %+v, %v, want allowed, Remaining 0", key, lim, c, d, err)
-			}
-			checkDecision(t, d, lim, c)
-			if at.Before(before.Add(-e.slack())) || at.After(after.Add(e.slack())) {
-				t.Errorf("Lease time %v, want within [%v, %v]", at, before, after)
-			}
-			if d := e.allow(key, lim, 1); d.Allowed {
-				t.Errorf("AllowN(1) after leasing the capacity = %+v, want denied", d)
-			}
-			if err := ls.Return(ctx, key, lim, c, at); err != nil {
-				t.Fatalf("Return(%q, %v, %d, %v): %v", key, lim, c, at, err)
-			}
-			if d := e.allow(key, lim, 0); d.Remaining != c {
-				t.Errorf("peek after returning the lease = %+v, want Remaining %d", d, c)
-			}
+		before := e.clockNow()
+		d, at, err := ls.Lease(ctx, key, lim, c)
+		after := e.clockNow()
+		if err != nil || !d.Allowed || d.Remaining != 0 {
+			t.Fatalf("Lease(%q, %v, %d) = %+v, %v, want allowed, Remaining 0", key, lim, c, d, err)
+		}
+		checkDecision(t, d, lim, c)
+		if at.Before(before.Add(-e.slack())) || at.After(after.Add(e.slack())) {
+			t.Errorf("Lease time %v, want within [%v, %v]", at, before, after)
+		}
+		if d := e.allow(key, lim, 1); d.Allowed {
+			t.Errorf("AllowN(1) after leasing the capacity = %+v, want denied", d)
+		}
+		if err := ls.Return(ctx, key, lim, c, at); err != nil {
+			t.Fatalf("Return(%q, %v, %d, %v): %v", key, lim, c, at, err)
+		}
+		if d := e.allow(key, lim, 0); d.Remaining != c {
+			t.Errorf("peek after returning the lease = %+v, want Remaining %d", d, c)
+		}
 
-			// A partial return gives back only what is returned.
-			_, at, err = ls.Lease(ctx, key, lim, 2)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ls.Return(ctx, key, lim, 1, at); err != nil {
-				t.Fatal(err)
-			}
-			if d := e.allow(key, lim, 0); d.Remaining != c-1 {
-				t.Errorf("peek after leasing 2 and returning 1 = %+v, want Remaining %d", d, c-1)
-			}
-			// Returning more than was leased never raises the limit.
-			if err := ls.Return(ctx, key, lim, c, at); err != nil {
-				t.Fatal(err)
-			}
-			if d := e.allow(key, lim, c); !d.Allowed || d.Remaining != 0 {
-				t.Errorf("AllowN(%d) after an over-return = %+v, want allowed, Remaining 0", c, d)
-			}
-			if d := e.allow(key, lim, 1); d.Allowed {
-				t.Errorf("AllowN(1) on a full key after an over-return = %+v, want denied", d)
-			}
-		})
+		// A partial return gives back only what is returned.
+		_, at, err = ls.Lease(ctx, key, lim, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ls.Return(ctx, key, lim, 1, at); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.allow(key, lim, 0); d.Remaining != c-1 {
+			t.Errorf("peek after leasing 2 and returning 1 = %+v, want Remaining %d", d, c-1)
+		}
+		// Returning more than was leased never raises the limit.
+		if err := ls.Return(ctx, key, lim, c, at); err != nil {
+			t.Fatal(err)
+		}
+		if d := e.allow(key, lim, c); !d.Allowed || d.Remaining != 0 {
+			t.Errorf("AllowN(%d) after an over-return = %+v, want allowed, Remaining 0", c, d)
+		}
+		if d := e.allow(key, lim, 1); d.Allowed {
+			t.Errorf("AllowN(1) on a full key after an over-return = %+v, want denied", d)
+		}
+	})
+}
+
+// need skips t unless the store implements the optional interface T,
+// named what.
+func need[T any](t *testing.T, s *suite, what string) {
+	t.Helper()
+	if _, ok := s.probe(t).(T); !ok {
+		t.Skipf("the store does not implement %s", what)
 	}
 }
 
 // probe returns a store for type assertions.
 func (s *suite) probe(t *testing.T) sluice.Store {
 	if s.cfg.clocked != nil {
-		return s.cfg.clocked(t, NewClock(Epoch))
+		return s.cfg.clocked(t, NewClock(epoch))
 	}
 	return s.newStore(t)
 }

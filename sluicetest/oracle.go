@@ -26,34 +26,27 @@ func newOracle(l sluice.Limit) *oracle {
 // is admitted, counts it.
 func (o *oracle) step(now time.Time, n int, commit bool) algo.Result {
 	us, nn := now.UnixMicro(), int64(n)
-	var r algo.Result
 	switch o.p.Kind {
 	case algo.FixedWindow:
-		var w algo.Window
-		w, r = algo.FixedWindowStep(o.w, us, o.p, nn)
-		if commit {
-			o.w = w
-		}
+		return apply(&o.w, algo.FixedWindowStep, us, o.p, nn, commit)
 	case algo.SlidingWindow:
-		var c algo.Counter
-		c, r = algo.SlidingWindowStep(o.c, us, o.p, nn)
-		if commit {
-			o.c = c
-		}
+		return apply(&o.c, algo.SlidingWindowStep, us, o.p, nn, commit)
 	case algo.TokenBucket:
-		var b algo.Bucket
-		b, r = algo.TokenBucketStep(o.b, us, o.p, nn)
-		if commit {
-			o.b = b
-		}
+		return apply(&o.b, algo.TokenBucketStep, us, o.p, nn, commit)
 	case algo.GCRA:
-		var g algo.TAT
-		g, r = algo.GCRAStep(o.g, us, o.p, nn)
-		if commit {
-			o.g = g
-		}
+		return apply(&o.g, algo.GCRAStep, us, o.p, nn, commit)
 	case algo.SlidingLog:
-		r = algo.SlidingLogStep(&o.l, us, o.p, nn, commit)
+		return algo.SlidingLogStep(&o.l, us, o.p, nn, commit)
+	}
+	return algo.Result{}
+}
+
+// apply runs one algorithm step on *st and keeps its new state when commit
+// is true (a denial's state is the old one).
+func apply[S any](st *S, step func(S, int64, algo.Params, int64) (S, algo.Result), now int64, p algo.Params, n int64, commit bool) algo.Result {
+	next, r := step(*st, now, p, n)
+	if commit {
+		*st = next
 	}
 	return r
 }

@@ -29,7 +29,9 @@
 // RetryAfter admits and 1µs less does not; n = 0 is a peek; n > Capacity
 // is sluice.ErrExceedsCapacity, a negative n ErrInvalidCost; every invalid
 // Limit field is ErrInvalidLimit naming the field; empty keys and keys over
-// sluice.MaxKeyLen are ErrInvalidKey, and keys are opaque bytes (braces,
+// sluice.MaxKeyLen are ErrInvalidKey; each of these errors is a
+// *sluice.LimitError whose Field names the culprit ("Rate", "Key", "N"…),
+// also inside AllowMulti; keys are opaque bytes (braces,
 // colons, NUL, invalid UTF-8) with states of their own; a denial counts
 // nothing; state is per (key, algorithm, period) and a Rate change keeps the
 // count; a cancelled or expired context is an error that counts nothing;
@@ -61,13 +63,21 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Option configures Run.
+// Option configures Run. Run fails the test at once on an option given an
+// invalid value.
 type Option func(*config)
 
 type config struct {
 	clocked   func(t *testing.T, c *Clock) sluice.Store
 	tol       time.Duration
 	denyEarly bool
+	err       error // the first invalid option
+}
+
+func (cfg *config) invalid(format string, args ...any) {
+	if cfg.err == nil {
+		cfg.err = fmt.Errorf("sluicetest: "+format, args...)
+	}
 }
 
 // WithClock gives Run a constructor for a store that reads the fake Clock
@@ -75,7 +85,13 @@ type config struct {
 // constructor given to Run itself is used once more, for a short smoke test
 // on real time.
 func WithClock(newStore func(t *testing.T, c *Clock) sluice.Store) Option {
-	return func(cfg *config) { cfg.clocked = newStore }
+	return func(cfg *config) {
+		if newStore == nil {
+			cfg.invalid("WithClock(nil)")
+			return
+		}
+		cfg.clocked = newStore
+	}
 }
 
 // DefaultTolerance is the tolerance of stores on real time.
@@ -84,12 +100,15 @@ const DefaultTolerance = 10 * time.Millisecond
 // WithTolerance sets how far a duration of a store on real time may be
 // from the exact one (default DefaultTolerance). The step tables then use
 // periods of 20 × d: a larger tolerance makes the suite slower, not laxer.
-// It has no effect on cases that run on a fake Clock.
+// It has no effect on cases that run on a fake Clock. d must be at least
+// a microsecond.
 func WithTolerance(d time.Duration) Option {
 	return func(cfg *config) {
-		if d > 0 {
-			cfg.tol = d.Round(time.Microsecond)
+		if d < time.Microsecond {
+			cfg.invalid("WithTolerance(%v): want at least 1µs", d)
+			return
 		}
+		cfg.tol = d.Round(time.Microsecond)
 	}
 }
 
@@ -100,9 +119,13 @@ func WithTolerance(d time.Duration) Option {
 // checked unchanged.
 func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
 
-// Epoch is the fake Clock's start in every case: midnight UTC, aligned to
-// every period that divides a day, so fixed windows start with the case.
-var Epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+// Epoch returns the fake Clock's start in every case: midnight UTC,
+// aligned to every period that divides a day, so fixed windows start with
+// the case. Start a Clock of your own tests there to reuse the suite's
+// numbers.
+func Epoch() time.Time { return epoch }
+
+var epoch = time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
 
 // Run runs the conformance suite against the stores newStore returns, one
 // fresh store per subtest (see the package documentation for options).
@@ -112,20 +135,34 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 	for _, o := range opts {
 		o(cfg)
 	}
+	switch {
+	case cfg.err != nil:
+		t.Fatal(cfg.err)
+	case newStore == nil && cfg.clocked == nil:
+		t.Fatal("sluicetest: Run: no store: newStore is nil and WithClock is not given")
+	}
 	s := &suite{cfg: cfg, newStore: newStore}
-	t.Run("Steps", s.testSteps)
-	t.Run("RetryAfterExact", s.testRetryAfterExact)
-	t.Run("Peek", s.testPeek)
-	t.Run("ExceedsCapacity", s.testExceedsCapacity)
-	t.Run("InvalidLimit", s.testInvalidLimit)
-	t.Run("InvalidKey", s.testInvalidKey)
-	t.Run("KeyBytes", s.testKeyBytes)
-	t.Run("DeniedNotCounted", s.testDeniedNotCounted)
-	t.Run("StateIdentity", s.testStateIdentity)
-	t.Run("CancelledContext", s.testCancelledContext)
-	t.Run("Concurrent", s.testConcurrent)
-	t.Run("Multi", s.testMulti)
-	t.Run("Lease", s.testLease)
+	cases := []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"Steps", s.testSteps},
+		{"RetryAfterExact", s.testRetryAfterExact},
+		{"Peek", s.testPeek},
+		{"ExceedsCapacity", s.testExceedsCapacity},
+		{"InvalidLimit", s.testInvalidLimit},
+		{"InvalidKey", s.testInvalidKey},
+		{"KeyBytes", s.testKeyBytes},
+		{"DeniedNotCounted", s.testDeniedNotCounted},
+		{"StateIdentity", s.testStateIdentity},
+		{"CancelledContext", s.testCancelledContext},
+		{"Concurrent", s.testConcurrent},
+		{"Multi", s.testMulti},
+		{"Lease", s.testLease},
+	}
+	for _, c := range cases {
+		t.Run(c.name, c.run)
+	}
 	if cfg.clocked != nil && newStore != nil {
 		t.Run("RealClock", s.testRealClock)
 	}
@@ -176,8 +213,8 @@ func (s *suite) env(t *testing.T, align time.Duration) *env {
 	t.Helper()
 	e := &env{t: t, cfg: s.cfg, unit: time.Second}
 	if s.cfg.clocked != nil {
-		e.c = NewClock(Epoch)
-		e.start = Epoch
+		e.c = NewClock(epoch)
+		e.start = epoch
 		e.s = s.cfg.clocked(t, e.c)
 		return e
 	}

@@ -70,7 +70,7 @@ func (o storeOnly) AllowN(ctx context.Context, key string, lim sluice.Limit, n i
 }
 
 func TestDenialCache(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch)
+	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
 	s := tiered.New(x, tiered.WithClock(clock.Now))
 	defer s.Close()
@@ -113,7 +113,7 @@ func TestDenialCache(t *testing.T) {
 func TestLeasesExactForOneProcess(t *testing.T) {
 	for _, a := range []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingLog, sluice.SlidingWindow, sluice.TokenBucket, sluice.GCRA} {
 		t.Run(a.String(), func(t *testing.T) {
-			clock := sluicetest.NewClock(sluicetest.Epoch)
+			clock := sluicetest.NewClock(sluicetest.Epoch())
 			x := newExact(clock.Now)
 			s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(16, 0.5, time.Hour), tiered.WithStampedLeases())
 			defer s.Close()
@@ -142,7 +142,7 @@ func TestLeasesExactForOneProcess(t *testing.T) {
 }
 
 func TestLeaseFallsBackToWhatIsFree(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch)
+	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Minute}
 	// Another process takes 7 of 10.
@@ -168,7 +168,7 @@ func TestLeaseFallsBackToWhatIsFree(t *testing.T) {
 }
 
 func TestFixedWindowLeaseEndsWithItsWindow(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch.Add(900 * time.Millisecond))
+	clock := sluicetest.NewClock(sluicetest.Epoch().Add(900 * time.Millisecond))
 	x := newExact(clock.Now)
 	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(50, 1, time.Hour))
 	defer s.Close()
@@ -245,7 +245,7 @@ func TestSweeperReturnsEndedLeases(t *testing.T) {
 }
 
 func TestLeaseSizeFollowsDemand(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch)
+	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
 	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(1000, 0.1, time.Second), tiered.WithStampedLeases())
 	defer s.Close()
@@ -316,7 +316,7 @@ func TestTwoProcessesNeverExceedTheLimit(t *testing.T) {
 }
 
 func TestApproximateLocalShareBound(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch)
+	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 	admitted := 0
@@ -369,7 +369,7 @@ func TestSharedErrorsPassThrough(t *testing.T) {
 }
 
 func TestMaxKeysFallsBackToTheStore(t *testing.T) {
-	clock := sluicetest.NewClock(sluicetest.Epoch)
+	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
 	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithMaxKeys(1), tiered.WithLeases(10, 1, time.Hour))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}

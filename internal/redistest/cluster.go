@@ -41,7 +41,22 @@ func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterInstance {
 		t.Fatalf("redistest: Cluster(masters=%d, replicasPerMaster=%d): need 1 <= masters, 0 <= replicas, at most 32 nodes", masters, replicasPerMaster)
 	}
 	c := &ClusterInstance{t: t}
-	n := masters * (1 + replicasPerMaster)
+	c.startNodes(masters * (1 + replicasPerMaster))
+	ids := c.assignSlots(masters)
+	c.meet()
+	for r := range replicasPerMaster {
+		for k := range masters {
+			c.nodes[masters+r*masters+k].MustDo("CLUSTER", "REPLICATE", ids[k])
+		}
+	}
+	c.waitReady(masters)
+	return c
+}
+
+// startNodes starts n cluster-enabled nodes, each on a free port and bus
+// port, stopped all at once when the test ends.
+func (c *ClusterInstance) startNodes(n int) {
+	t := c.t
 	for range n {
 		i := newInstance(t, []string{
 			"--cluster-enabled", "yes",
@@ -71,8 +86,12 @@ func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterInstance {
 		}
 		wg.Wait()
 	})
+}
 
-	ids := make([]string, n)
+// assignSlots splits the slots evenly across the first masters nodes, each
+// with its own config epoch, and returns every node's ID.
+func (c *ClusterInstance) assignSlots(masters int) []string {
+	ids := make([]string, len(c.nodes))
 	for k, i := range c.nodes {
 		ids[k] = i.MustDo("CLUSTER", "MYID")
 	}
@@ -82,6 +101,13 @@ func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterInstance {
 		m.MustDo("CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
 		m.MustDo("CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(k+1))
 	}
+	return ids
+}
+
+// meet introduces every node to the first and waits until all know each
+// other, with no handshake left.
+func (c *ClusterInstance) meet() {
+	n := len(c.nodes)
 	first := c.nodes[0]
 	for _, i := range c.nodes[1:] {
 		i.MustDo("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(first.Port), first.busPort())
@@ -103,11 +129,11 @@ func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterInstance {
 		}
 		return nil
 	})
-	for r := range replicasPerMaster {
-		for k := range masters {
-			c.nodes[masters+r*masters+k].MustDo("CLUSTER", "REPLICATE", ids[k])
-		}
-	}
+}
+
+// waitReady waits until the cluster is healthy and every replica (the
+// nodes after the first masters) is in sync.
+func (c *ClusterInstance) waitReady(masters int) {
 	c.waitFor("the cluster to be ready", func() error {
 		if err := c.healthy(); err != nil {
 			return err
@@ -123,7 +149,6 @@ func Cluster(t testing.TB, masters, replicasPerMaster int) *ClusterInstance {
 		}
 		return nil
 	})
-	return c
 }
 
 func (i *Instance) busPort() string {

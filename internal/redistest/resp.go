@@ -77,12 +77,9 @@ func (c *conn) read() ([]string, error) {
 	case '-':
 		return nil, &ReplyError{Msg: rest}
 	case '$':
-		n, err := strconv.Atoi(rest)
+		n, err := length(rest, "bulk")
 		if err != nil {
-			return nil, fmt.Errorf("redistest: bad bulk length %q", rest)
-		}
-		if n < 0 {
-			return nil, ErrNil
+			return nil, err
 		}
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(c.r, buf); err != nil {
@@ -90,12 +87,9 @@ func (c *conn) read() ([]string, error) {
 		}
 		return []string{string(buf[:n])}, nil
 	case '*':
-		n, err := strconv.Atoi(rest)
+		n, err := length(rest, "array")
 		if err != nil {
-			return nil, fmt.Errorf("redistest: bad array length %q", rest)
-		}
-		if n < 0 {
-			return nil, ErrNil
+			return nil, err
 		}
 		var out []string
 		var firstErr error
@@ -119,4 +113,17 @@ func (c *conn) read() ([]string, error) {
 		return out, firstErr
 	}
 	return nil, fmt.Errorf("redistest: unknown reply type %q", line)
+}
+
+// length parses the length of a bulk string or an array: ErrNil for a
+// negative one (a nil reply).
+func length(rest, what string) (int, error) {
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return 0, fmt.Errorf("redistest: bad %s length %q", what, rest)
+	}
+	if n < 0 {
+		return 0, ErrNil
+	}
+	return n, nil
 }

@@ -32,16 +32,29 @@ type CA struct {
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	tmpl := template(t, name, x509.KeyUsageCertSign|x509.KeyUsageDigitalSignature)
+	tmpl.BasicConstraintsValid = true
+	tmpl.IsCA = true
+	c, der := create(t, tmpl, tmpl, key, key)
+	return &CA{Cert: c, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// template is a certificate for cn, valid from an hour ago for a day.
+func template(t testing.TB, cn string, usage x509.KeyUsage) *x509.Certificate {
+	return &x509.Certificate{
+		SerialNumber: serial(t),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     usage,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+}
+
+// create signs tmpl for key with parent's signKey and returns the
+// certificate and its DER.
+func create(t testing.TB, tmpl, parent *x509.Certificate, key, signKey *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +62,7 @@ func NewCA(t testing.TB, name string) *CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &CA{Cert: c, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return c, der
 }
 
 // Pool is a pool holding only the CA.
@@ -80,14 +93,8 @@ func (ca *CA) Client(t testing.TB, cn string, sans ...string) *Leaf {
 func (ca *CA) issue(t testing.TB, cn string, usage []x509.ExtKeyUsage, sans []string) *Leaf {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  usage,
-	}
+	tmpl := template(t, cn, x509.KeyUsageDigitalSignature)
+	tmpl.ExtKeyUsage = usage
 	for _, s := range sans {
 		switch {
 		case net.ParseIP(s) != nil:
@@ -104,14 +111,7 @@ func (ca *CA) issue(t testing.TB, cn string, usage []x509.ExtKeyUsage, sans []st
 			tmpl.DNSNames = append(tmpl.DNSNames, s)
 		}
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, der := create(t, tmpl, ca.Cert, key, ca.Key)
 	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
