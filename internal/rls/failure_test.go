@@ -29,8 +29,8 @@ func (down) AllowMulti(context.Context, []sluice.Request) ([]sluice.Decision, er
 	return nil, errDown
 }
 
-// A rule's failure_mode travels to failover as the call's policy; when
-// several rules apply, closed wins.
+// A rule's failure_mode travels to failover in its limit; when several
+// rules apply, closed wins.
 func TestFailureModePerRule(t *testing.T) {
 	cfg, err := config.Parse("f.yaml", []byte(`domain: f
 descriptors:
@@ -44,7 +44,10 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := failover.New(down{}, failover.WithReplicas(2), failover.WithDefaultPolicy(failover.FailClosed))
+	fs, err := failover.New(down{}, failover.WithReplicas(2), failover.WithDefaultMode(sluice.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer fs.Close()
 	s := New(fs, cfg)
 	r := func(keys ...string) *pb.RateLimitRequest {

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/config"
 )
 
@@ -289,7 +288,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 
 	var enforced, advisory []check
 	unlimited := make([]bool, len(descs))
-	closed, open := false, false
 	for i := range descs {
 		m := matches[i]
 		for j, r := range m.Rules {
@@ -308,12 +306,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 					break
 				}
 			}
-			switch r.FailureMode {
-			case "closed":
-				closed = true
-			case "open":
-				open = true
-			}
 			c := check{desc: i, rule: r, key: key, n: hits[i]}
 			if r.ShadowMode || r.QuotaMode || s.quotaMode {
 				advisory = append(advisory, c)
@@ -326,13 +318,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
 		return nil, status.Errorf(codes.InvalidArgument, "the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests)
 	}
-	switch {
-	case closed: // the strictest rule of the request decides a degraded answer
-		ctx = failover.WithPolicy(ctx, failover.FailClosed)
-	case open:
-		ctx = failover.WithPolicy(ctx, failover.FailOpen)
-	}
-
 	admitted, err := s.decideEnforced(ctx, enforced)
 	if err != nil {
 		return nil, s.storeError(ctx, err)
