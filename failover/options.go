@@ -69,29 +69,39 @@ func optionError(format string, args ...any) error {
 	return fmt.Errorf("failover: "+format, args...)
 }
 
+// positive is an option that sets a duration that must be > 0.
+func positive(name string, d time.Duration, set func(*config)) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optionError("%s(%v): want > 0", name, d)
+		}
+		set(c)
+		return nil
+	}
+}
+
+// atLeastOne is an option that sets a count that must be >= 1.
+func atLeastOne(name string, n int, set func(*config)) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optionError("%s(%d): want >= 1", name, n)
+		}
+		set(c)
+		return nil
+	}
+}
+
 // WithTimeout sets the deadline of every shared call (default
 // DefaultTimeout); d must be > 0. A call whose own context ends sooner
 // keeps that.
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return optionError("WithTimeout(%v): want > 0", d)
-		}
-		c.timeout = d
-		return nil
-	}
+	return positive("WithTimeout", d, func(c *config) { c.timeout = d })
 }
 
 // WithFailureThreshold opens the breaker after n consecutive failed shared
 // calls (default DefaultFailureThreshold); n must be >= 1.
 func WithFailureThreshold(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optionError("WithFailureThreshold(%d): want >= 1", n)
-		}
-		c.threshold = n
-		return nil
-	}
+	return atLeastOne("WithFailureThreshold", n, func(c *config) { c.threshold = n })
 }
 
 // WithErrorRate opens the breaker when, within one window, at least
@@ -120,13 +130,7 @@ func WithErrorRate(ratio float64, window time.Duration, minCalls int) Option {
 // store (default DefaultProbeInterval); d must be > 0. The store is used
 // again at most about this long after it answers again.
 func WithProbeInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return optionError("WithProbeInterval(%v): want > 0", d)
-		}
-		c.probeInterval = d
-		return nil
-	}
+	return positive("WithProbeInterval", d, func(c *config) { c.probeInterval = d })
 }
 
 // WithProbeKey sets the key that probes peek (n = 0, which changes
@@ -165,13 +169,7 @@ func WithDefaultMode(m sluice.FailureMode) Option {
 // limit of 0 would be FailClosed in disguise); Burst is scaled the same
 // way, with a minimum of 1.
 func WithReplicas(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optionError("WithReplicas(%d): want >= 1", n)
-		}
-		c.replicas = n
-		return nil
-	}
+	return atLeastOne("WithReplicas", n, func(c *config) { c.replicas = n })
 }
 
 // WithObserver sets the Observer (default NopObserver); o must not be nil.
@@ -213,13 +211,7 @@ func WithClock(now func() time.Time) Option {
 // DefaultLocalMaxKeys); n must be >= 1. Past it, the state closest to
 // expiring is evicted, forgetting what it counted during the outage.
 func WithLocalMaxKeys(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optionError("WithLocalMaxKeys(%d): want >= 1", n)
-		}
-		c.localMaxKeys = n
-		return nil
-	}
+	return atLeastOne("WithLocalMaxKeys", n, func(c *config) { c.localMaxKeys = n })
 }
 
 // WithStartOpen starts the breaker open, with cause as its reason (nil

@@ -25,9 +25,36 @@ func optionError(format string, args ...any) error {
 	return fmt.Errorf("tiered: "+format, args...)
 }
 
+// positive is an option that sets a duration that must be > 0.
+func positive(name string, d time.Duration, set func(*Store)) Option {
+	return func(s *Store) error {
+		if d <= 0 {
+			return optionError("%s(%v): want > 0", name, d)
+		}
+		set(s)
+		return nil
+	}
+}
+
 // inUnit reports whether f is in (0, 1], or in (0, 1) when open.
 func inUnit(f float64, open bool) bool {
 	return !math.IsNaN(f) && f > 0 && (f < 1 || f == 1 && !open)
+}
+
+// fraction is an option that sets f, which must be in (0, 1], or in (0, 1)
+// when open; what names it in the error.
+func fraction(name, what string, f float64, open bool, set func(*Store)) Option {
+	return func(s *Store) error {
+		if !inUnit(f, open) {
+			end := "]"
+			if open {
+				end = ")"
+			}
+			return optionError("%s(%g): want %s in (0, 1%s", name, f, what, end)
+		}
+		set(s)
+		return nil
+	}
 }
 
 // WithLeases turns leases on (when the shared store implements
@@ -53,13 +80,7 @@ func WithLeases(max int, fraction float64, lifetime time.Duration) Option {
 // unspent in this process; the shared store counts them all, so the fleet
 // stays exact. lowWater must be in (0, 1), and it needs WithLeases.
 func WithRefreshAhead(lowWater float64) Option {
-	return func(s *Store) error {
-		if !inUnit(lowWater, true) {
-			return optionError("WithRefreshAhead(%g): want a low water in (0, 1)", lowWater)
-		}
-		s.refresh = lowWater
-		return nil
-	}
+	return fraction("WithRefreshAhead", "a low water", lowWater, true, func(s *Store) { s.refresh = lowWater })
 }
 
 // WithStampedLeases also leases SlidingLog, TokenBucket and GCRA limits
@@ -79,13 +100,7 @@ func WithStampedLeases() Option {
 // shared store. NOT exact: the fleet may exceed the quota by the sum of the
 // local shares (see the package documentation). f must be in (0, 1].
 func WithApproximateLocalShare(f float64) Option {
-	return func(s *Store) error {
-		if !inUnit(f, false) {
-			return optionError("WithApproximateLocalShare(%g): want a fraction in (0, 1]", f)
-		}
-		s.share = f
-		return nil
-	}
+	return fraction("WithApproximateLocalShare", "a fraction", f, false, func(s *Store) { s.share = f })
 }
 
 // WithMaxKeys bounds the (key, limit) states kept locally (default
@@ -106,26 +121,14 @@ func WithMaxKeys(n int) Option {
 // WithReturnTimeout bounds each Return (default DefaultReturnTimeout); d
 // must be > 0.
 func WithReturnTimeout(d time.Duration) Option {
-	return func(s *Store) error {
-		if d <= 0 {
-			return optionError("WithReturnTimeout(%v): want > 0", d)
-		}
-		s.returnTimeout = d
-		return nil
-	}
+	return positive("WithReturnTimeout", d, func(s *Store) { s.returnTimeout = d })
 }
 
 // WithCloseTimeout bounds Close's Returns together (default
 // DefaultCloseTimeout); d must be > 0. A Close on an unreachable store
 // takes at most about this long.
 func WithCloseTimeout(d time.Duration) Option {
-	return func(s *Store) error {
-		if d <= 0 {
-			return optionError("WithCloseTimeout(%v): want > 0", d)
-		}
-		s.closeTimeout = d
-		return nil
-	}
+	return positive("WithCloseTimeout", d, func(s *Store) { s.closeTimeout = d })
 }
 
 // WithLogger sets the logger for failed returns (default: discard); l must
