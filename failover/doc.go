@@ -74,7 +74,7 @@
 // low failure threshold that share opens the breaker for every key; the
 // probe (a peek on one key) may reach a live master and close it, and it
 // opens again: the fault test of a master killed in a 3-master cluster
-// reports how often. Decisions stay correct under every policy; a higher
+// reports how often. Decisions stay correct in every failure mode; a higher
 // WithFailureThreshold leaves the opening to the error rate, so that the
 // live masters' keys keep being served.
 //

@@ -22,7 +22,10 @@
 //
 // Without WithTiered there is no local tier: the stack is
 // failover(shared). The shared store validates every request that reaches
-// it; failover validates those it decides itself.
+// it; failover validates those it decides itself. Leases
+// (tiered.WithLeases) need a shared store that implements sluice.Leaser, as
+// redisstore and memstore do; over one that does not, the decisions that
+// would lease are each decided by the shared store's AllowN.
 package stack
 
 import (
