@@ -204,18 +204,28 @@ func TestInvalidInputWithTheBreakerOpen(t *testing.T) {
 		n    int
 		want error
 	}{
-		{"empty key", "", perSec, 1, sluice.ErrInvalidKey},
-		{"long key", strings.Repeat("k", sluice.MaxKeyLen+1), perSec, 1, sluice.ErrInvalidKey},
-		{"no algorithm", "k", sluice.Limit{Rate: 1, Period: time.Second}, 1, sluice.ErrInvalidLimit},
-		{"zero period", "k", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1}, 1, sluice.ErrInvalidLimit},
-		{"unknown failure mode", "k", perSec.WithFailureMode(42), 1, sluice.ErrInvalidLimit},
-		{"negative n", "k", perSec, -1, sluice.ErrInvalidCost},
-		{"over capacity", "k", perSec, 11, sluice.ErrExceedsCapacity},
+		{"Key", "", perSec, 1, sluice.ErrInvalidKey},
+		{"Key", strings.Repeat("k", sluice.MaxKeyLen+1), perSec, 1, sluice.ErrInvalidKey},
+		{"Algorithm", "k", sluice.Limit{Rate: 1, Period: time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Algorithm", "k", sluice.Limit{Algorithm: 99, Rate: 1, Period: time.Second}, 0, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.GCRA, Period: time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: -1, Period: time.Second}, 0, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 40, Period: 24 * time.Hour}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: -time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1, Period: time.Second + 500}, 0, sluice.ErrInvalidLimit},
+		{"Burst", "k", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Second, Burst: -1}, 1, sluice.ErrInvalidLimit},
+		{"Burst", "k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}, 1, sluice.ErrInvalidLimit},
+		{"FailureMode", "k", perSec.WithFailureMode(42), 1, sluice.ErrInvalidLimit},
+		{"N", "k", perSec, -1, sluice.ErrInvalidCost},
+		{"N", "k", perSec, 11, sluice.ErrExceedsCapacity},
+		{"N", "k", perSec, 1 << 40, sluice.ErrExceedsCapacity},
 	}
 	for _, tt := range tests {
 		d, err := s.AllowN(ctx0, tt.key, tt.lim, tt.n)
-		if !errors.Is(err, tt.want) || d.Allowed {
-			t.Errorf("%s: AllowN with the breaker open = %+v, %v; want %v", tt.name, d, err, tt.want)
+		var le *sluice.LimitError
+		if !errors.Is(err, tt.want) || d.Allowed || !errors.As(err, &le) || le.Field != tt.name {
+			t.Errorf("%s: AllowN(%q, %v, %d) with the breaker open = %+v, %v; want %v naming %s", tt.name, tt.key, tt.lim, tt.n, d, err, tt.want, tt.name)
 		}
 		ds, err := s.AllowMulti(ctx0, []sluice.Request{{Key: "ok", Limit: perSec, N: 1}, {Key: tt.key, Limit: tt.lim, N: tt.n}})
 		if !errors.Is(err, tt.want) || ds != nil {
