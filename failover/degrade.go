@@ -18,12 +18,9 @@ func (s *Store) modeOf(lim sluice.Limit) sluice.FailureMode {
 	return s.cfg.mode
 }
 
-// degrade decides without the shared store, by lim's failure mode, after
-// checking the request as the shared store would have.
-func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int, cause error) (sluice.Decision, error) {
-	if err := validate.Request(key, lim, n); err != nil {
-		return sluice.Decision{}, err
-	}
+// degrade decides without the shared store, by lim's failure mode. The
+// caller has checked the request as the shared store would have.
+func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int, cause error) sluice.Decision {
 	m := s.modeOf(lim)
 	var d sluice.Decision
 	switch {
@@ -42,7 +39,7 @@ func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int
 		d = s.denial(lim)
 	}
 	s.account(ctx, key, lim, m, d.Allowed, cause)
-	return d, nil
+	return d
 }
 
 // checkMulti checks an AllowMulti call as the shared store would have.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/validate"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -159,20 +160,25 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
 	}
-	if s.br.open() {
-		return s.degrade(ctx, key, lim, n, ErrBreakerOpen)
+	cause := ErrBreakerOpen
+	if !s.br.open() {
+		cctx, cancel := s.deadline(ctx)
+		start := time.Now()
+		d, err := s.shared.AllowN(cctx, key, lim, n)
+		lat := time.Since(start)
+		cancel()
+		if err, ok := s.settle(ctx, lat, err); !ok {
+			return sluice.Decision{}, err
+		} else if err == nil {
+			return d, nil
+		}
+		cause = err
 	}
-	cctx, cancel := s.deadline(ctx)
-	start := time.Now()
-	d, err := s.shared.AllowN(cctx, key, lim, n)
-	lat := time.Since(start)
-	cancel()
-	if err, ok := s.settle(ctx, lat, err); !ok {
+	// Decided here: checked first, as the shared store would have.
+	if err := validate.Request(key, lim, n); err != nil {
 		return sluice.Decision{}, err
-	} else if err != nil {
-		return s.degrade(ctx, key, lim, n, err)
 	}
-	return d, nil
+	return s.degrade(ctx, key, lim, n, cause), nil
 }
 
 // AllowMulti implements sluice.MultiStore when the shared store does;
