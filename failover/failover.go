@@ -167,12 +167,13 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 		d, err := s.shared.AllowN(cctx, key, lim, n)
 		lat := time.Since(start)
 		cancel()
-		if err, ok := s.settle(ctx, lat, err); !ok {
-			return sluice.Decision{}, err
-		} else if err == nil {
+		failure, ok := s.settle(ctx, lat, err)
+		if !ok {
+			return sluice.Decision{}, failure
+		} else if failure == nil {
 			return d, nil
 		}
-		cause = err
+		cause = failure
 	}
 	// Decided here: checked first, as the shared store would have.
 	if err := validate.Request(key, lim, n); err != nil {
