@@ -8,6 +8,12 @@ import (
 // Leaser is a Store that can hand out units in advance and take back the
 // ones not spent; tiered uses it for leases. A leased unit counts exactly
 // like an admitted request until it is returned.
+//
+// A Lease that returns a Decision with Degraded true (and Allowed false), a
+// zero time and a nil error admitted and leased nothing: the store could
+// not lease (failover's, while its shared store does not answer), and the
+// caller decides the request with AllowN instead, which applies the limit's
+// failure mode.
 type Leaser interface {
 	Store
 	// Lease admits n like AllowN and also reports the store's time of the

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 )
 
@@ -12,15 +13,15 @@ import (
 func TestOpenBreakerDoesNotAllocate(t *testing.T) {
 	f := newFaulty(t)
 	f.mode.Store(failing)
-	s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2))
+	s := mustNew(t, f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2))
 	defer s.Close()
 	ctx := context.Background()
 	s.AllowN(ctx, "k", perSec, 1)
-	for _, p := range []failover.Policy{failover.FailClosed, failover.FailOpen, failover.FailOpenUnbounded} {
-		pctx := failover.WithPolicy(ctx, p)
-		s.AllowN(pctx, "k", perSec, 1)
-		if n := testing.AllocsPerRun(1000, func() { s.AllowN(pctx, "k", perSec, 1) }); n != 0 {
-			t.Errorf("%v with the breaker open allocates %v times per decision, want 0", p, n)
+	for _, m := range []sluice.FailureMode{sluice.FailClosed, sluice.FailOpen, sluice.FailOpenUnbounded} {
+		lim := perSec.WithFailureMode(m)
+		s.AllowN(ctx, "k", lim, 1)
+		if n := testing.AllocsPerRun(1000, func() { s.AllowN(ctx, "k", lim, 1) }); n != 0 {
+			t.Errorf("%v with the breaker open allocates %v times per decision, want 0", m, n)
 		}
 	}
 }
@@ -30,11 +31,11 @@ func TestOpenBreakerDoesNotAllocate(t *testing.T) {
 // nothing, where one without a deadline allocates the timeout's context.
 func TestCallerDeadlineFirstDoesNotAllocate(t *testing.T) {
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithTimeout(50*time.Millisecond))
+	s := mustNew(t, f, failover.WithTimeout(50*time.Millisecond))
 	defer s.Close()
 	caller, cancel := context.WithTimeout(context.Background(), time.Hour/2)
 	defer cancel()
-	long := failover.New(f, failover.WithTimeout(2*time.Hour))
+	long := mustNew(t, f, failover.WithTimeout(2*time.Hour))
 	defer long.Close()
 	s.AllowN(caller, "k", perSec, 1)
 	if n := testing.AllocsPerRun(1000, func() { long.AllowN(caller, "k", perSec, 1) }); n != 0 {

@@ -27,25 +27,23 @@ func BenchmarkOverhead(b *testing.B) {
 	b.Run("failover=healthy", func(b *testing.B) {
 		m := memstore.New()
 		defer m.Close()
-		s := failover.New(m)
-		defer s.Close()
+		s := mustNew(b, m)
 		b.ReportAllocs()
 		for b.Loop() {
 			s.AllowN(ctx, "k", benchLimit, 1)
 		}
 	})
-	for _, p := range []failover.Policy{failover.FailClosed, failover.FailOpen} {
-		b.Run("failover=open/policy="+p.String(), func(b *testing.B) {
+	for _, p := range []sluice.FailureMode{sluice.FailClosed, sluice.FailOpen} {
+		b.Run("failover=open/policy=fail_"+p.String(), func(b *testing.B) {
 			f := &faulty{Store: memstore.New()}
 			defer f.Store.Close()
 			f.mode.Store(failing)
-			s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(4))
-			defer s.Close()
-			pctx := failover.WithPolicy(ctx, p)
-			s.AllowN(pctx, "k", benchLimit, 1)
+			s := mustNew(b, f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(4))
+			lim := benchLimit.WithFailureMode(p)
+			s.AllowN(ctx, "k", lim, 1)
 			b.ReportAllocs()
 			for b.Loop() {
-				s.AllowN(pctx, "k", benchLimit, 1)
+				s.AllowN(ctx, "k", lim, 1)
 			}
 		})
 	}

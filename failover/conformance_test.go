@@ -17,13 +17,11 @@ import (
 func TestConformance(t *testing.T) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
 		m := memstore.New()
-		s := failover.New(m, failover.WithTimeout(5*time.Second))
-		t.Cleanup(func() { s.Close(); m.Close() })
-		return s
+		t.Cleanup(func() { m.Close() })
+		return mustNew(t, m, failover.WithTimeout(5*time.Second))
 	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
 		m := memstore.New(memstore.WithClock(c.Now))
-		s := failover.New(m, failover.WithClock(c.Now), failover.WithTimeout(5*time.Second))
-		t.Cleanup(func() { s.Close(); m.Close() })
-		return s
+		t.Cleanup(func() { m.Close() })
+		return mustNew(t, m, failover.WithClock(c.Now), failover.WithTimeout(5*time.Second))
 	}))
 }

@@ -1,7 +1,8 @@
 // Package failover wraps a shared sluice.Store (Redis, through redisstore)
 // with a deliberate answer for when it fails: a deadline on every shared
 // call, a circuit breaker that stops waiting on a store that does not
-// answer, and a per-call policy for the decisions made without it.
+// answer, and a failure mode, carried by each limit, for the decisions made
+// without it.
 //
 // # Deadline and breaker
 //
@@ -10,20 +11,25 @@
 // towards the breaker, which opens after WithFailureThreshold consecutive
 // failures or when the failures exceed a ratio of the calls in a window
 // (WithErrorRate). While it is open no decision touches the shared store:
-// each is made at once by the policy, in microseconds. One background
+// each is made at once by its failure mode, in microseconds. One background
 // goroutine probes the shared store every WithProbeInterval (a Ping when the
 // store has one, otherwise a peek, AllowN with n = 0, on a probe key) and
 // closes the breaker at the first answer; callers' requests never probe.
 //
-// # Policies
+// # Failure modes
 //
-//   - FailClosed (the default) denies: the Decision has Allowed false,
+// A degraded decision (one made without the shared store's answer) has
+// Decision.Degraded set and follows the limit's sluice.FailureMode
+// (Limit.FailureMode; FailDefault means the store's default, set by
+// WithDefaultMode, FailClosed unless named). An AllowMulti call follows the
+// strictest mode of its requests.
+//
+//   - FailClosed denies: the Decision has Allowed false,
 //     Remaining 0 and RetryAfter the probe interval (a hint of when to ask
 //     again, not an exact wait, so that Limiter.Wait neither spins nor sleeps
 //     long). A denial rather than an error, because a caller of a rate limiter
 //     already handles denials (429, back-off) and an outage must not turn into
-//     500s; the cause is reported to the Observer, to the logger, and to the
-//     caller through WithReport.
+//     500s; the cause is reported to the Observer and to the logger.
 //   - FailOpen admits through a strict local limiter: the same algorithm at
 //     Rate/Replicas per Period, Replicas being set by WithReplicas, so that
 //     the fleet as a whole stays within the quota during an outage. Without
@@ -31,8 +37,19 @@
 //     quota per process is exactly what it must never admit.
 //   - FailOpenUnbounded admits everything. It is only ever used when named.
 //
-// The store's default policy is set by WithDefaultPolicy; a call's own
-// policy, for a route or a rule, travels in its context (WithPolicy).
+// The shared store validates the requests it is given (its errors are
+// returned as they are, and are not failures); a degraded decision checks
+// the request first, with the same errors.
+//
+// # Leases and batches
+//
+// Store implements sluice.MultiStore and sluice.Leaser by passing the calls
+// to the shared store under the same deadline and breaker. A Lease that the
+// shared store cannot answer (or that a shared store without leases is
+// asked for) admits and leases nothing: it returns a Decision with Degraded
+// set, Allowed false and no error, and the caller decides the request with
+// AllowN, which applies the failure mode. A Return while the breaker is
+// open is ErrBreakerOpen, without a call.
 //
 // # Observing
 //
@@ -57,16 +74,16 @@
 // low failure threshold that share opens the breaker for every key; the
 // probe (a peek on one key) may reach a live master and close it, and it
 // opens again: the fault test of a master killed in a 3-master cluster
-// reports how often. Decisions stay correct under every policy; a higher
+// reports how often. Decisions stay correct in every failure mode; a higher
 // WithFailureThreshold leaves the opening to the error rate, so that the
 // live masters' keys keep being served.
 //
 // # Composition
 //
-// With package tiered, put the breaker outside:
-// failover.New(tiered.New(shared)). tiered implements LocalFirst, so lease
-// spends and cached denials are decided without a deadline, with the
-// breaker closed or open (units leased before an outage were admitted by the
-// shared store and are spent as usual); only the calls that need the shared
-// store go through the deadline and the breaker.
+// With package tiered, put the breaker inside: tiered(failover(shared)),
+// which package stack builds (stack.New). Lease spends and cached denials
+// are then decided by tiered without a deadline, with the breaker closed or
+// open (units leased before an outage were admitted by the shared store and
+// are spent as usual); only the calls that need the shared store go through
+// the deadline and the breaker, and tiered keeps no degraded answer.
 package failover

@@ -18,30 +18,33 @@ func (down) AllowN(context.Context, string, sluice.Limit, int) (sluice.Decision,
 }
 
 func Example() {
-	s := failover.New(down{},
+	s, err := failover.New(down{},
 		failover.WithFailureThreshold(1),
 		failover.WithReplicas(4),              // FailOpen admits Rate/4 per process
 		failover.WithProbeInterval(time.Hour), // keep the breaker open for the example
-		failover.WithDefaultPolicy(failover.FailClosed))
+		failover.WithDefaultMode(sluice.FailClosed))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer s.Close()
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 8, Period: time.Hour}
 
-	var r failover.Report
-	d, _ := s.AllowN(failover.WithReport(ctx, &r), "tenant-1", lim, 1)
-	fmt.Println("closed:", d.Allowed, r.Policy, errors.Is(r.Cause, failover.ErrUnavailable))
+	d, _ := s.AllowN(ctx, "tenant-1", lim, 1)
+	fmt.Println("closed:", d.Allowed, d.Degraded)
 
-	open := failover.WithPolicy(ctx, failover.FailOpen)
+	open := lim.WithFailureMode(sluice.FailOpen) // this limit fails open
 	admitted := 0
 	for range 5 {
-		if d, _ := s.AllowN(open, "tenant-1", lim, 1); d.Allowed {
+		if d, _ := s.AllowN(ctx, "tenant-1", open, 1); d.Allowed {
 			admitted++
 		}
 	}
 	fmt.Println("open: admitted", admitted, "of 5")
 	fmt.Println("ready:", s.Ready(), "degraded:", s.Stats().Degraded)
 	// Output:
-	// closed: false fail_closed true
+	// closed: false true
 	// open: admitted 2 of 5
 	// ready: false degraded: 6
 }

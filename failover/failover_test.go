@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,20 @@ func (f *faulty) AllowN(ctx context.Context, key string, lim sluice.Limit, n int
 	return f.Store.AllowN(ctx, key, lim, n)
 }
 
+func (f *faulty) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	if err := f.fault(ctx); err != nil {
+		return sluice.Decision{}, time.Time{}, err
+	}
+	return f.Store.Lease(ctx, key, lim, n)
+}
+
+func (f *faulty) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	if err := f.fault(ctx); err != nil {
+		return err
+	}
+	return f.Store.Return(ctx, key, lim, n, at)
+}
+
 func (f *faulty) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if err := f.fault(ctx); err != nil {
 		return nil, err
@@ -72,12 +87,15 @@ type counting struct {
 	opened, closed       int
 	latencies, latErrors int
 	causes               []error
+	lastCause            error
+	lastMode             sluice.FailureMode
 }
 
-func (c *counting) Degraded(key string, lim sluice.Limit, p failover.Policy, allowed bool, cause error) {
+func (c *counting) Degraded(key string, lim sluice.Limit, m sluice.FailureMode, allowed bool, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.degraded++
+	c.lastCause, c.lastMode = cause, m
 	if allowed {
 		c.allowed++
 	}
@@ -100,12 +118,30 @@ func (c *counting) SharedLatency(d time.Duration, err error) {
 	c.mu.Unlock()
 }
 
+// last returns the cause and mode of the last degraded decision.
+func (c *counting) last() (error, sluice.FailureMode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastCause, c.lastMode
+}
+
+// mustNew returns failover.New's store, closed at the test's end.
+func mustNew(t testing.TB, shared sluice.Store, opts ...failover.Option) *failover.Store {
+	t.Helper()
+	s, err := failover.New(shared, opts...)
+	if err != nil {
+		t.Fatalf("failover.New: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 var perSec = sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Second}
 
 func TestHealthyPassesThrough(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithTimeout(time.Minute)) // no spurious deadline on a loaded machine
+	s := mustNew(t, f, failover.WithTimeout(time.Minute)) // no spurious deadline on a loaded machine
 	defer s.Close()
 	for i := range 12 {
 		got, err := s.AllowN(ctx, "k", perSec, 1)
@@ -127,7 +163,7 @@ func TestHealthyPassesThrough(t *testing.T) {
 func TestInvalidInputIsAnErrorNotAFailure(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithFailureThreshold(1))
+	s := mustNew(t, f, failover.WithFailureThreshold(1))
 	defer s.Close()
 	tests := []struct {
 		name string
@@ -149,8 +185,62 @@ func TestInvalidInputIsAnErrorNotAFailure(t *testing.T) {
 			}
 		})
 	}
-	if st := s.Stats(); st.Open || st.Degraded != 0 || st.SharedCalls != 0 {
-		t.Errorf("Stats() = %+v, want nothing called, nothing degraded", st)
+	// The shared store validated them: called, but no failure counted.
+	if st := s.Stats(); st.Open || st.Degraded != 0 || st.SharedErrors != 0 {
+		t.Errorf("Stats() = %+v, want no failure, nothing degraded", st)
+	}
+}
+
+// With the breaker open, failover decides itself, and checks the request
+// first: the same errors as the shared store's, and nothing degraded.
+func TestInvalidInputWithTheBreakerOpen(t *testing.T) {
+	f := newFaulty(t)
+	f.mode.Store(failing)
+	s := mustNew(t, f, failover.WithStartOpen(nil), failover.WithDefaultMode(sluice.FailOpenUnbounded))
+	tests := []struct {
+		name string
+		key  string
+		lim  sluice.Limit
+		n    int
+		want error
+	}{
+		{"Key", "", perSec, 1, sluice.ErrInvalidKey},
+		{"Key", strings.Repeat("k", sluice.MaxKeyLen+1), perSec, 1, sluice.ErrInvalidKey},
+		{"Algorithm", "k", sluice.Limit{Rate: 1, Period: time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Algorithm", "k", sluice.Limit{Algorithm: 99, Rate: 1, Period: time.Second}, 0, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.GCRA, Period: time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: -1, Period: time.Second}, 0, sluice.ErrInvalidLimit},
+		{"Rate", "k", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1 << 40, Period: 24 * time.Hour}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1, Period: -time.Second}, 1, sluice.ErrInvalidLimit},
+		{"Period", "k", sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1, Period: time.Second + 500}, 0, sluice.ErrInvalidLimit},
+		{"Burst", "k", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Second, Burst: -1}, 1, sluice.ErrInvalidLimit},
+		{"Burst", "k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Second, Burst: 2}, 1, sluice.ErrInvalidLimit},
+		{"FailureMode", "k", perSec.WithFailureMode(42), 1, sluice.ErrInvalidLimit},
+		{"N", "k", perSec, -1, sluice.ErrInvalidCost},
+		{"N", "k", perSec, 11, sluice.ErrExceedsCapacity},
+		{"N", "k", perSec, 1 << 40, sluice.ErrExceedsCapacity},
+	}
+	for _, tt := range tests {
+		d, err := s.AllowN(ctx0, tt.key, tt.lim, tt.n)
+		var le *sluice.LimitError
+		if !errors.Is(err, tt.want) || d.Allowed || !errors.As(err, &le) || le.Field != tt.name {
+			t.Errorf("%s: AllowN(%q, %v, %d) with the breaker open = %+v, %v; want %v naming %s", tt.name, tt.key, tt.lim, tt.n, d, err, tt.want, tt.name)
+		}
+		ds, err := s.AllowMulti(ctx0, []sluice.Request{{Key: "ok", Limit: perSec, N: 1}, {Key: tt.key, Limit: tt.lim, N: tt.n}})
+		if !errors.Is(err, tt.want) || ds != nil {
+			t.Errorf("%s: AllowMulti with the breaker open = %+v, %v; want %v", tt.name, ds, err, tt.want)
+		}
+	}
+	big := make([]sluice.Request, sluice.MaxMultiRequests+1)
+	for i := range big {
+		big[i] = sluice.Request{Key: "k", Limit: perSec, N: 1}
+	}
+	if _, err := s.AllowMulti(ctx0, big); !errors.Is(err, sluice.ErrExceedsCapacity) {
+		t.Errorf("AllowMulti of %d requests with the breaker open: %v, want ErrExceedsCapacity", len(big), err)
+	}
+	if st := s.Stats(); st.Degraded != 0 || f.calls.Load() != 0 {
+		t.Errorf("Stats() = %+v, %d store calls; want nothing degraded, no call", st, f.calls.Load())
 	}
 }
 
@@ -158,24 +248,23 @@ func TestBreakerOpensAndStopsCallingTheStore(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
 	obs := &counting{}
-	s := failover.New(f, failover.WithFailureThreshold(3), failover.WithObserver(obs), failover.WithProbeInterval(time.Hour))
+	s := mustNew(t, f, failover.WithFailureThreshold(3), failover.WithObserver(obs), failover.WithProbeInterval(time.Hour))
 	defer s.Close()
 	f.mode.Store(failing)
 	for i := range 10 {
-		var r failover.Report
-		d, err := s.AllowN(failover.WithReport(ctx, &r), "k", perSec, 1)
+		d, err := s.AllowN(ctx, "k", perSec, 1)
 		if err != nil {
 			t.Fatalf("AllowN #%d: %v", i, err)
 		}
-		if d.Allowed || d.RetryAfter != time.Hour {
-			t.Errorf("AllowN #%d = %+v, want a FailClosed denial with RetryAfter 1h", i, d)
+		if d.Allowed || d.RetryAfter != time.Hour || !d.Degraded {
+			t.Errorf("AllowN #%d = %+v, want a degraded FailClosed denial with RetryAfter 1h", i, d)
 		}
 		wantCause := failover.ErrBreakerOpen
 		if i < 3 {
 			wantCause = errBoom
 		}
-		if !r.Degraded || r.Policy != failover.FailClosed || !errors.Is(r.Cause, wantCause) || !errors.Is(r.Cause, failover.ErrUnavailable) {
-			t.Errorf("AllowN #%d report = %+v, want degraded FailClosed caused by %v", i, r, wantCause)
+		if cause, m := obs.last(); m != sluice.FailClosed || !errors.Is(cause, wantCause) || !errors.Is(cause, failover.ErrUnavailable) {
+			t.Errorf("AllowN #%d reported %v, %v; want FailClosed caused by %v", i, m, cause, wantCause)
 		}
 	}
 	if got := f.calls.Load(); got != 3 {
@@ -199,7 +288,7 @@ func TestProberClosesBreaker(t *testing.T) {
 		ctx := context.Background()
 		f := newFaulty(t, memstore.WithSweepInterval(0))
 		obs := &counting{}
-		s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(100*time.Millisecond), failover.WithObserver(obs))
+		s := mustNew(t, f, failover.WithFailureThreshold(1), failover.WithProbeInterval(100*time.Millisecond), failover.WithObserver(obs))
 		defer s.Close()
 		f.mode.Store(failing)
 		if d, _ := s.AllowN(ctx, "k", perSec, 1); d.Allowed {
@@ -241,7 +330,7 @@ func TestTimeoutBoundsAHungStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		f := newFaulty(t, memstore.WithSweepInterval(0))
-		s := failover.New(f, failover.WithTimeout(50*time.Millisecond), failover.WithFailureThreshold(2), failover.WithProbeInterval(time.Hour))
+		s := mustNew(t, f, failover.WithTimeout(50*time.Millisecond), failover.WithFailureThreshold(2), failover.WithProbeInterval(time.Hour))
 		defer s.Close()
 		f.mode.Store(hanging)
 		for i, want := range []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 0} {
@@ -259,7 +348,7 @@ func TestTimeoutBoundsAHungStore(t *testing.T) {
 func TestCallerDeadlineBeforeTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFaulty(t, memstore.WithSweepInterval(0))
-		s := failover.New(f, failover.WithTimeout(50*time.Millisecond), failover.WithProbeInterval(time.Hour))
+		s := mustNew(t, f, failover.WithTimeout(50*time.Millisecond), failover.WithProbeInterval(time.Hour))
 		defer s.Close()
 		f.mode.Store(hanging)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -274,7 +363,7 @@ func TestCallerDeadlineBeforeTheTimeout(t *testing.T) {
 
 func TestCallerCancellationIsNotAFailure(t *testing.T) {
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithFailureThreshold(1))
+	s := mustNew(t, f, failover.WithFailureThreshold(1))
 	defer s.Close()
 	f.mode.Store(hanging)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -291,7 +380,7 @@ func TestCallerCancellationIsNotAFailure(t *testing.T) {
 func TestErrorRateOpensBreaker(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithFailureThreshold(1000), failover.WithErrorRate(0.5, time.Minute, 10), failover.WithProbeInterval(time.Hour))
+	s := mustNew(t, f, failover.WithFailureThreshold(1000), failover.WithErrorRate(0.5, time.Minute, 10), failover.WithProbeInterval(time.Hour))
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Minute}
 	// Alternate: never two failures in a row, half of the calls fail.
@@ -309,45 +398,43 @@ func TestErrorRateOpensBreaker(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
+func TestFailureModes(t *testing.T) {
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: time.Second}
 	tests := []struct {
 		name         string
 		opts         []failover.Option
-		ctxPolicy    failover.Policy
+		limMode      sluice.FailureMode
 		wantAdmitted int
 		wantCause    error
 	}{
 		{"default is FailClosed", nil, 0, 0, failover.ErrBreakerOpen},
-		{"FailOpen by default, 3 replicas", []failover.Option{failover.WithDefaultPolicy(failover.FailOpen), failover.WithReplicas(3)}, 0, 3, failover.ErrBreakerOpen},
-		{"FailOpen from the context", []failover.Option{failover.WithReplicas(4)}, failover.FailOpen, 2, failover.ErrBreakerOpen},
-		{"FailOpen without replicas denies", nil, failover.FailOpen, 0, failover.ErrNoReplicas},
-		{"FailClosed from the context", []failover.Option{failover.WithDefaultPolicy(failover.FailOpenUnbounded)}, failover.FailClosed, 0, failover.ErrBreakerOpen},
-		{"FailOpenUnbounded admits all", nil, failover.FailOpenUnbounded, 25, failover.ErrBreakerOpen},
-		{"an invalid context policy keeps the default", []failover.Option{failover.WithDefaultPolicy(failover.FailOpenUnbounded)}, 42, 25, failover.ErrBreakerOpen},
+		{"FailOpen by default, 3 replicas", []failover.Option{failover.WithDefaultMode(sluice.FailOpen), failover.WithReplicas(3)}, 0, 3, failover.ErrBreakerOpen},
+		{"FailOpen from the limit", []failover.Option{failover.WithReplicas(4)}, sluice.FailOpen, 2, failover.ErrBreakerOpen},
+		{"FailOpen without replicas denies", nil, sluice.FailOpen, 0, failover.ErrNoReplicas},
+		{"FailClosed from the limit", []failover.Option{failover.WithDefaultMode(sluice.FailOpenUnbounded)}, sluice.FailClosed, 0, failover.ErrBreakerOpen},
+		{"FailOpenUnbounded admits all", nil, sluice.FailOpenUnbounded, 25, failover.ErrBreakerOpen},
+		{"FailDefault keeps the default", []failover.Option{failover.WithDefaultMode(sluice.FailOpenUnbounded)}, sluice.FailDefault, 25, failover.ErrBreakerOpen},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFaulty(t)
 			f.mode.Store(failing)
 			clock := time.Unix(1_700_000_000, 0)
+			obs := &counting{}
 			opts := append([]failover.Option{failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour),
-				failover.WithClock(func() time.Time { return clock })}, tt.opts...)
-			s := failover.New(f, opts...)
-			defer s.Close()
+				failover.WithClock(func() time.Time { return clock }), failover.WithObserver(obs)}, tt.opts...)
+			s := mustNew(t, f, opts...)
 			s.AllowN(ctx, "open-it", lim, 1)
 			before := s.Stats()
-			cctx := ctx
-			if tt.ctxPolicy != 0 {
-				cctx = failover.WithPolicy(ctx, tt.ctxPolicy)
-			}
 			admitted := 0
-			var r failover.Report
 			for range 25 {
-				d, err := s.AllowN(failover.WithReport(cctx, &r), "k", lim, 1)
+				d, err := s.AllowN(ctx, "k", lim.WithFailureMode(tt.limMode), 1)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if !d.Degraded {
+					t.Fatalf("AllowN with the breaker open = %+v, want Degraded", d)
 				}
 				if d.Allowed {
 					admitted++
@@ -356,8 +443,8 @@ func TestPolicies(t *testing.T) {
 			if admitted != tt.wantAdmitted {
 				t.Errorf("admitted %d of 25 in one Period, want %d", admitted, tt.wantAdmitted)
 			}
-			if !errors.Is(r.Cause, tt.wantCause) {
-				t.Errorf("cause = %v, want %v", r.Cause, tt.wantCause)
+			if cause, _ := obs.last(); !errors.Is(cause, tt.wantCause) {
+				t.Errorf("cause = %v, want %v", cause, tt.wantCause)
 			}
 			if st := s.Stats(); st.Degraded-before.Degraded != 25 || st.DegradedAllowed-before.DegradedAllowed != int64(admitted) {
 				t.Errorf("Stats() = %+v after %+v, want 25 more degraded, %d of them admitted", st, before, admitted)
@@ -391,7 +478,7 @@ func TestLocalLimit(t *testing.T) {
 func TestAllowMultiDegraded(t *testing.T) {
 	ctx := context.Background()
 	f := newFaulty(t)
-	s := failover.New(f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2), failover.WithTimeout(time.Minute))
+	s := mustNew(t, f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithReplicas(2), failover.WithTimeout(time.Minute))
 	defer s.Close()
 	reqs := []sluice.Request{
 		{Key: "a", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 4, Period: time.Hour}, N: 1},
@@ -402,10 +489,11 @@ func TestAllowMultiDegraded(t *testing.T) {
 		t.Fatalf("AllowMulti healthy = %+v, %v; want both admitted", ds, err)
 	}
 	f.mode.Store(failing)
-	octx := failover.WithPolicy(ctx, failover.FailOpen)
+	open := slices.Clone(reqs) // one request fails open, the other by default: FailOpen
+	open[0].Limit = open[0].Limit.WithFailureMode(sluice.FailOpen)
 	admitted := 0
 	for range 5 {
-		ds, err := s.AllowMulti(octx, reqs)
+		ds, err := s.AllowMulti(ctx, open)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -423,13 +511,20 @@ func TestAllowMultiDegraded(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 10 degraded decisions (5 calls × 2 requests), 4 admitted", st)
 	}
 	ds, _ = s.AllowMulti(ctx, reqs) // FailClosed
-	if ds[0].Allowed || ds[1].Allowed || ds[0].RetryAfter != time.Hour {
-		t.Errorf("FailClosed AllowMulti = %+v, want all denied with RetryAfter 1h", ds)
+	if ds[0].Allowed || ds[1].Allowed || ds[0].RetryAfter != time.Hour || !ds[0].Degraded || !ds[1].Degraded {
+		t.Errorf("FailClosed AllowMulti = %+v, want all denied with RetryAfter 1h, degraded", ds)
+	}
+	// The strictest mode of the requests decides: closed before open.
+	mixed := slices.Clone(open)
+	mixed[1].Limit = mixed[1].Limit.WithFailureMode(sluice.FailClosed)
+	mixed[0].Key = "fresh" // its local share is untouched
+	if ds, _ = s.AllowMulti(ctx, mixed); ds[0].Allowed || ds[1].Allowed {
+		t.Errorf("AllowMulti of an open and a closed request = %+v, want all denied (closed is stricter)", ds)
 	}
 }
 
 func TestAllowMultiUnsupported(t *testing.T) {
-	s := failover.New(onlyStore{memstore.New()})
+	s := mustNew(t, onlyStore{memstore.New()})
 	defer s.Close()
 	_, err := s.AllowMulti(context.Background(), []sluice.Request{{Key: "a", Limit: perSec, N: 1}})
 	if !errors.Is(err, sluice.ErrMultiUnsupported) {
@@ -447,7 +542,7 @@ func TestCloseStopsProberAndRejects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFaulty(t, memstore.WithSweepInterval(0))
 		f.mode.Store(failing)
-		s := failover.New(f, failover.WithFailureThreshold(1))
+		s := mustNew(t, f, failover.WithFailureThreshold(1))
 		s.AllowN(context.Background(), "k", perSec, 1)
 		if s.Ready() {
 			t.Fatal("breaker not open")
@@ -463,22 +558,10 @@ func TestCloseStopsProberAndRejects(t *testing.T) {
 	})
 }
 
-func TestParsePolicy(t *testing.T) {
-	for _, p := range []failover.Policy{failover.FailClosed, failover.FailOpen, failover.FailOpenUnbounded} {
-		got, err := failover.ParsePolicy(p.String())
-		if err != nil || got != p {
-			t.Errorf("ParsePolicy(%q) = %v, %v; want %v", p.String(), got, err, p)
-		}
-	}
-	if _, err := failover.ParsePolicy("open"); err == nil {
-		t.Error(`ParsePolicy("open") succeeded, want an error naming it`)
-	}
-}
-
 func TestDegradedPeekIsAllowed(t *testing.T) {
 	f := newFaulty(t)
 	f.mode.Store(failing)
-	s := failover.New(f, failover.WithFailureThreshold(1))
+	s := mustNew(t, f, failover.WithFailureThreshold(1))
 	defer s.Close()
 	for i := range 3 {
 		d, err := s.AllowN(context.Background(), "k", perSec, 0)
@@ -491,38 +574,6 @@ func TestDegradedPeekIsAllowed(t *testing.T) {
 	}
 }
 
-// localFirst is a faulty store with a local tier that admits key "local".
-type localFirst struct{ *faulty }
-
-func (l localFirst) AllowLocal(key string, lim sluice.Limit, n int) (sluice.Decision, bool) {
-	if key != "local" {
-		return sluice.Decision{}, false
-	}
-	return sluice.Decision{Allowed: true, Limit: lim, Remaining: 7}, true
-}
-
-func TestLocalFirstIsAskedFirst(t *testing.T) {
-	f := newFaulty(t)
-	s := failover.New(localFirst{f}, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour))
-	defer s.Close()
-	f.mode.Store(failing)
-	s.AllowN(ctx0, "other", perSec, 1) // opens the breaker
-	calls := f.calls.Load()
-	for i := range 3 {
-		var r failover.Report
-		d, err := s.AllowN(failover.WithReport(ctx0, &r), "local", perSec, 1)
-		if err != nil || !d.Allowed || d.Remaining != 7 || r.Degraded {
-			t.Errorf("AllowN(local) #%d with the breaker open = %+v, %v, report %+v; want the local tier's decision, not degraded", i, d, err, r)
-		}
-	}
-	if got := f.calls.Load(); got != calls {
-		t.Errorf("shared store called %d more times, want 0", got-calls)
-	}
-	if st := s.Stats(); st.Degraded != 1 {
-		t.Errorf("Stats() = %+v, want only the first decision degraded", st)
-	}
-}
-
 var ctx0 = context.Background()
 
 func TestLoggerReportsBreakerChanges(t *testing.T) {
@@ -530,7 +581,7 @@ func TestLoggerReportsBreakerChanges(t *testing.T) {
 		var buf syncBuffer
 		log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		f := newFaulty(t, memstore.WithSweepInterval(0))
-		s := failover.New(f, failover.WithFailureThreshold(1), failover.WithLogger(log))
+		s := mustNew(t, f, failover.WithFailureThreshold(1), failover.WithLogger(log))
 		defer s.Close()
 		f.mode.Store(failing)
 		s.AllowN(context.Background(), "k", perSec, 1)

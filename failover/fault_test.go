@@ -2,7 +2,6 @@ package failover_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -17,10 +16,12 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
 
-// The fault tests run failover over a real redis-server (redisstore with
+// The fault tests run failover (in the stack of package stack, with or
+// without the local tier in front) over a real redis-server (redisstore with
 // rueidis) under a steady load of concurrent decisions, break the server,
 // and check what a failure policy must hold to: no panic, no goroutine left after Close,
 // FailClosed denies every request during the outage, FailOpen admits at
@@ -29,7 +30,8 @@ import (
 // the degraded count is the number of degraded decisions.
 
 // faultLimit is the shared limit: 400 per second, sliding log. Half of the
-// load goroutines run FailClosed on one key, half FailOpen on another.
+// load goroutines run it failing closed on one key, half failing open on
+// another.
 var faultLimit = sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 400, Period: time.Second}
 
 const (
@@ -42,7 +44,7 @@ const (
 type rec struct {
 	start, end time.Time
 	key        string
-	policy     failover.Policy
+	policy     sluice.FailureMode
 	allowed    bool
 	degraded   bool
 	open       bool // decided with the breaker open
@@ -50,8 +52,6 @@ type rec struct {
 }
 
 type loadGen struct {
-	s     *failover.Store
-	keys  map[failover.Policy]string
 	stop  chan struct{}
 	wg    sync.WaitGroup
 	mu    sync.Mutex
@@ -59,12 +59,13 @@ type loadGen struct {
 	fatal []string
 }
 
-func startLoad(s *failover.Store, keyOf func(failover.Policy) string) *loadGen {
-	l := &loadGen{s: s, stop: make(chan struct{})}
+// startLoad runs the load on s, whose failover layer is fs.
+func startLoad(s sluice.Store, fs *failover.Store, keyOf func(sluice.FailureMode) string) *loadGen {
+	l := &loadGen{stop: make(chan struct{})}
 	for w := range loadWorkers {
-		p := failover.FailClosed
+		p := sluice.FailClosed
 		if w%2 == 1 {
-			p = failover.FailOpen
+			p = sluice.FailOpen
 		}
 		key := keyOf(p)
 		l.wg.Add(1)
@@ -81,24 +82,23 @@ func startLoad(s *failover.Store, keyOf func(failover.Policy) string) *loadGen {
 				l.recs = append(l.recs, mine...)
 				l.mu.Unlock()
 			}()
-			pctx := failover.WithPolicy(context.Background(), p)
+			ctx, lim := context.Background(), faultLimit.WithFailureMode(p)
 			for i := 0; ; i++ {
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				var r failover.Report
-				ctx := failover.WithReport(pctx, &r)
 				k := key
 				if strings.HasPrefix(key, "spread:") { // many keys over a cluster's slots
 					k = fmt.Sprintf("%s%d", key, i%64)
 				}
 				start := time.Now()
-				d, err := s.AllowN(ctx, k, faultLimit, 1)
+				open := !fs.Ready() // a degraded decision then waits for no shared call
+				d, err := s.AllowN(ctx, k, lim, 1)
 				end := time.Now()
-				mine = append(mine, rec{start: start, end: end, key: k, policy: p, allowed: d.Allowed, degraded: r.Degraded,
-					open: errors.Is(r.Cause, failover.ErrBreakerOpen), err: err})
+				mine = append(mine, rec{start: start, end: end, key: k, policy: p, allowed: d.Allowed, degraded: d.Degraded,
+					open: open && d.Degraded, err: err})
 				time.Sleep(loadPause * time.Microsecond)
 			}
 		}()
@@ -115,12 +115,13 @@ func (l *loadGen) finish() []rec {
 
 // scenario is one fault under load.
 type scenario struct {
-	outage  time.Duration // how long the server stays broken
-	inject  func()        // breaks the server
-	restore func()        // brings it back (returns when it answers)
-	noOut   bool          // the fault must cause no degraded decision at all
-	partial bool          // only part of the store fails (a cluster's master)
-	leases  bool          // the shared store is tiered with leases: units leased before the outage are spent during it
+	outage  time.Duration   // how long the server stays broken
+	inject  func()          // breaks the server
+	restore func()          // brings it back (returns when it answers)
+	noOut   bool            // the fault must cause no degraded decision at all
+	partial bool            // only part of the store fails (a cluster's master)
+	tiered  []tiered.Option // the local tier in front of failover (nil: none)
+	leases  bool            // the local tier has leases: units leased before the outage are spent during it
 	opts    []failover.Option
 }
 
@@ -132,6 +133,7 @@ type faultReport struct {
 	p50, p99, max                                        time.Duration
 	recovery, lastDegraded                               time.Duration
 	opens                                                int64
+	tiered                                               tiered.Stats
 }
 
 func (r faultReport) String() string {
@@ -143,12 +145,20 @@ func (r faultReport) String() string {
 
 // runScenario runs the load over store for a healthy moment, breaks it,
 // restores it, and checks every assertion; it returns the figures.
-func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(failover.Policy) string, closeAll func()) faultReport {
+func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(sluice.FailureMode) string, closeAll func()) faultReport {
 	t.Helper()
 	obs := &counting{}
-	s := failover.New(shared, append([]failover.Option{failover.WithReplicas(faultReplicas), failover.WithObserver(obs),
-		failover.WithProbeInterval(100 * time.Millisecond), failover.WithFailureThreshold(3)}, sc.opts...)...)
-	l := startLoad(s, keyOf)
+	opts := []stack.Option{stack.WithFailover(append([]failover.Option{failover.WithReplicas(faultReplicas), failover.WithObserver(obs),
+		failover.WithProbeInterval(100 * time.Millisecond), failover.WithFailureThreshold(3)}, sc.opts...)...)}
+	if sc.tiered != nil {
+		opts = append(opts, stack.WithTiered(sc.tiered...))
+	}
+	st, err := stack.New(shared, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := st.Failover()
+	l := startLoad(st, s, keyOf)
 	time.Sleep(300 * time.Millisecond)
 	injectStart := time.Now()
 	sc.inject()
@@ -171,16 +181,23 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 	}
 	time.Sleep(300 * time.Millisecond)
 	recs := l.finish()
-	st := s.Stats()
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
+	var rep faultReport
+	if ts := st.Tiered(); ts != nil {
+		rep.tiered = ts.Stats()
 	}
+	if err := st.Close(); err != nil {
+		if sc.tiered == nil {
+			t.Errorf("Close: %v", err)
+		} else {
+			t.Logf("Close: %v (returns after the restart find an empty server)", err)
+		}
+	}
+	fst := s.Stats()
 	closeAll()
 
 	for _, f := range l.fatal {
 		t.Error(f)
 	}
-	var rep faultReport
 	var openLat []time.Duration
 	usedAfter := false
 	for _, r := range recs {
@@ -200,11 +217,11 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 		if r.degraded {
 			rep.degraded++
 			switch {
-			case r.policy == failover.FailClosed && !r.allowed:
+			case r.policy == sluice.FailClosed && !r.allowed:
 				rep.closedDenied++
-			case r.policy == failover.FailOpen && r.allowed:
+			case r.policy == sluice.FailOpen && r.allowed:
 				rep.openAdmitted++
-			case r.policy == failover.FailOpen:
+			case r.policy == sluice.FailOpen:
 				rep.openDenied++
 			}
 			rep.lastDegraded = max(rep.lastDegraded, r.end.Sub(back))
@@ -213,7 +230,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 			rep.openDecisions++
 			openLat = append(openLat, r.end.Sub(r.start))
 		}
-		if r.degraded && r.policy == failover.FailClosed && r.allowed {
+		if r.degraded && r.policy == sluice.FailClosed && r.allowed {
 			t.Errorf("a degraded FailClosed decision at %v was admitted", r.end.Sub(injectStart))
 		}
 		// During the outage (started after the fault, ended before the
@@ -228,16 +245,16 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 			usedAfter = true
 		}
 	}
-	if st.Degraded != int64(rep.degraded) || obs.degraded != rep.degraded {
-		t.Errorf("Stats().Degraded = %d, observer saw %d, but %d decisions were degraded", st.Degraded, obs.degraded, rep.degraded)
+	if fst.Degraded != int64(rep.degraded) || obs.degraded != rep.degraded {
+		t.Errorf("Stats().Degraded = %d, observer saw %d, but %d decisions were degraded", fst.Degraded, obs.degraded, rep.degraded)
 	}
 	if sc.noOut {
 		if rep.degraded != 0 {
 			t.Errorf("%d degraded decisions, want none: this fault must not interrupt the store", rep.degraded)
 		}
 	} else {
-		if rep.degraded == 0 || st.BreakerOpens == 0 {
-			t.Errorf("no degraded decision or no breaker open (stats %+v): the fault was not seen", st)
+		if rep.degraded == 0 || fst.BreakerOpens == 0 {
+			t.Errorf("no degraded decision or no breaker open (stats %+v): the fault was not seen", fst)
 		}
 		if !usedAfter {
 			t.Error("no decision was made by the shared store after it returned")
@@ -256,7 +273,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 	// Rate/Replicas of them is a violation, however slow the machine.
 	opened := map[string][]rec{}
 	for _, r := range recs {
-		if r.degraded && r.allowed && r.policy == failover.FailOpen {
+		if r.degraded && r.allowed && r.policy == sluice.FailOpen {
 			opened[r.key] = append(opened[r.key], r)
 		}
 	}
@@ -291,7 +308,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(fail
 		}
 	}
 	rep.recovery = recovery
-	rep.opens = st.BreakerOpens
+	rep.opens = fst.BreakerOpens
 	seen := map[string]bool{}
 	for _, c := range obs.causes {
 		if msg := c.Error(); !seen[msg] && len(seen) < 6 {
@@ -341,8 +358,8 @@ func single(t *testing.T, client string) (*redistest.Instance, *redisstore.Store
 	return srv, rs, func() { rs.Close(); c.Close() }, before
 }
 
-func keyOf(prefix string) func(failover.Policy) string {
-	return func(p failover.Policy) string { return prefix + "/" + p.String() }
+func keyOf(prefix string) func(sluice.FailureMode) string {
+	return func(p sluice.FailureMode) string { return prefix + "/" + p.String() }
 }
 
 func TestFaults(t *testing.T) {
@@ -386,21 +403,17 @@ func TestFaults(t *testing.T) {
 			t.Logf("%s/go-redis: %v", tt.name, rep)
 		})
 	}
-	// failover(tiered(redis)) with leases: the same kill. Units leased before
-	// the outage are spent during it (not degraded: the store admitted
-	// them); everything else is decided by policy.
+	// tiered(failover(redis)) with leases: the same kill. Units leased
+	// before the outage are spent during it, with the breaker open (not
+	// degraded: the store admitted them); everything else is decided by the
+	// failure mode, and no degraded denial is cached.
 	t.Run("KilledBehindTiered", func(t *testing.T) {
 		srv, rs, closeAll, before := single(t, "rueidis")
-		ts := tiered.New(rs, tiered.WithLeases(50, 0.25, 100*time.Millisecond), tiered.WithStampedLeases())
-		sc := scenario{outage: 800 * time.Millisecond, inject: srv.Kill, restore: srv.Restart, leases: true}
-		rep := runScenario(t, sc, ts, keyOf(t.Name()), func() {
-			if err := ts.Close(); err != nil {
-				t.Logf("tiered Close: %v (returns after the restart find an empty server)", err)
-			}
-			closeAll()
-		})
+		sc := scenario{outage: 800 * time.Millisecond, inject: srv.Kill, restore: srv.Restart, leases: true,
+			tiered: []tiered.Option{tiered.WithLeases(50, 0.25, 100*time.Millisecond), tiered.WithStampedLeases()}}
+		rep := runScenario(t, sc, rs, keyOf(t.Name()), closeAll)
 		noLeak(t, before)
-		st := ts.Stats()
+		st := rep.tiered
 		t.Logf("KilledBehindTiered: %v; tiered %+v", rep, st)
 		if st.Local == 0 || st.Leases == 0 {
 			t.Errorf("tiered stats %+v: want local decisions from leases", st)
@@ -420,7 +433,7 @@ func TestFaultClusterMasterKilled(t *testing.T) {
 	}
 	rs := redisstore.NewRueidis(c)
 	// Keys spread over the slots of all three masters.
-	keys := func(p failover.Policy) string { return "spread:" + p.String() + ":" }
+	keys := func(p sluice.FailureMode) string { return "spread:" + p.String() + ":" }
 	sc := scenario{inject: func() { cl.KillMaster(0) }, restore: cl.WaitPromoted, partial: true}
 	rep := runScenario(t, sc, rs, keys, func() { rs.Close(); c.Close() })
 	noLeak(t, before)

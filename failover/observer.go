@@ -12,9 +12,10 @@ import (
 // NopObserver to implement only some of them.
 type Observer interface {
 	// Degraded reports a decision made without the shared store's answer:
-	// by policy p, admitted or not, because of cause (which wraps
-	// ErrBreakerOpen, ErrUnavailable or ErrNoReplicas).
-	Degraded(key string, lim sluice.Limit, p Policy, allowed bool, cause error)
+	// by failure mode m (lim's own, or the store's default), admitted or
+	// not, because of cause (which wraps ErrBreakerOpen, ErrUnavailable or
+	// ErrNoReplicas).
+	Degraded(key string, lim sluice.Limit, m sluice.FailureMode, allowed bool, cause error)
 	// BreakerOpened reports that the breaker opened because of cause.
 	BreakerOpened(cause error)
 	// BreakerClosed reports that the shared store answered a probe again,
@@ -31,7 +32,7 @@ type NopObserver struct{}
 var _ Observer = NopObserver{}
 
 // Degraded implements Observer.
-func (NopObserver) Degraded(string, sluice.Limit, Policy, bool, error) {}
+func (NopObserver) Degraded(string, sluice.Limit, sluice.FailureMode, bool, error) {}
 
 // BreakerOpened implements Observer.
 func (NopObserver) BreakerOpened(error) {}

@@ -24,12 +24,8 @@ func TestConformanceRedis(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
-		s := failover.New(redisstore.NewRueidis(c), failover.WithTimeout(5*time.Second))
-		t.Cleanup(func() { s.Close() })
-		return s
+		return mustNew(t, redisstore.NewRueidis(c), failover.WithTimeout(5*time.Second))
 	}, sluicetest.WithClock(func(t *testing.T, clk *sluicetest.Clock) sluice.Store {
-		s := failover.New(redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
-		t.Cleanup(func() { s.Close() })
-		return s
+		return mustNew(t, redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
 	}))
 }

@@ -17,7 +17,7 @@ func TestStartOpen(t *testing.T) {
 		f := newFaulty(t, memstore.WithSweepInterval(0))
 		f.mode.Store(failing)
 		obs := &counting{}
-		s := failover.New(f, failover.WithStartOpen(nil), failover.WithProbeInterval(100*time.Millisecond), failover.WithObserver(obs))
+		s := mustNew(t, f, failover.WithStartOpen(nil), failover.WithProbeInterval(100*time.Millisecond), failover.WithObserver(obs))
 		defer s.Close()
 		if s.Ready() {
 			t.Fatal("Ready() = true at start with WithStartOpen")
@@ -60,8 +60,8 @@ func TestLocalMaxKeys(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFaulty(t)
 			f.mode.Store(failing)
-			opts := append([]failover.Option{failover.WithStartOpen(nil), failover.WithDefaultPolicy(failover.FailOpen), failover.WithReplicas(1)}, tt.opts...)
-			s := failover.New(f, opts...)
+			opts := append([]failover.Option{failover.WithStartOpen(nil), failover.WithDefaultMode(sluice.FailOpen), failover.WithReplicas(1)}, tt.opts...)
+			s := mustNew(t, f, opts...)
 			defer s.Close()
 			keys := []string{"a", "b", "c"}
 			for _, k := range keys {

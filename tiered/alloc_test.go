@@ -13,7 +13,7 @@ import (
 func TestLocalDecisionsDoNotAllocate(t *testing.T) {
 	m := memstore.New()
 	defer m.Close()
-	s := tiered.New(m, tiered.WithLeases(1_000_000, 1, time.Hour))
+	s := newTiered(t, m, tiered.WithLeases(1_000_000, 1, time.Hour))
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000_000, Period: 24 * time.Hour}
 	for range 3 { // grow the lease

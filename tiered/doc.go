@@ -88,10 +88,24 @@
 //
 // # Deadlines and failures
 //
-// tiered adds no deadline and no failure policy: a shared call runs under the
+// tiered adds no deadline and no failure mode: a shared call runs under the
 // caller's context, and a failed one returns its error (callers waiting for
-// a key's lease in flight wait for it, bounded by their own contexts). Wrap
-// it in package failover for both: failover.New(tiered.New(shared)).
+// a key's lease in flight wait for it, bounded by their own contexts). For
+// both, put package failover inside, tiered(failover(shared)), which package
+// stack builds (stack.New): decisions served locally then never wait for a
+// deadline, and units leased before an outage keep being spent during it.
+// tiered never caches a degraded denial (Decision.Degraded) and never keeps a
+// lease from a degraded answer: when a Lease comes back degraded, the request
+// is decided by the shared store's AllowN (which applies the failure mode),
+// and that answer is returned as it is.
+//
+// # Validation
+//
+// A request that the local tier decides (a spend from an existing lease, a
+// cached denial, the local share) is decided without checks beyond what that
+// needs: a request the shared store never accepted finds no local state. Every
+// other request, and every AllowMulti, goes to the shared store, which
+// validates it; a negative n is an error at once.
 //
 // # Counters
 //

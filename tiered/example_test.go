@@ -15,7 +15,11 @@ func Example() {
 	now := func() time.Time { return time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC) }
 	shared := memstore.New(memstore.WithClock(now)) // in production: redisstore.NewRueidis(client)
 	defer shared.Close()
-	s := tiered.New(shared, tiered.WithLeases(100, 0.1, time.Second), tiered.WithClock(now))
+	s, err := tiered.New(shared, tiered.WithLeases(100, 0.1, time.Second), tiered.WithClock(now))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer s.Close()
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1000, Period: time.Hour}

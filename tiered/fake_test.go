@@ -5,11 +5,13 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/validate"
+	"github.com/sluicehq/sluice/tiered"
 )
 
 // exact is a minimal exact sluice.Leaser on a clock, built on internal/algo
@@ -133,4 +135,14 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	}
 	x.admitted.Add(-int64(n))
 	return nil
+}
+
+// newTiered returns tiered.New's store; the test closes it.
+func newTiered(t testing.TB, shared sluice.Store, opts ...tiered.Option) *tiered.Store {
+	t.Helper()
+	s, err := tiered.New(shared, opts...)
+	if err != nil {
+		t.Fatalf("tiered.New: %v", err)
+	}
+	return s
 }

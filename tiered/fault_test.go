@@ -28,7 +28,7 @@ func TestHungRedis(t *testing.T) {
 	before := runtime.NumGoroutine()
 	c := newRueidis(t, srv.Addr)
 	rs := redisstore.NewRueidis(c)
-	s := tiered.New(rs, tiered.WithLeases(100, 0.5, time.Hour), tiered.WithReturnTimeout(200*time.Millisecond))
+	s := newTiered(t, rs, tiered.WithLeases(100, 0.5, time.Hour), tiered.WithReturnTimeout(200*time.Millisecond))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 	ctx := context.Background()
 	for range 20 { // lease for 10 keys

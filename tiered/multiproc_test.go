@@ -125,7 +125,7 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 	if cfg.Refresh > 0 {
 		opts = append(opts, tiered.WithRefreshAhead(cfg.Refresh))
 	}
-	s := tiered.New(rec, opts...)
+	s := newTiered(t, rec, opts...)
 	lims := mpLimits()
 	var mu sync.Mutex
 	res := mpChildResult{Grants: map[string][]mpGrant{}, Admitted: map[string]int{}}

@@ -38,11 +38,11 @@ func TestConformanceRedis(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			sluicetest.Run(t, func(t *testing.T) sluice.Store {
-				s := tiered.New(redisstore.NewRueidis(c), tt.opts...)
+				s := newTiered(t, redisstore.NewRueidis(c), tt.opts...)
 				t.Cleanup(func() { s.Close() })
 				return s
 			}, append(tt.suite, sluicetest.WithClock(func(t *testing.T, clk *sluicetest.Clock) sluice.Store {
-				s := tiered.New(redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), append(tt.opts, tiered.WithClock(clk.Now))...)
+				s := newTiered(t, redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), append(tt.opts, tiered.WithClock(clk.Now))...)
 				t.Cleanup(func() { s.Close() })
 				return s
 			}))...)

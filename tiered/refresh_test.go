@@ -57,7 +57,7 @@ func TestRefreshAheadKeepsCallersOffTheStore(t *testing.T) {
 			if refresh {
 				opts = append(opts, tiered.WithRefreshAhead(0.5))
 			}
-			s := tiered.New(slow{x, time.Millisecond}, opts...)
+			s := newTiered(t, slow{x, time.Millisecond}, opts...)
 			waited, admitted := waits(t, s, lim, 2000, 100*time.Microsecond, time.Millisecond)
 			st := s.Stats()
 			if err := s.Close(); err != nil {
@@ -88,7 +88,7 @@ func TestRefreshAheadKeepsCallersOffTheStore(t *testing.T) {
 func TestRefreshAheadDeniedDoesNotHammer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := newExact(time.Now)
-		s := tiered.New(x, tiered.WithLeases(20, 1, time.Hour), tiered.WithRefreshAhead(0.5))
+		s := newTiered(t, x, tiered.WithLeases(20, 1, time.Hour), tiered.WithRefreshAhead(0.5))
 		defer s.Close()
 		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 30, Period: time.Hour}
 		admitted := 0
@@ -115,7 +115,7 @@ func TestRefreshAheadDeniedDoesNotHammer(t *testing.T) {
 func TestCloseReturnsRefreshedLease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := newExact(time.Now)
-		s := tiered.New(x, tiered.WithLeases(10, 1, time.Hour), tiered.WithRefreshAhead(0.5))
+		s := newTiered(t, x, tiered.WithLeases(10, 1, time.Hour), tiered.WithRefreshAhead(0.5))
 		lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 1000, Period: time.Hour}
 		// Grow the lease (its size follows demand), then spend below half.
 		for range 40 {
@@ -149,9 +149,9 @@ func TestRefreshAheadProcessesNeverExceedTheLimit(t *testing.T) {
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	stores := []*tiered.Store{
-		tiered.New(x, tiered.WithLeases(50, 0.2, time.Second), tiered.WithRefreshAhead(0.25)),
-		tiered.New(x, tiered.WithLeases(50, 0.2, time.Second), tiered.WithRefreshAhead(0.75)),
-		tiered.New(x, tiered.WithLeases(50, 0.2, time.Second)),
+		newTiered(t, x, tiered.WithLeases(50, 0.2, time.Second), tiered.WithRefreshAhead(0.25)),
+		newTiered(t, x, tiered.WithLeases(50, 0.2, time.Second), tiered.WithRefreshAhead(0.75)),
+		newTiered(t, x, tiered.WithLeases(50, 0.2, time.Second)),
 	}
 	for g := range 9 {
 		wg.Go(func() {

@@ -22,12 +22,12 @@ var ctx = context.Background()
 func TestConformanceDenialCacheOnly(t *testing.T) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
 		m := memstore.New()
-		s := tiered.New(m)
+		s := newTiered(t, m)
 		t.Cleanup(func() { s.Close(); m.Close() })
 		return s
 	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
 		m := memstore.New(memstore.WithClock(c.Now))
-		s := tiered.New(m, tiered.WithClock(c.Now))
+		s := newTiered(t, m, tiered.WithClock(c.Now))
 		t.Cleanup(func() { s.Close(); m.Close() })
 		return s
 	}))
@@ -39,12 +39,12 @@ func TestConformanceLeases(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) {
 		sluicetest.Run(t, func(t *testing.T) sluice.Store {
 			m := memstore.New()
-			s := tiered.New(m, tiered.WithLeases(64, 0.5, 50*time.Millisecond))
+			s := newTiered(t, m, tiered.WithLeases(64, 0.5, 50*time.Millisecond))
 			t.Cleanup(func() { s.Close(); m.Close() })
 			return s
 		}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
 			m := memstore.New(memstore.WithClock(c.Now))
-			s := tiered.New(m, tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
+			s := newTiered(t, m, tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
 			t.Cleanup(func() { s.Close(); m.Close() })
 			return s
 		}), sluicetest.MayDenyEarly())
@@ -52,11 +52,11 @@ func TestConformanceLeases(t *testing.T) {
 	// The fake has no AllowMulti: storeOnly hides tiered's pass-through.
 	t.Run("fake", func(t *testing.T) {
 		sluicetest.Run(t, func(t *testing.T) sluice.Store {
-			s := tiered.New(newExact(time.Now), tiered.WithLeases(64, 0.5, 50*time.Millisecond))
+			s := newTiered(t, newExact(time.Now), tiered.WithLeases(64, 0.5, 50*time.Millisecond))
 			t.Cleanup(func() { s.Close() })
 			return storeOnly{s}
 		}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
-			s := tiered.New(newExact(c.Now), tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
+			s := newTiered(t, newExact(c.Now), tiered.WithClock(c.Now), tiered.WithLeases(64, 0.5, time.Second))
 			t.Cleanup(func() { s.Close() })
 			return storeOnly{s}
 		}), sluicetest.MayDenyEarly())
@@ -72,7 +72,7 @@ func (o storeOnly) AllowN(ctx context.Context, key string, lim sluice.Limit, n i
 func TestDenialCache(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
-	s := tiered.New(x, tiered.WithClock(clock.Now))
+	s := newTiered(t, x, tiered.WithClock(clock.Now))
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Second}
 	steps := []struct {
@@ -115,7 +115,7 @@ func TestLeasesExactForOneProcess(t *testing.T) {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := sluicetest.NewClock(sluicetest.Epoch())
 			x := newExact(clock.Now)
-			s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(16, 0.5, time.Hour), tiered.WithStampedLeases())
+			s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithLeases(16, 0.5, time.Hour), tiered.WithStampedLeases())
 			defer s.Close()
 			lim := sluice.Limit{Algorithm: a, Rate: 100, Period: time.Minute}
 			for i := range 100 {
@@ -149,7 +149,7 @@ func TestLeaseFallsBackToWhatIsFree(t *testing.T) {
 	if d, _ := x.AllowN(ctx, "k", lim, 7); !d.Allowed {
 		t.Fatal("setup")
 	}
-	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(10, 1, time.Hour), tiered.WithStampedLeases())
+	s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithLeases(10, 1, time.Hour), tiered.WithStampedLeases())
 	defer s.Close()
 	// Grow the lease size: three quick calls.
 	admitted := 0
@@ -170,7 +170,7 @@ func TestLeaseFallsBackToWhatIsFree(t *testing.T) {
 func TestFixedWindowLeaseEndsWithItsWindow(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch().Add(900 * time.Millisecond))
 	x := newExact(clock.Now)
-	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(50, 1, time.Hour))
+	s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithLeases(50, 1, time.Hour))
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Second}
 	s.AllowN(ctx, "k", lim, 1) // k = 1
@@ -192,7 +192,7 @@ func TestFixedWindowLeaseEndsWithItsWindow(t *testing.T) {
 func TestCloseReturnsUnspentUnits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := newExact(time.Now)
-		s := tiered.New(x, tiered.WithLeases(20, 1, time.Hour), tiered.WithStampedLeases())
+		s := newTiered(t, x, tiered.WithLeases(20, 1, time.Hour), tiered.WithStampedLeases())
 		lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 100, Period: time.Hour}
 		for range 5 {
 			s.AllowN(ctx, "k", lim, 1)
@@ -223,7 +223,7 @@ func TestCloseReturnsUnspentUnits(t *testing.T) {
 func TestSweeperReturnsEndedLeases(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := newExact(time.Now)
-		s := tiered.New(x, tiered.WithLeases(20, 1, 100*time.Millisecond), tiered.WithStampedLeases())
+		s := newTiered(t, x, tiered.WithLeases(20, 1, 100*time.Millisecond), tiered.WithStampedLeases())
 		defer s.Close()
 		lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 100, Period: time.Hour}
 		for range 3 {
@@ -247,7 +247,7 @@ func TestSweeperReturnsEndedLeases(t *testing.T) {
 func TestLeaseSizeFollowsDemand(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
-	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithLeases(1000, 0.1, time.Second), tiered.WithStampedLeases())
+	s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithLeases(1000, 0.1, time.Second), tiered.WithStampedLeases())
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 1_000_000, Period: time.Second}
 	// 1000 decisions per second, 1ms apart: demand per lifetime is 1000,
@@ -280,8 +280,8 @@ func TestTwoProcessesNeverExceedTheLimit(t *testing.T) {
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	stores := []*tiered.Store{
-		tiered.New(x, tiered.WithLeases(50, 0.2, time.Second)),
-		tiered.New(x, tiered.WithLeases(50, 0.2, time.Second)),
+		newTiered(t, x, tiered.WithLeases(50, 0.2, time.Second)),
+		newTiered(t, x, tiered.WithLeases(50, 0.2, time.Second)),
 	}
 	for g := range 8 {
 		wg.Add(1)
@@ -321,7 +321,7 @@ func TestApproximateLocalShareBound(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Minute}
 	admitted := 0
 	for range 2 {
-		s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithApproximateLocalShare(0.3))
+		s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithApproximateLocalShare(0.3))
 		defer s.Close()
 		for range 20 {
 			if d, _ := s.AllowN(ctx, "k", lim, 1); d.Allowed {
@@ -338,7 +338,7 @@ func TestApproximateLocalShareBound(t *testing.T) {
 func TestWindowReturnsAreWhole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		x := newExact(time.Now)
-		s := tiered.New(x, tiered.WithLeases(20, 1, time.Hour))
+		s := newTiered(t, x, tiered.WithLeases(20, 1, time.Hour))
 		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
 		for range 5 {
 			s.AllowN(ctx, "k", lim, 1)
@@ -359,7 +359,7 @@ func TestSharedErrorsPassThrough(t *testing.T) {
 	x := newExact(time.Now)
 	x.fail.Store(true)
 	for _, opts := range [][]tiered.Option{nil, {tiered.WithLeases(10, 1, time.Second)}} {
-		s := tiered.New(x, opts...)
+		s := newTiered(t, x, opts...)
 		_, err := s.AllowN(ctx, "k", sluice.PerSecond(10), 1)
 		if !errors.Is(err, errDown) {
 			t.Errorf("AllowN with a failing store error = %v, want %v", err, errDown)
@@ -371,7 +371,7 @@ func TestSharedErrorsPassThrough(t *testing.T) {
 func TestMaxKeysFallsBackToTheStore(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch())
 	x := newExact(clock.Now)
-	s := tiered.New(x, tiered.WithClock(clock.Now), tiered.WithMaxKeys(1), tiered.WithLeases(10, 1, time.Hour))
+	s := newTiered(t, x, tiered.WithClock(clock.Now), tiered.WithMaxKeys(1), tiered.WithLeases(10, 1, time.Hour))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 100, Period: time.Hour}
 	// 64 shards hold one key each: 200 keys cannot all have a local state.
 	for i := range 200 {

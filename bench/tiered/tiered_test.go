@@ -17,9 +17,10 @@
 // breaker open, FailClosed and FailOpen decisions; reports p50-ns and
 // p99-ns of a decision.
 //
-// BenchmarkFailoverTieredLeases: the composition failover(tiered(redis))
-// healthy, same load as BenchmarkTieredLeases, with the default deadline and
-// a long one; reports degraded/decision and breaker-opens too.
+// BenchmarkFailoverTieredLeases: the stack of package stack,
+// tiered(failover(redis)), healthy, same load as BenchmarkTieredLeases, with
+// the default deadline and a long one; reports degraded/decision and
+// breaker-opens too.
 package tiered_test
 
 import (
@@ -36,6 +37,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
 
@@ -126,7 +128,10 @@ func overAdmitted(c hotCount) int {
 func BenchmarkTieredLeases(b *testing.B) {
 	srv := startRedis(b)
 	c := newClient(b, srv.addr)
-	s := tiered.New(redisstore.NewRueidis(c), tiered.WithLeases(1000, 0.5, time.Second))
+	s, err := tiered.New(redisstore.NewRueidis(c), tiered.WithLeases(1000, 0.5, time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
 	prefix := "bench/" + strconv.FormatUint(rand.Uint64(), 36) + "/"
 	counts := runLoad(b, s, prefix)
 	elapsed := b.Elapsed()
@@ -148,16 +153,19 @@ func BenchmarkFailoverTieredLeases(b *testing.B) {
 		b.Run("timeout="+timeout.String(), func(b *testing.B) {
 			srv := startRedis(b)
 			c := newClient(b, srv.addr)
-			t := tiered.New(redisstore.NewRueidis(c), tiered.WithLeases(1000, 0.5, time.Second))
-			s := failover.New(t, failover.WithReplicas(4), failover.WithTimeout(timeout))
+			s, err := stack.New(redisstore.NewRueidis(c),
+				stack.WithFailover(failover.WithReplicas(4), failover.WithTimeout(timeout)),
+				stack.WithTiered(tiered.WithLeases(1000, 0.5, time.Second)))
+			if err != nil {
+				b.Fatal(err)
+			}
 			prefix := "bench/" + strconv.FormatUint(rand.Uint64(), 36) + "/"
 			counts := runLoad(b, s, prefix)
 			elapsed := b.Elapsed()
-			s.Close()
-			if err := t.Close(); err != nil {
+			if err := s.Close(); err != nil {
 				b.Error(err)
 			}
-			st, fs := t.Stats(), s.Stats()
+			st, fs := s.Tiered().Stats(), s.Failover().Stats()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
 			b.ReportMetric(float64(st.Shared)/float64(b.N), "shared-calls/decision")
 			b.ReportMetric(float64(fs.Degraded)/float64(b.N), "degraded/decision")
@@ -170,7 +178,10 @@ func BenchmarkFailoverTieredLeases(b *testing.B) {
 func BenchmarkOutageBreakerOpen(b *testing.B) {
 	srv := startRedis(b)
 	c := newClient(b, srv.addr)
-	s := failover.New(redisstore.NewRueidis(c), failover.WithReplicas(4), failover.WithProbeInterval(100*time.Millisecond))
+	s, err := failover.New(redisstore.NewRueidis(c), failover.WithReplicas(4), failover.WithProbeInterval(100*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer s.Close()
 	srv.kill()
 	ctx := context.Background()
@@ -190,15 +201,14 @@ func BenchmarkOutageBreakerOpen(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		mine := make([]time.Duration, 0, 1<<16)
-		closed := context.Background()
-		open := failover.WithPolicy(ctx, failover.FailOpen)
+		closed, open := lim, lim.WithFailureMode(sluice.FailOpen)
 		for i := 0; pb.Next(); i++ {
-			cctx := closed
+			l := closed
 			if i%2 == 1 {
-				cctx = open
+				l = open
 			}
 			start := time.Now()
-			_, err := s.AllowN(cctx, ks[i%64], lim, 1)
+			_, err := s.AllowN(ctx, ks[i%64], l, 1)
 			lat := time.Since(start)
 			if err != nil {
 				b.Error(err)

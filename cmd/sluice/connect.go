@@ -17,7 +17,7 @@ import (
 )
 
 // errNotConnected is the failure of a decision made before Redis was ever
-// reached; failover decides it by policy.
+// reached; failover decides it by the failure mode.
 var errNotConnected = errors.New("redis: not connected yet")
 
 // Redis connection attempts at start and in the background.
@@ -40,8 +40,9 @@ func unreachable(err error) bool {
 
 // pendingStore is the Redis store of a serve started while Redis was
 // unreachable: it fails every call with errNotConnected (so that failover,
-// started with its breaker open, decides by policy) until a background
-// Open succeeds, and then passes every call to that store.
+// started with its breaker open, decides by the failure mode; a Lease fails
+// too, so that tiered decides with AllowN) until a background Open
+// succeeds, and then passes every call to that store.
 type pendingStore struct {
 	url  string
 	opts []redisstore.Option

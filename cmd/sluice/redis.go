@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -28,6 +29,9 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 }
 
 func (g *redisFlags) validate() error {
+	if g.timeout <= 0 {
+		return fmt.Errorf("--redis-timeout %v: want > 0", g.timeout)
+	}
 	if err := g.failover.validate(); err != nil {
 		return err
 	}

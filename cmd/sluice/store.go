@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
 
@@ -34,9 +35,10 @@ func (st *storeSet) wrapForTest() {
 	}
 }
 
-// openStore returns the memory store, or the shared Redis store behind
-// failover when --redis is set: a deadline on every call, a breaker, and the
-// --failure-mode policy (a rule's failure_mode overrides it per call).
+// openStore returns the memory store, or, when --redis is set, the shared
+// Redis store in the stack of package stack: failover (a deadline on every
+// call, a breaker, and the --failure-mode default, which a rule's
+// failure_mode overrides), and with --tiered the local tier in front.
 func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
 	if f.redis.url == "" {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
@@ -63,28 +65,24 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
 		raw, down = newPendingStore(f.redis.url, ropts, log), err
 	}
-	policy := failover.FailClosed
-	if f.redis.failover.mode == sluice.FailOpen {
-		policy = failover.FailOpen
-	}
-	opts := []failover.Option{
-		failover.WithDefaultPolicy(policy),
+	mode := f.redis.failover.mode
+	fopts := []failover.Option{
+		failover.WithDefaultMode(mode),
 		failover.WithTimeout(f.redis.timeout),
 		failover.WithObserver(m),
 		failover.WithLogger(log),
 	}
 	if f.redis.failover.replicas > 0 {
-		opts = append(opts, failover.WithReplicas(f.redis.failover.replicas))
+		fopts = append(fopts, failover.WithReplicas(f.redis.failover.replicas))
 	}
 	if f.limits.memoryMaxKeys > 0 {
-		opts = append(opts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
+		fopts = append(fopts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
 	}
 	if down != nil {
-		opts = append(opts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
+		fopts = append(fopts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
 	}
-	var shared sluice.Store = raw
-	closeShared := func() { raw.Close() }
-	name := "redis (failover " + policy.String()
+	opts := []stack.Option{stack.WithFailover(fopts...)}
+	name := "redis (failover fail_" + mode.String()
 	if f.redis.tiered.on {
 		topts := []tiered.Option{tiered.WithLogger(log)}
 		if f.redis.tiered.leaseMax > 0 {
@@ -96,18 +94,20 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		} else {
 			name += ", tiered"
 		}
-		ts := tiered.New(raw, topts...)
-		shared = ts
-		closeShared = func() { ts.Close(); raw.Close() }
+		opts = append(opts, stack.WithTiered(topts...))
 	}
-	// The breaker goes outside the local tier: lease spends and cached
-	// denials stay local, and a failing Redis opens the breaker.
-	fs := failover.New(shared, opts...)
+	// tiered(failover(redis)): lease spends and cached denials stay local,
+	// every Redis call has a deadline, and a failing Redis opens the breaker.
+	st, err := stack.New(raw, opts...)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
 	return &storeSet{
-		store:     fs,
+		store:     st,
 		name:      name + ")",
-		ready:     fs.Ready,
-		close:     func() { fs.Close(); closeShared() },
+		ready:     st.Ready,
+		close:     func() { st.Close(); raw.Close() },
 		waitBound: f.redis.timeout,
 	}, nil
 }

@@ -524,6 +524,8 @@ func TestServeTransportFlagBounds(t *testing.T) {
 		{[]string{"--tls-cert", "c", "--tls-key", "k", "--tls-client-san", "x"}, 2, "--tls-client-san needs --tls-client-ca"},
 		{[]string{"--redis", "redis://127.0.0.1:1", "--redis-tls-ca", "ca.pem"}, 2, "rediss://"},
 		{[]string{"--redis-required"}, 2, "--redis-required needs --redis"},
+		{[]string{"--redis-timeout", "0s"}, 2, "--redis-timeout 0s: want > 0"},
+		{[]string{"--redis-timeout", "-5ms"}, 2, "--redis-timeout -5ms: want > 0"},
 	} {
 		_, code, stderr := parseServe(t, nil, tt.args...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {

@@ -44,7 +44,10 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := failover.New(down{}, failover.WithReplicas(2), failover.WithDefaultPolicy(failover.FailClosed))
+	fs, err := failover.New(down{}, failover.WithReplicas(2), failover.WithDefaultMode(sluice.FailClosed))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer fs.Close()
 	s := New(fs, cfg)
 	r := func(keys ...string) *pb.RateLimitRequest {

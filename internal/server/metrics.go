@@ -159,13 +159,14 @@ func (m *Metrics) checked(a sluice.Algorithm, allowed bool) {
 	m.checks.WithLabelValues(a.String(), r).Inc()
 }
 
-// Degraded implements failover.Observer.
-func (m *Metrics) Degraded(_ string, _ sluice.Limit, p failover.Policy, allowed bool, _ error) {
+// Degraded implements failover.Observer. The policy label is fail_closed,
+// fail_open or fail_open_unbounded.
+func (m *Metrics) Degraded(_ string, _ sluice.Limit, mode sluice.FailureMode, allowed bool, _ error) {
 	a := "false"
 	if allowed {
 		a = "true"
 	}
-	m.degraded.WithLabelValues(p.String(), a).Inc()
+	m.degraded.WithLabelValues("fail_"+mode.String(), a).Inc()
 }
 
 // BreakerOpened implements failover.Observer.

@@ -1,0 +1,142 @@
+// Package stack builds the recommended composition of sluice's wrappers
+// over a shared store (Redis, through redisstore): the local tier of
+// package tiered outside, the deadline, breaker and failure modes of
+// package failover inside,
+//
+//	tiered(failover(shared))
+//
+// so that a decision passes each layer at most once, and neither layer
+// knows the other's shape:
+//
+//   - tiered is the entrance. A decision it can make locally (a spend from
+//     a lease, a cached denial, the approximate local share) never waits
+//     for a deadline or a breaker, and units leased before an outage keep
+//     being spent during it: the shared store admitted them.
+//   - failover sits on every shared call: AllowN, AllowMulti, Lease and
+//     Return each run under its deadline and count towards its breaker.
+//     While the shared store does not answer, failover decides by each
+//     limit's failure mode (sluice.Limit.FailureMode, or the default of
+//     failover.WithDefaultMode) and marks the decision Degraded; tiered
+//     never caches a degraded denial and never leases from a degraded
+//     answer, so the local tier holds only what the shared store decided.
+//
+// Without WithTiered there is no local tier: the stack is
+// failover(shared). The shared store validates every request that reaches
+// it; failover validates those it decides itself. Leases
+// (tiered.WithLeases) need a shared store that implements sluice.Leaser, as
+// redisstore and memstore do; over one that does not, the decisions that
+// would lease are each decided by the shared store's AllowN.
+package stack
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/tiered"
+)
+
+var (
+	_ sluice.Store      = (*Store)(nil)
+	_ sluice.MultiStore = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*config)
+
+type config struct {
+	failover []failover.Option
+	tiered   []tiered.Option
+	local    bool // a local tier
+}
+
+// WithFailover configures the failover layer (see package failover). It
+// may be given more than once; the options add up.
+func WithFailover(opts ...failover.Option) Option {
+	return func(c *config) { c.failover = append(c.failover, opts...) }
+}
+
+// WithTiered adds the local tier, configured by opts (see package tiered;
+// with none, it only caches denials). It may be given more than once; the
+// options add up.
+func WithTiered(opts ...tiered.Option) Option {
+	return func(c *config) {
+		c.local = true
+		c.tiered = append(c.tiered, opts...)
+	}
+}
+
+// Store is the stack: a sluice.Store and sluice.MultiStore, safe for
+// concurrent use.
+type Store struct {
+	fs *failover.Store
+	ts *tiered.Store // nil: no local tier
+}
+
+// New builds the stack over shared, or returns the error of the first
+// invalid option. Close closes the layers; it does not close shared, which
+// the caller owns.
+func New(shared sluice.Store, opts ...Option) (*Store, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	fs, err := failover.New(shared, c.failover...)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{fs: fs}
+	if c.local {
+		if s.ts, err = tiered.New(fs, c.tiered...); err != nil {
+			fs.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// AllowN implements sluice.Store.
+func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	if s.ts != nil {
+		return s.ts.AllowN(ctx, key, lim, n)
+	}
+	return s.fs.AllowN(ctx, key, lim, n)
+}
+
+// AllowMulti implements sluice.MultiStore when the shared store does
+// (otherwise it returns an error wrapping sluice.ErrMultiUnsupported).
+func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	if s.ts != nil {
+		return s.ts.AllowMulti(ctx, reqs)
+	}
+	return s.fs.AllowMulti(ctx, reqs)
+}
+
+// Close closes the local tier (returning its unspent leased units through
+// failover) and then failover. Later calls return sluice.ErrClosed.
+func (s *Store) Close() error {
+	var err error
+	if s.ts != nil {
+		err = s.ts.Close()
+	}
+	return errors.Join(err, s.fs.Close())
+}
+
+// Ready reports whether failover's breaker is closed: the shared store is
+// in use. Readiness probes report it.
+func (s *Store) Ready() bool { return s.fs.Ready() }
+
+// Failover returns the failover layer, for its Stats.
+func (s *Store) Failover() *failover.Store { return s.fs }
+
+// Tiered returns the local tier, for its Stats, or nil without WithTiered.
+func (s *Store) Tiered() *tiered.Store { return s.ts }
+
+// String describes the stack for logs.
+func (s *Store) String() string {
+	if s.ts != nil {
+		return s.ts.String()
+	}
+	return s.fs.String()
+}

@@ -1,0 +1,113 @@
+package tiered
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// giveBack is leased units to return.
+type giveBack struct {
+	ck    ckey
+	units int64
+	at    time.Time
+}
+
+// giveBack returns units; on a caller's path (queue true) a failure queues
+// them for the sweeper.
+//
+// Every unit goes back: for TokenBucket and GCRA the store's Return credits
+// n units less what has refilled since the lease's time at, so it never
+// credits the refill twice.
+func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
+	n := r.units
+	if n <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.returnTimeout)
+	err := s.leaser.Return(ctx, r.ck.key, r.ck.lim, int(n), r.at)
+	cancel()
+	s.shared_.Add(1)
+	if err == nil {
+		s.returned.Add(n)
+		return
+	}
+	if queue && !s.closed.Load() {
+		s.pendMu.Lock()
+		s.pending = append(s.pending, r)
+		s.pendMu.Unlock()
+		return
+	}
+	s.returnErrors.Add(1)
+	s.log.Warn("tiered: return of leased units failed; they stay counted until they expire", "key", r.ck.key, "limit", r.ck.lim, "units", r.units, "err", err)
+}
+
+func (s *Store) sweeper() {
+	defer close(s.done)
+	t := time.NewTicker(s.sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			rets := s.collect(false)
+			if len(rets) > 0 {
+				s.giveBackAll(rets, nil)
+			}
+		}
+	}
+}
+
+// collect ends the leases that have ended (all of them when all is true),
+// takes the pending returns, and forgets idle entries.
+func (s *Store) collect(all bool) []giveBack {
+	now := s.mono()
+	s.pendMu.Lock()
+	rets := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for ck, e := range sh.m {
+			if e.fetching != nil {
+				continue
+			}
+			for _, g := range []*grant{&e.g, &e.next} {
+				if g.units > 0 && (all || now >= g.expires) {
+					if g.returnBy == 0 || now < g.returnBy {
+						rets = append(rets, giveBack{ck, g.units, g.at})
+					}
+					*g = grant{}
+				}
+			}
+			if e.g.units == 0 && e.next.units == 0 && !e.refreshing && now >= e.denyUntil && now-e.lastUse >= s.idle {
+				forget(sh, ck, e)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return rets
+}
+
+// giveBackAll returns rets concurrently, each under its own timeout, or
+// all under ctx when it is not nil.
+func (s *Store) giveBackAll(rets []giveBack, ctx context.Context) {
+	sem := make(chan struct{}, returnWorkers)
+	var wg sync.WaitGroup
+	for _, r := range rets {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			c, cancel := ctx, context.CancelFunc(func() {})
+			if c == nil {
+				c, cancel = context.WithTimeout(context.Background(), s.returnTimeout)
+			}
+			defer cancel()
+			s.giveBack(c, r, false)
+		}()
+	}
+	wg.Wait()
+}
