@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
@@ -169,7 +170,7 @@ func New(opts ...Option) *Store {
 	}
 	if s.sweep > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
-		go s.sweeper()
+		go tick.Every(s.stop, s.done, s.sweep, func() { s.Sweep() })
 	}
 	return s
 }
@@ -198,20 +199,6 @@ func (s *Store) Len() int {
 
 // Evictions reports how many live states WithMaxKeys has evicted.
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
-
-func (s *Store) sweeper() {
-	defer close(s.done)
-	t := time.NewTicker(s.sweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			s.Sweep()
-		}
-	}
-}
 
 // Sweep removes every state that no longer matters. The sweeper calls it;
 // it is exported for callers that run without one.

@@ -42,20 +42,11 @@ func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
 	s.log.Warn("tiered: return of leased units failed; they stay counted until they expire", "key", r.ck.key, "limit", r.ck.lim, "units", r.units, "err", err)
 }
 
-func (s *Store) sweeper() {
-	defer close(s.done)
-	t := time.NewTicker(s.sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-t.C:
-			rets := s.collect(false)
-			if len(rets) > 0 {
-				s.giveBackAll(rets, nil)
-			}
-		}
+// sweep ends the leases that have ended, returns their units, and forgets
+// idle entries: every sweep interval, in the background.
+func (s *Store) sweep() {
+	if rets := s.collect(false); len(rets) > 0 {
+		s.giveBackAll(rets, nil)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/tick"
 	"github.com/sluicehq/sluice/internal/validate"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -159,7 +160,7 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 	for i := range s.shards {
 		s.shards[i].m = make(map[ckey]*entry)
 	}
-	go s.sweeper()
+	go tick.Every(s.stop, s.done, s.sweepEvery, s.sweep)
 	return s, nil
 }
 
