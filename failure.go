@@ -1,10 +1,5 @@
 package sluice
 
-import (
-	"fmt"
-	"strconv"
-)
-
 // FailureMode is what a decision becomes when the store that counts cannot
 // make it: a failover.Store in front of Redis, while Redis does not answer.
 // A Limit carries it, so that each limit (a route, a rule) can fail its own
@@ -25,23 +20,23 @@ const (
 	FailOpenUnbounded
 )
 
-var failureModeNames = [...]string{
-	FailDefault:       "default",
-	FailClosed:        "closed",
-	FailOpen:          "open",
-	FailOpenUnbounded: "open_unbounded",
+var failureModes = enum[FailureMode]{
+	typ:  "FailureMode",
+	noun: "failure mode",
+	names: []string{
+		FailDefault:       "default",
+		FailClosed:        "closed",
+		FailOpen:          "open",
+		FailOpenUnbounded: "open_unbounded",
+	},
+	want: "closed, open or open_unbounded",
 }
 
-func (m FailureMode) valid() bool { return m <= FailOpenUnbounded }
+func (m FailureMode) valid() bool { return failureModes.valid(m) }
 
 // String returns the mode's configuration name: default, closed, open or
 // open_unbounded.
-func (m FailureMode) String() string {
-	if m.valid() {
-		return failureModeNames[m]
-	}
-	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
-}
+func (m FailureMode) String() string { return failureModes.String(m) }
 
 // ParseFailureMode parses closed, open or open_unbounded (and default,
 // or the empty string, for FailDefault).
@@ -49,30 +44,19 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	if s == "" {
 		return FailDefault, nil
 	}
-	for m := FailDefault; m <= FailOpenUnbounded; m++ {
-		if failureModeNames[m] == s {
-			return m, nil
-		}
-	}
-	return 0, &LimitError{Field: "FailureMode", Reason: fmt.Sprintf("unknown failure mode %q (want closed, open or open_unbounded)", s)}
+	return failureModes.parse(s)
 }
 
 // MarshalText implements encoding.TextMarshaler.
-func (m FailureMode) MarshalText() ([]byte, error) {
-	if !m.valid() {
-		return nil, &LimitError{Field: "FailureMode", Reason: fmt.Sprintf("failure mode %d", m)}
-	}
-	return []byte(m.String()), nil
-}
+func (m FailureMode) MarshalText() ([]byte, error) { return failureModes.marshal(m) }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (m *FailureMode) UnmarshalText(b []byte) error {
 	v, err := ParseFailureMode(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*m = v
 	}
-	*m = v
-	return nil
+	return err
 }
 
 // Stricter returns the stricter of m and o, for a decision that several

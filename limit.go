@@ -33,51 +33,38 @@ const (
 	GCRA
 )
 
-var algorithmNames = [...]string{
-	FixedWindow:   "fixed_window",
-	SlidingLog:    "sliding_log",
-	SlidingWindow: "sliding_window",
-	TokenBucket:   "token_bucket",
-	GCRA:          "gcra",
+var algorithms = enum[Algorithm]{
+	typ:  "Algorithm",
+	noun: "algorithm",
+	names: []string{
+		FixedWindow:   "fixed_window",
+		SlidingLog:    "sliding_log",
+		SlidingWindow: "sliding_window",
+		TokenBucket:   "token_bucket",
+		GCRA:          "gcra",
+	},
+	want: "fixed_window, sliding_log, sliding_window, token_bucket or gcra",
 }
 
 // String returns the algorithm's configuration name, such as "gcra".
-func (a Algorithm) String() string {
-	if a.valid() {
-		return algorithmNames[a]
-	}
-	return "Algorithm(" + strconv.Itoa(int(a)) + ")"
-}
+func (a Algorithm) String() string { return algorithms.String(a) }
 
-func (a Algorithm) valid() bool { return a >= FixedWindow && a <= GCRA }
+func (a Algorithm) valid() bool { return algorithms.valid(a) }
 
 // ParseAlgorithm parses a configuration name: fixed_window, sliding_log,
 // sliding_window, token_bucket or gcra.
-func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := FixedWindow; a <= GCRA; a++ {
-		if algorithmNames[a] == s {
-			return a, nil
-		}
-	}
-	return 0, &LimitError{Field: "Algorithm", Reason: fmt.Sprintf("unknown algorithm %q (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)", s)}
-}
+func ParseAlgorithm(s string) (Algorithm, error) { return algorithms.parse(s) }
 
 // MarshalText implements encoding.TextMarshaler.
-func (a Algorithm) MarshalText() ([]byte, error) {
-	if !a.valid() {
-		return nil, &LimitError{Field: "Algorithm", Reason: fmt.Sprintf("algorithm %d", a)}
-	}
-	return []byte(a.String()), nil
-}
+func (a Algorithm) MarshalText() ([]byte, error) { return algorithms.marshal(a) }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (a *Algorithm) UnmarshalText(b []byte) error {
 	v, err := ParseAlgorithm(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*a = v
 	}
-	*a = v
-	return nil
+	return err
 }
 
 // Limit is a quota: Rate events per Period, counted by Algorithm.
