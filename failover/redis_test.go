@@ -7,6 +7,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -28,7 +29,7 @@ func TestConformanceRedis(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}, sluicetest.WithClock(func(t *testing.T, clk *sluicetest.Clock) sluice.Store {
-		s := failover.New(redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
+		s := failover.New(redisstore.NewRueidis(c, redisclock.Option[redisstore.Option](clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
 		t.Cleanup(func() { s.Close() })
 		return s
 	}))
