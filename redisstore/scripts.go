@@ -24,12 +24,15 @@ type script struct {
 // algorithm (lua/<algorithm>.lua: its step, or for the logs its decision
 // and its write, and its Return), one shared prologue (lua/prologue.lua:
 // the test clock's ARGV, Redis TIME, formatting helpers) and one driver per
-// script: single.lua decides one AllowN, batch.lua a batch of them,
-// multi.lua an AllowMulti, return.lua a Return. So each algorithm is
-// written once, and the differential tests that hold every script to
-// internal/algo hold that one definition. A script's Lua functions are
-// locals, made afresh each run: the single scripts hold only their own
-// algorithm's.
+// script: single.lua (single_log.lua for the logs) decides one AllowN,
+// batch.lua a batch of them, multi.lua an AllowMulti, return.lua a Return.
+// So each algorithm is written once, and the differential tests that hold
+// every script to internal/algo hold that one definition. The batch, multi
+// and return scripts call the algorithms' functions; the single scripts,
+// AllowN's hot path, hold them as inline code (inline.go), since a function
+// defined in a script is a closure made at every run. Assembling in Go at
+// init, rather than generating files, keeps one copy of each script's
+// source in the repository, and the scripts' SHA-1s follow it.
 var (
 	singleScripts [kindMsLog + 1]*script
 	multiScript   *script
