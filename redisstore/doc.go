@@ -22,8 +22,7 @@
 //	                                              authenticate to the sentinels)
 //	rediss+cluster://..., rediss+sentinel://...   the same over TLS
 //
-// The scripts need Redis 7.0 or later (SET with NX and GET together, a
-// script body that takes varargs).
+// The scripts need Redis 7.0 or later (SET with NX and GET together).
 //
 // Scripts are called with EVALSHA; on a NOSCRIPT reply only (a restarted
 // server, SCRIPT FLUSH, a failover) the script is sent once with EVAL. No
