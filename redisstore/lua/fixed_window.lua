@@ -22,7 +22,9 @@ end
 -- rate per period µs, as every counter's step does (single.lua): it
 -- returns allowed (0/1), remaining, retry µs, reset µs, the time used, and
 -- when it admits n > 0 the value to write and whether the key keeps its
--- TTL (it already expires when the new value stops mattering).
+-- TTL (it already expires when the new value stops mattering): here n
+-- itself, since the key then holds the integer start + count and INCRBY n
+-- writes the new value.
 local function fw_step(v, now, n, rate, per)
   local start, count, packed = fw_state(v, per)
   if count > 0 and now < start then now = start end
@@ -39,7 +41,7 @@ local function fw_step(v, now, n, rate, per)
   local keep = packed and c > 0
   c = c + n
   local s = fw_val(ws, c, per)
-  return 1, rate - c, 0, e, now, s, keep and c < per
+  return 1, rate - c, 0, e, now, s, keep and c < per and n
 end
 
 -- fw_return gives back n units taken at at: they leave the count when the

@@ -34,10 +34,13 @@ local function split(v)
 end
 
 -- write writes the value val that a counter's step (single.lua) admitted,
--- if any: with the TTL the key has (keep), or one of reset µs.
+-- if any: with the TTL the key has (keep: true, or a number k when the key
+-- holds an integer that INCRBY k makes val), or one of reset µs.
 local function write(key, val, reset, keep)
-  if keep then
+  if keep == true then
     redis.call('SET', key, val, 'KEEPTTL')
+  elseif keep then
+    redis.call('INCRBY', key, F('%d', keep))
   elseif val then
     local p = px(reset)
     redis.call('SET', key, val, 'PX', p)

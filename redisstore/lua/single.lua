@@ -8,7 +8,7 @@
 -- A counter's step(v, now, n, A, B, C) decides on the key's value v (false
 -- when absent) and writes nothing: it returns allowed, remaining, retry,
 -- reset, the time used and, when it admits n > 0, the value to write and
--- whether the key keeps its TTL (else the TTL is the reset). An absent key
+-- whether the key keeps its TTL (else the TTL is the reset; see write). An absent key
 -- (at rest) admits n > 0 with one SET NX GET of the value its step gives,
 -- which on a key that exists writes nothing and returns the value; without
 -- that admission (a peek), GET reads it.
