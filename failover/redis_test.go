@@ -7,6 +7,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -26,6 +27,6 @@ func TestConformanceRedis(t *testing.T) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
 		return mustNew(t, redisstore.NewRueidis(c), failover.WithTimeout(5*time.Second))
 	}, sluicetest.WithClock(func(t *testing.T, clk *sluicetest.Clock) sluice.Store {
-		return mustNew(t, redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
+		return mustNew(t, redisstore.NewRueidis(c, redisclock.Option[redisstore.Option](clk.Now)), failover.WithClock(clk.Now), failover.WithTimeout(5*time.Second))
 	}))
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
 )
@@ -368,7 +369,7 @@ func TestRecordBackoffNeverStacks(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) {
 		clock := newClock(t0)
-		testRecordBackoff(t, newRedisStore(t, redisstore.WithTestClock(clock.Now)), clock)
+		testRecordBackoff(t, newRedisStore(t, redisclock.Option[redisstore.Option](clock.Now)), clock)
 	})
 }
 

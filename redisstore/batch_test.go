@@ -221,9 +221,15 @@ func TestBatchGroups(t *testing.T) {
 			cl.ctx = ctx
 			calls = append(calls, cl)
 		}
-		distinct := map[[6]string]bool{}
+		var distinct []*decisionArgs
+	calls:
 		for _, cl := range calls {
-			distinct[cl.args] = true
+			for _, a := range distinct {
+				if a.same(&cl.args) {
+					continue calls
+				}
+			}
+			distinct = append(distinct, &cl.args)
 		}
 		groups = max(groups, len(distinct))
 		batched.batch.exec(calls)

@@ -1,9 +1,8 @@
 // Package redisstore is the Redis sluice.Store: a fleet of processes shares
 // one exact quota through Redis. Every decision is one Lua script run on
 // Redis, atomic, in one round trip, on Redis's own clock (TIME, in integer
-// microseconds), with the integer math of internal/algo: the five
-// algorithms give the same decisions here as in memstore, to the
-// microsecond (differential tests hold every script to internal/algo).
+// microseconds), with the same integer math as memstore: the five
+// algorithms give the same decisions here as there, to the microsecond.
 //
 // # Clients
 //
@@ -23,8 +22,7 @@
 //	                                              authenticate to the sentinels)
 //	rediss+cluster://..., rediss+sentinel://...   the same over TLS
 //
-// The scripts need Redis 7.0 or later (SET with NX and GET together, a
-// script body that takes varargs).
+// The scripts need Redis 7.0 or later (SET with NX and GET together).
 //
 // Scripts are called with EVALSHA; on a NOSCRIPT reply only (a restarted
 // server, SCRIPT FLUSH, a failover) the script is sent once with EVAL. No
@@ -37,8 +35,8 @@
 // context.DeadlineExceeded), and the script may still run.
 //
 // Under load, the store gathers the decisions of concurrent callers that
-// arrive while earlier ones are in flight into one script run (batch.lua; a
-// lone call runs its algorithm's own, cheaper script), each still exactly
+// arrive while earlier ones are in flight into one script run (a lone call
+// runs a cheaper script of its own), each still exactly
 // one atomic decision, so that Redis spends its time deciding rather than
 // starting scripts and reading TIME. Lua, not the calls it makes, is most of
 // a decision's cost in Redis: a batch computes once per group of equal
@@ -107,8 +105,7 @@
 //
 // A script blocks Redis while it runs, so that the work of each is bounded,
 // whatever the request: an admission trims expired entries (at every 8th
-// sequence number; in AllowMulti and the millisecond layout at every
-// admission) but at most as many as its cost and a few more, so that its
+// sequence number; in the millisecond layout at every admission) but at most as many as its cost and a few more, so that its
 // work follows its cost (at most sluice.MaxSlidingLogRate) and not the
 // log's length, while a log holds at most Rate + 24 entries; AllowMulti
 // takes at most sluice.MaxMultiRequests requests and
@@ -141,11 +138,11 @@
 // before sending anything. A go-redis Ring shards by hash tag: there the
 // keys must share it.
 //
-// # Differences from internal/algo
+// # Differences from memstore
 //
 // The sliding log drops expired entries when it admits, not when it denies
 // or peeks (those write nothing); the two differ only when the clock then
 // runs back past those entries' expiry, which Redis's TIME does not do.
 // The sliding log's times must not be before 1970 (the "#" member is
-// scored below zero). WithTestClock replaces TIME for exact tests only.
+// scored below zero).
 package redisstore

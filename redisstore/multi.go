@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/validate"
@@ -47,13 +46,10 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 				i, sluice.ErrExceedsCapacity, rq.N, rq.Key, sum-rq.N, rq.Limit, c)
 		}
 	}
-	args := make([]string, 2, 2+8*len(reqs))
-	args[0], args[1] = s.testNow(), "0"
-	if s.clock != nil {
-		args[1] = strconv.Itoa(testSlackMs)
-	}
+	args := s.clockArgs(make([]string, 0, 2+5*len(reqs)))
 	for _, rq := range reqs {
-		args = s.appendLibParams(args, rq.Limit, rq.N)
+		a := s.newArgs(rq.Limit, rq.N)
+		args = a.appendAll(args)
 	}
 	if s.c.isRing() {
 		// A Ring shards by hash tag: the keys must share it.

@@ -49,7 +49,11 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	for _, opt := range opts {
 		opt(&so)
 	}
-	if c := so.open.tls; c != nil {
+	if so.open.tlsSet {
+		c := so.open.tls
+		if c == nil {
+			return nil, errors.New("redisstore: WithTLSConfig(nil): no TLS configuration given")
+		}
 		if o.TLSConfig == nil {
 			return nil, fmt.Errorf("redisstore: URL %q: WithTLSConfig needs a rediss:// URL", redact(rawURL))
 		}
@@ -169,15 +173,17 @@ func redact(raw string) string {
 
 // openOptions are the options that only Open uses.
 type openOptions struct {
-	tls *tls.Config
+	tls    *tls.Config
+	tlsSet bool // WithTLSConfig was given, perhaps with nil (an error)
 }
 
 // WithTLSConfig makes Open (with a rediss:// URL) use c for its TLS
 // connections: a CA, a client certificate (GetClientCertificate lets it
 // change between connections), a server name. When c has no ServerName the
-// URL's host is verified. Stores not made by Open ignore it.
+// URL's host is verified. c must not be nil. NewRueidis and NewGoRedis
+// take a client that is already connected, and do not use it.
 func WithTLSConfig(c *tls.Config) Option {
-	return func(s *Store) { s.open.tls = c }
+	return func(s *Store) { s.open.tls, s.open.tlsSet = c, true }
 }
 
 var tlsParamNames = []string{"tls_ca", "tls_cert", "tls_key", "tls_server_name"}

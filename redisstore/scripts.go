@@ -20,91 +20,19 @@ type script struct {
 	sha  string
 }
 
-func newScript(name string, parts ...string) *script {
-	var b strings.Builder
-	for _, p := range parts {
-		src, err := luaFS.ReadFile("lua/" + p + ".lua")
-		if err != nil {
-			panic("redisstore: missing embedded script " + p) // a build error, not input
-		}
-		b.Write(src)
-		b.WriteByte('\n')
-	}
-	sum := sha1.Sum([]byte(b.String()))
-	return &script{name: name, src: b.String(), sha: hex.EncodeToString(sum[:])}
-}
-
-// newBatchScript wraps every flat script as a function of the batch driver,
-// after the functions that the flat scripts and the driver share
-// (read_state.lua and the rest_<algorithm>.lua files).
-func newBatchScript() *script {
-	var b strings.Builder
-	done := map[string]bool{"": true}
-	for _, f := range append([]string{"read_state"}, restFiles[:]...) {
-		if done[f] {
-			continue
-		}
-		done[f] = true
-		src, err := luaFS.ReadFile("lua/" + f + ".lua")
-		if err != nil {
-			panic("redisstore: missing embedded script " + f)
-		}
-		b.Write(src)
-	}
-	b.WriteString("local DECIDE = {}\n")
-	first := map[string]int{} // the kind that first ran each file
-	for k := sluice.FixedWindow; k <= kindMsLog; k++ {
-		if j, ok := first[algFiles[k]]; ok {
-			fmt.Fprintf(&b, "DECIDE[%d] = DECIDE[%d]\n", k, j)
-			continue
-		}
-		first[algFiles[k]] = int(k)
-		src, err := luaFS.ReadFile("lua/" + algFiles[k] + ".lua")
-		if err != nil {
-			panic("redisstore: missing embedded script " + algFiles[k])
-		}
-		fmt.Fprintf(&b, "DECIDE[%d] = function(KEYS, ARGV, ...)\n%s\nend\n", k, src)
-	}
-	drv, err := luaFS.ReadFile("lua/batch.lua")
-	if err != nil {
-		panic("redisstore: missing embedded script batch")
-	}
-	b.Write(drv)
-	sum := sha1.Sum([]byte(b.String()))
-	return &script{name: "batch", src: b.String(), sha: hex.EncodeToString(sum[:])}
-}
-
-// restFiles names the at-rest admission (rest_<algorithm>.lua) that a
-// kind's flat script calls, when it has one.
-var restFiles = [...]string{
-	sluice.FixedWindow:   "rest_fixed_window",
-	sluice.SlidingWindow: "rest_sliding_window",
-	sluice.TokenBucket:   "rest_gcra",
-	sluice.GCRA:          "rest_gcra",
-	kindMsLog:            "",
-}
-
-// kindMsLog numbers the sliding log in the millisecond layout
-// (WithMillisecondLayout) in the scripts; the other kinds are numbered as
-// sluice.Algorithm.
-const kindMsLog = 6
-
-// algFiles names each kind's script: the token bucket is kept as a TAT
-// (internal/algo.Bucket), so it runs GCRA's scripts, under its own key
-// letter (lib_gcra.lua sets ALG[4] to ALG[5]).
-var algFiles = [...]string{
-	sluice.FixedWindow:   "fixed_window",
-	sluice.SlidingLog:    "sliding_log",
-	sluice.SlidingWindow: "sliding_window",
-	sluice.TokenBucket:   "gcra",
-	sluice.GCRA:          "gcra",
-	kindMsLog:            "ms_log",
-}
-
-// The scripts: one flat script per algorithm for single decisions (the hot
-// path: no closures or tables per call), and one for AllowMulti and one for
-// Return, both built from lib.lua and the lib_<algorithm>.lua functions.
-// The differential tests hold both forms to internal/algo.
+// The scripts are assembled when the package initialises from one file per
+// algorithm (lua/<algorithm>.lua: its step, or for the logs its decision
+// and its write, and its Return), one shared prologue (lua/prologue.lua:
+// the test clock's ARGV, Redis TIME, formatting helpers) and one driver per
+// script: single.lua (single_log.lua for the logs) decides one AllowN,
+// batch.lua a batch of them, multi.lua an AllowMulti, return.lua a Return.
+// So each algorithm is written once, and the differential tests that hold
+// every script to internal/algo hold that one definition. The batch, multi
+// and return scripts call the algorithms' functions; the single scripts,
+// AllowN's hot path, hold them as inline code (inline.go), since a function
+// defined in a script is a closure made at every run. Assembling in Go at
+// init, rather than generating files, keeps one copy of each script's
+// source in the repository, and the scripts' SHA-1s follow it.
 var (
 	singleScripts [kindMsLog + 1]*script
 	multiScript   *script
@@ -112,23 +40,81 @@ var (
 	batchScript   *script
 )
 
+// kindMsLog numbers the sliding log in the millisecond layout
+// (WithMillisecondLayout) in the scripts; the other kinds are numbered as
+// sluice.Algorithm.
+const kindMsLog = 6
+
+// algFiles names each kind's file and the prefix of its functions: the
+// token bucket is kept as a TAT (internal/algo.Bucket), so it runs GCRA's
+// step, under its own key letter.
+var algFiles = [...]struct{ file, prefix string }{
+	sluice.FixedWindow:   {"fixed_window", "fw"},
+	sluice.SlidingLog:    {"sliding_log", "sl"},
+	sluice.SlidingWindow: {"sliding_window", "sw"},
+	sluice.TokenBucket:   {"gcra", "gcra"},
+	sluice.GCRA:          {"gcra", "gcra"},
+	kindMsLog:            {"ms_log", "ms"},
+}
+
+// isLog reports whether kind keeps a log (a ZSET) rather than a counter
+// value: its script decides and then writes, instead of stepping a value.
+func isLog(kind int) bool { return kind == int(sluice.SlidingLog) || kind == kindMsLog }
+
+// luaFile returns an embedded script file.
+func luaFile(name string) string {
+	src, err := luaFS.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic("redisstore: missing embedded script " + name) // a build error, not input
+	}
+	return string(src)
+}
+
+// assemble builds a script: the index in ARGV of the test clock's time
+// (ta, read by the prologue), the prologue, files, then the driver.
+func assemble(name string, ta int, files []string, driver string) *script {
+	var b strings.Builder
+	fmt.Fprintf(&b, "local TA = %d\n", ta)
+	b.WriteString(luaFile("prologue"))
+	for _, f := range files {
+		b.WriteString(luaFile(f))
+	}
+	b.WriteString(luaFile(driver))
+	return newScript(name, b.String())
+}
+
+// assembleSingle builds kind's single script, with its algorithm's
+// functions written inline (inline.go).
+func assembleSingle(name string, kind int) *script {
+	a := algFiles[kind]
+	funcs, rest := splitFuncs(luaFile("prologue") + luaFile(a.file))
+	driver, alias := "single", map[string]string{"STEP": a.prefix + "_step"}
+	if isLog(kind) {
+		driver, alias = "single_log", map[string]string{"DECIDE": a.prefix + "_decide", "WRITE": a.prefix + "_write"}
+	}
+	// ARGV: n, the limit's values, then the test clock's time.
+	head := fmt.Sprintf("local TA = %d\n", 2+limitValues(kind))
+	return newScript(name, head+inlineScript(rest, funcs, alias, luaFile(driver)))
+}
+
+func newScript(name, src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
 func init() {
-	all := []string{"lib"}
+	var all []string
 	for k := sluice.FixedWindow; k <= kindMsLog; k++ {
-		name := algFiles[k]
+		name := algFiles[k].file
 		if k < kindMsLog {
 			name = sluice.Algorithm(k).String()
 		}
-		parts := []string{algFiles[k]}
-		if restFiles[k] != "" {
-			parts = append([]string{"read_state", restFiles[k]}, parts...)
-		}
-		singleScripts[k] = newScript(name, parts...)
+		singleScripts[k] = assembleSingle(name, int(k))
 		if k != sluice.TokenBucket {
-			all = append(all, "lib_"+algFiles[k])
+			all = append(all, algFiles[k].file)
 		}
 	}
-	multiScript = newScript("multi", append(all, "multi")...)
-	returnScript = newScript("return", append(all, "return")...)
-	batchScript = newBatchScript()
+	multiScript = assemble("multi", 1, all, "multi")
+	returnScript = assemble("return", 1, all, "return")
+	batchScript = assemble("batch", 1, all, "batch")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
@@ -54,7 +54,7 @@ type Store struct {
 	once    sync.Once
 
 	argCache sync.Map // sluice.Limit -> *limitArgs
-	batch    *batcher // nil: one flat script per decision, or per slot
+	batch    *batcher // nil: one single script per decision, or per slot
 	// slotBatch holds, on Cluster with batching, one batcher per hash
 	// slot (made on first use): a script's keys must share a slot there.
 	slotBatch []atomic.Pointer[batcher]
@@ -74,7 +74,7 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = escape(p) 
 // different subjects in one script on Cluster: with f returning the tenant
 // of keys like "tenant42/route/x", a tenant's limits and its routes' limits
 // share a slot. Key names grow by the slot key. On a single node it only
-// changes the names.
+// changes the names. A nil f is the default.
 func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.slotKey = f } }
 
 // WithMillisecondLayout stores sliding-log limits in the millisecond
@@ -87,11 +87,15 @@ func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.s
 // algorithms keep sluice's layout.
 func WithMillisecondLayout() Option { return func(s *Store) { s.msLayout = true } }
 
-// WithTestClock makes every script use now() instead of Redis's TIME, and
-// lengthens TTLs by an hour so that keys outlive a stopped clock. It exists
-// for exact tests (sluicetest's fake clock, differential fuzzing); never
-// use it in production, where the clocks of the callers must not matter.
-func WithTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+// withTestClock makes every script use now() instead of Redis's TIME, and
+// lengthens TTLs by an hour so that keys outlive a stopped clock: exact
+// tests only (sluicetest's fake clock, differential fuzzing), here
+// (export_test.go) and in other packages (internal/redisclock).
+func withTestClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
+
+func init() {
+	redisclock.Register(func(now func() time.Time) any { return withTestClock(now) })
+}
 
 func newStore(c scripter, opts []Option) *Store {
 	s := &Store{c: c, prefix: DefaultPrefix, batching: !c.isRing()}
@@ -122,15 +126,16 @@ func (s *Store) batcherFor(redisKey string) *batcher {
 	return p.Load()
 }
 
-// WithBatching turns batching on or off (default on, except on a go-redis
-// Ring, where it is always off). With batching, the decisions of concurrent
-// callers that arrive while earlier ones are in flight go to Redis in one
-// script run, each still one atomic decision made by its algorithm's own
-// script, so that Redis spends its time deciding rather than starting
-// scripts. On Cluster, where a script's keys share a hash slot, decisions
-// are batched per slot: the calls of one hot key share runs, and a key's
-// repeated denials in a run cost Redis nothing. Off, every decision is one
-// script run.
+// WithBatching turns batching on or off (default on). With batching, the
+// decisions of concurrent callers that arrive while earlier ones are in
+// flight go to Redis in one script run, each still one atomic decision
+// made by its algorithm's own math, so that Redis spends its time deciding
+// rather than starting scripts. On Cluster, where a script's keys share a
+// hash slot, decisions are batched per slot: the calls of one hot key share
+// runs, and a key's repeated denials in a run cost Redis nothing. Off,
+// every decision is one script run. A go-redis Ring, which shards by key,
+// cannot run one script over the keys of several callers: there every
+// decision is one script run, whatever on says.
 func WithBatching(on bool) Option { return func(s *Store) { s.batching = on } }
 
 // NewRueidis returns a Store deciding through c, the fast path: rueidis
@@ -186,57 +191,6 @@ func params(lim sluice.Limit) algo.Params {
 	return algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
 }
 
-func i64(v int64) string { return strconv.FormatInt(v, 10) }
-
-// limitArgs are a Limit's script arguments, cached per Limit.
-type limitArgs struct {
-	single []string  // the flat script's ARGV after n
-	lib    [5]string // rate, period, cap, R, P for the lib_*.lua functions
-}
-
-func (s *Store) limitArgs(lim sluice.Limit) *limitArgs {
-	if v, ok := s.argCache.Load(lim); ok {
-		return v.(*limitArgs)
-	}
-	p := params(lim)
-	a := &limitArgs{lib: [5]string{i64(p.Rate), i64(p.Period), i64(p.Cap), i64(p.R), i64(p.P)}}
-	switch s.kind(lim) {
-	case int(sluice.TokenBucket), int(sluice.GCRA):
-		a.single = []string{i64(p.Cap * p.P), i64(p.P), i64(p.R)}
-	case kindMsLog:
-		a.single = []string{i64(p.Rate), i64(p.Period / 1000)} // + a random number per call
-	default:
-		a.single = []string{i64(p.Rate), i64(p.Period)}
-	}
-	if s.argCached.Load() < maxArgCache {
-		s.argCached.Add(1)
-		s.argCache.Store(lim, a)
-	}
-	return a
-}
-
-// maxArgCache bounds the Limits whose script arguments a Store keeps.
-const maxArgCache = 4096
-
-// appendLibParams appends kind, n, the limit and the extra value in the
-// form of the lib_*.lua functions (AllowMulti, batches).
-func (s *Store) appendLibParams(args []string, lim sluice.Limit, n int) []string {
-	k := s.kind(lim)
-	a := s.limitArgs(lim)
-	x := ""
-	if k == kindMsLog {
-		x = strconv.FormatUint(uint64(rand.Uint32()), 10)
-	}
-	return append(args, strconv.Itoa(k), strconv.Itoa(n), a.lib[0], a.lib[1], a.lib[2], a.lib[3], a.lib[4], x)
-}
-
-func (s *Store) testNow() string {
-	if s.clock == nil {
-		return ""
-	}
-	return strconv.FormatInt(s.clock().UnixMicro(), 10)
-}
-
 // AllowN implements sluice.Store.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	d, _, err := s.allow(ctx, key, lim, n)
@@ -247,7 +201,6 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := s.check(ctx, key, lim, n); err != nil {
 		return sluice.Decision{}, 0, err
 	}
-	kind := s.kind(lim)
 	if s.batch != nil || s.slotBatch != nil {
 		c := s.newCall(key, lim, n)
 		if err := s.batcherFor(c.key).do(ctx, c); err != nil {
@@ -261,37 +214,24 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int) 
 		putCall(c)
 		return d, at, nil
 	}
-	args := make([]string, 0, 7)
-	args = append(args, strconv.Itoa(n))
-	args = append(args, s.limitArgs(lim).single...)
-	if kind == kindMsLog {
-		args = append(args, strconv.FormatUint(uint64(rand.Uint32()), 10))
-	}
-	if s.clock != nil {
-		args = append(args, s.testNow(), strconv.Itoa(testSlackMs))
-	}
-	res, err := s.run(ctx, singleScripts[kind], []string{s.redisKey(key, lim)}, args)
+	a := s.newArgs(lim, n)
+	sc := singleScripts[a.kind]
+	res, err := s.run(ctx, sc, []string{s.redisKey(key, lim)}, a.appendSingle(make([]string, 0, 6), s.clock != nil))
 	if err != nil {
 		return sluice.Decision{}, 0, err
 	}
 	if len(res) != 5 {
-		return sluice.Decision{}, 0, fmt.Errorf("redisstore: eval %s: reply has %d values, want 5", algFiles[s.kind(lim)], len(res))
+		return sluice.Decision{}, 0, fmt.Errorf("redisstore: eval %s: reply has %d values, want 5", sc.name, len(res))
 	}
 	return decision(lim, res), res[4], nil
 }
 
 // newCall is a batch call deciding n on key under lim.
 func (s *Store) newCall(key string, lim sluice.Limit, n int) *call {
-	kind := s.kind(lim)
 	c := getCall()
 	c.key = s.redisKey(key, lim)
-	c.args[0], c.args[1] = strconv.Itoa(kind), strconv.Itoa(n)
-	copy(c.args[2:5], s.limitArgs(lim).single)
-	if kind == kindMsLog {
-		c.args[4] = strconv.FormatUint(uint64(rand.Uint32()), 10)
-	}
-	c.args[5] = s.testNow()
-	c.work = callWork(kind, n)
+	c.args = s.newArgs(lim, n)
+	c.work = callWork(c.args.kind, n)
 	return c
 }
 
@@ -315,8 +255,9 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return d, time.UnixMicro(at), nil
 }
 
-// Return implements sluice.Leaser with internal/algo's return math, in one
-// script on Redis time.
+// Return implements sluice.Leaser: it gives back n units of a Lease made at
+// at, as far as they still count (as memstore does), in one script on
+// Redis time.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
 	if err := s.check(ctx, key, lim, n); err != nil {
 		return err
@@ -324,13 +265,9 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	if n == 0 {
 		return nil
 	}
-	p := params(lim)
-	args := []string{strconv.Itoa(s.kind(lim)), strconv.Itoa(n), strconv.FormatInt(at.UnixMicro(), 10),
-		strconv.FormatInt(p.Rate, 10), strconv.FormatInt(p.Period, 10), strconv.FormatInt(p.Cap, 10),
-		strconv.FormatInt(p.R, 10), strconv.FormatInt(p.P, 10)}
-	if s.clock != nil {
-		args = append(args, s.testNow())
-	}
+	a := s.newArgs(lim, n)
+	args := a.appendAll(s.clockArgs(make([]string, 0, 8)))
+	args = append(args, strconv.FormatInt(at.UnixMicro(), 10))
 	_, err := s.run(ctx, returnScript, []string{s.redisKey(key, lim)}, args)
 	return err
 }

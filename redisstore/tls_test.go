@@ -53,6 +53,9 @@ func TestOpenWithTLSConfigNeedsRediss(t *testing.T) {
 			t.Errorf("Open(%q, WithTLSConfig) = %v, want an error with %q", tt.url, err, tt.want)
 		}
 	}
+	if _, err := Open(context.Background(), "rediss://127.0.0.1:1", WithTLSConfig(nil)); err == nil || !strings.Contains(err.Error(), "WithTLSConfig(nil)") {
+		t.Errorf("Open(rediss://, WithTLSConfig(nil)) = %v, want an error naming WithTLSConfig(nil)", err)
+	}
 	c := mergeTLS(&tls.Config{}, &tls.Config{ServerName: "host", InsecureSkipVerify: true})
 	if c.ServerName != "host" || !c.InsecureSkipVerify || c.MinVersion != tls.VersionTLS12 {
 		t.Errorf("mergeTLS = ServerName %q, skip %v, min %x", c.ServerName, c.InsecureSkipVerify, c.MinVersion)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -42,7 +43,7 @@ func TestConformanceRedis(t *testing.T) {
 				t.Cleanup(func() { s.Close() })
 				return s
 			}, append(tt.suite, sluicetest.WithClock(func(t *testing.T, clk *sluicetest.Clock) sluice.Store {
-				s := newTiered(t, redisstore.NewRueidis(c, redisstore.WithTestClock(clk.Now)), append(tt.opts, tiered.WithClock(clk.Now))...)
+				s := newTiered(t, redisstore.NewRueidis(c, redisclock.Option[redisstore.Option](clk.Now)), append(tt.opts, tiered.WithClock(clk.Now))...)
 				t.Cleanup(func() { s.Close() })
 				return s
 			}))...)

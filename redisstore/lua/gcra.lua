@@ -1,74 +1,83 @@
--- gcra.lua: one GCRA decision, internal/algo.GCRAStep. Flat on purpose,
--- since this is the hot path: its only functions are read_state and
--- rest_gcra (built in before it), its only table the reply.
--- KEYS[1] = state; ARGV = n, cap*P, P, R, [now µs, test only], [TTL slack
--- ms, test only]. The value is the theoretical arrival time TAT + frac/R:
--- one integer (µs) when frac is 0, "tat:frac" otherwise.
--- Returns {allowed, remaining, retry µs, reset µs, time used µs}.
--- Integers go to redis.call through F('%d', x): a number would be written
--- by Redis with %.17g, exact below 2^53 but several times slower. F is
--- string.format, or, in a batch, a function that formats each integer once
--- for all the batch's decisions (they share now, and often their values).
--- V, in a batch only, is the value that batch.lua's SET NX GET found: the
--- key exists, and is decided as after a GET.
-local F, V = ...
-F = F or string.format
-local floor = math.floor
-local key = KEYS[1]
-local n, full, P, R = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now
-if ARGV[5] then
-  now = tonumber(ARGV[5])
-else
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
+-- gcra.lua: GCRA, internal/algo.GCRAStep (gcra_step) and GCRAReturn
+-- (gcra_return), and the token bucket, which is kept as a TAT too
+-- (internal/algo.Bucket: TokenBucketStep and TokenBucketReturn are GCRA's
+-- math), under its own key letter. The value is the theoretical arrival
+-- time TAT + frac/R: one integer (µs) when frac is 0, "tat:frac" otherwise.
+-- The limit's values are full = cap*P, P and R (internal/algo.Params).
+
+-- gcra_norm reads a TAT under this limit: {-1, R} stands for the epoch
+-- (the zero TAT is an untouched key); a frac written under another Rate is
+-- cut to R-1, within the same µs.
+local function gcra_norm(at, frac, R)
+  if at == -1 and frac == R then return 0, 0 end
+  if frac >= R then return at, R - 1 end
+  return at, frac
 end
-local d = 0
--- An absent key (at rest) admits n with one SET NX GET (read_state.lua).
-local s, px, rem, reset
-if not V then s, px, rem, reset = rest_gcra(n, full, P, R, now, tonumber(ARGV[6]) or 0, F) end
-local v = read_state(key, V, s, px)
-if s and not v then return {1, rem, 0, reset, now} end
-if v then
-  local at, frac
-  local i = string.find(v, ':', 1, true)
-  if i then
-    at, frac = tonumber(string.sub(v, 1, i - 1)), tonumber(string.sub(v, i + 1))
-  else
-    at, frac = tonumber(v), 0
-  end
-  if not (at == 0 and frac == 0) then -- the zero TAT is an untouched key
-    -- Read under this limit: {-1, R} stands for the epoch; a frac written
-    -- under another Rate is cut to R-1, within the same µs.
-    if at == -1 and frac == R then
-      at, frac = 0, 0
-    elseif frac >= R then
-      frac = R - 1
-    end
-    if at > now or (at == now and frac > 0) then
-      if at - now > floor(full / R) + 1 then
-        -- More than a full bucket ahead (Burst lowered, clock behind):
-        -- nothing is admitted, and the times count exactly from the TAT.
-        local ahead = at - now
-        local reset = ahead + floor((frac + R - 1) / R)
-        if n > 0 then return {0, 0, ahead - floor(-(frac + n * P - full) / R), reset, now} end
-        return {1, 0, 0, reset, now}
-      end
-      d = (at - now) * R + frac
-    end
-  end
-end
-local d2 = d + n * P
-if n > 0 and d2 > full then
-  return {0, floor(math.max(full - d, 0) / P), floor((d2 - full + R - 1) / R), floor((d + R - 1) / R), now}
-end
-local reset = floor((d2 + R - 1) / R)
-if n > 0 then
-  local q = floor(d2 / R)
-  local at, frac = now + q, d2 - q * R
+
+-- gcra_val is the value of a TAT; the epoch itself is kept apart from the
+-- zero value as {-1, R}.
+local function gcra_val(at, frac, R)
   if at == 0 and frac == 0 then at, frac = -1, R end
-  local s
-  if frac == 0 then s = F('%d', at) else s = string.format('%d:%d', at, frac) end
-  redis.call('SET', key, s, 'PX', F('%d', floor((reset + 999) / 1000) + (tonumber(ARGV[6]) or 0)))
+  if frac == 0 then return F('%d', at) end
+  return string.format('%d:%d', at, frac)
 end
-return {1, floor(math.max(full - d2, 0) / P), 0, reset, now}
+
+-- gcra_step decides n at now on the value v (false: absent), with the
+-- results of every counter's step (fw_step).
+local function gcra_step(v, now, n, full, P, R)
+  local d = 0 -- the scaled deficit R*(TAT-now)
+  if v then
+    local at, frac = split(v)
+    frac = frac or 0
+    if not (at == 0 and frac == 0) then
+      at, frac = gcra_norm(at, frac, R)
+      if at > now or (at == now and frac > 0) then
+        if at - now > floor(full / R) + 1 then
+          -- More than a full bucket ahead (Burst lowered, clock behind):
+          -- nothing is admitted, and the times count exactly from the TAT.
+          local ahead = at - now
+          local reset = ahead + floor((frac + R - 1) / R)
+          if n > 0 then return 0, 0, ahead - floor(-(frac + n * P - full) / R), reset, now end
+          return 1, 0, 0, reset, now
+        end
+        d = (at - now) * R + frac
+      end
+    end
+  end
+  local d2 = d + n * P
+  if n > 0 and d2 > full then
+    return 0, floor(math.max(full - d, 0) / P), floor((d2 - full + R - 1) / R), floor((d + R - 1) / R), now
+  end
+  local reset = floor((d2 + R - 1) / R)
+  local rem = floor(math.max(full - d2, 0) / P)
+  if n == 0 then return 1, rem, 0, reset, now end
+  local q = floor(d2 / R)
+  local s = gcra_val(now + q, d2 - q * R, R)
+  return 1, rem, 0, reset, now, s, false
+end
+
+-- gcra_return gives back n emission intervals taken at at: the TAT moves
+-- back by what they are still worth at now (n*P less the refill since, in
+-- scaled units); a TAT at or before now is an untouched key.
+local function gcra_return(key, now, at, n, _, P, R)
+  local v = redis.call('GET', key)
+  if not v then return end
+  local t, frac = split(v)
+  frac = frac or 0
+  if t == 0 and frac == 0 then return end
+  local c = n * P
+  local el = now - at
+  if el > 0 then
+    if el >= floor((c + R - 1) / R) then return end
+    c = c - el * R
+  end
+  t, frac = gcra_norm(t, frac, R)
+  local q = floor(c / R)
+  t, frac = t - q, frac - (c - q * R)
+  if frac < 0 then t, frac = t - 1, frac + R end
+  if t < now or (t == now and frac == 0) then
+    redis.call('DEL', key)
+    return
+  end
+  redis.call('SET', key, gcra_val(t, frac, R), 'KEEPTTL')
+end

@@ -1,6 +1,9 @@
--- return.lua: Leaser.Return, internal/algo's *Return math. ARGV = kind, n,
--- at µs, rate, period, cap, R, P, [now µs, test only].
-local p = {rate = tonumber(ARGV[4]), period = tonumber(ARGV[5]), cap = tonumber(ARGV[6]),
-  R = tonumber(ARGV[7]), P = tonumber(ARGV[8])}
-ALG[tonumber(ARGV[1])].ret(KEYS[1], now_us(ARGV[9]), tonumber(ARGV[3]), tonumber(ARGV[2]), p)
+-- return.lua: the driver of Leaser.Return (internal/algo's *Return math),
+-- after the prologue and every algorithm's file: the algorithm's return
+-- function gives back n units taken at at. ARGV = now µs or '' (Redis
+-- TIME), TTL slack ms, kind, n, the limit's values (A, B, C; '' when
+-- unused), at µs.
+local RETURN = {fw_return, sl_return, sw_return, gcra_return, gcra_return, ms_return}
+local A, B, C = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+RETURN[tonumber(ARGV[3])](KEYS[1], now, tonumber(ARGV[8]), tonumber(ARGV[4]), A, B, C)
 return {1}
