@@ -10,7 +10,13 @@ import (
 // false, never an error.
 type Decision struct {
 	Allowed bool
-	Limit   Limit
+	// Degraded is true when the decision was made by the limit's
+	// FailureMode, without the answer of the store that counts (a
+	// failover.Store while its shared store does not answer): Remaining,
+	// RetryAfter and ResetAfter are then those of the failure mode, not of
+	// the key's shared state.
+	Degraded bool
+	Limit    Limit
 	// Remaining is what could still be admitted now.
 	Remaining int
 	// RetryAfter is 0 when Allowed; otherwise the exact wait after which
@@ -18,12 +24,6 @@ type Decision struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to a full, untouched state.
 	ResetAfter time.Duration
-	// Degraded is true when the decision was made by the limit's
-	// FailureMode, without the answer of the store that counts (a
-	// failover.Store while its shared store does not answer): Remaining,
-	// RetryAfter and ResetAfter are then those of the failure mode, not of
-	// the key's shared state.
-	Degraded bool
 }
 
 // Store applies one algorithm step for key atomically.

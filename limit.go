@@ -70,13 +70,13 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 // Limit is a quota: Rate events per Period, counted by Algorithm.
 type Limit struct {
 	Algorithm Algorithm
-	Rate      int           // events allowed per Period, > 0
-	Period    time.Duration // >= 1ms, a whole number of microseconds
-	Burst     int           // TokenBucket/GCRA capacity; 0 means Rate
 	// FailureMode is how a failover store decides for this limit while its
 	// shared store does not answer; FailDefault (the zero value) is that
 	// store's default. Every other store ignores it.
-	FailureMode FailureMode `json:",omitempty"`
+	FailureMode FailureMode   `json:",omitempty"`
+	Rate        int           // events allowed per Period, > 0
+	Period      time.Duration // >= 1ms, a whole number of microseconds
+	Burst       int           // TokenBucket/GCRA capacity; 0 means Rate
 }
 
 // MinPeriod is the shortest Period a Limit may have.
