@@ -13,7 +13,8 @@ import (
 // zero time and a nil error admitted and leased nothing: the store could
 // not lease (failover's, while its shared store does not answer), and the
 // caller decides the request with AllowN instead, which applies the limit's
-// failure mode.
+// failure mode. Its RetryAfter is how long the caller should decide the
+// key without leases before it asks for one again.
 type Leaser interface {
 	Store
 	// Lease admits n like AllowN and also reports the store's time of the

@@ -217,8 +217,10 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 // breaker is open, the call failed, or the store is not a sluice.Leaser),
 // it returns a Decision with Degraded true and Allowed false, a zero time
 // and a nil error: nothing was admitted or leased, and the caller decides
-// the request with AllowN, which applies the failure mode. A degraded
-// Lease is not a decision: Stats and the Observer count the AllowN.
+// the request with AllowN, which applies the failure mode; its RetryAfter
+// is how long the caller should decide without leases (the probe interval,
+// or a minute when the store cannot lease). A degraded Lease is not a
+// decision: Stats and the Observer count the AllowN.
 func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	if s.isDone.Load() {
 		return sluice.Decision{}, time.Time{}, sluice.ErrClosed
@@ -226,8 +228,11 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
-	if s.leaser == nil || s.br.open() {
-		return sluice.Decision{Limit: lim, Degraded: true}, time.Time{}, nil
+	if s.leaser == nil {
+		return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: noLeaser}, time.Time{}, nil
+	}
+	if s.br.open() {
+		return s.noLease(lim), time.Time{}, nil
 	}
 	cctx, cancel := s.deadline(ctx)
 	start := time.Now()
@@ -237,9 +242,21 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err, ok := s.settle(ctx, lat, err); !ok {
 		return sluice.Decision{}, time.Time{}, err
 	} else if err != nil {
-		return sluice.Decision{Limit: lim, Degraded: true}, time.Time{}, nil
+		return s.noLease(lim), time.Time{}, nil
 	}
 	return d, at, nil
+}
+
+// noLeaser is how long a degraded Lease tells its caller to decide without
+// leases when the shared store cannot lease at all.
+const noLeaser = time.Minute
+
+// noLease is a degraded Lease's answer while the shared store does not
+// answer: nothing leased, and no lease asked for until the breaker may be
+// closed again (the probe interval), so that the caller's decisions in the
+// meantime each pass through this store once, by AllowN.
+func (s *Store) noLease(lim sluice.Limit) sluice.Decision {
+	return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: s.cfg.probeInterval}
 }
 
 // Return implements sluice.Leaser: it passes the call to the shared store

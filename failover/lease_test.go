@@ -46,8 +46,8 @@ func TestLeaseDegraded(t *testing.T) {
 	f.mode.Store(failing)
 	for i := range 3 { // a failed call, a failed call that opens, the breaker open
 		d, at, err := s.Lease(ctx0, "k", hourly, 3)
-		if err != nil || d.Allowed || !d.Degraded || !at.IsZero() || d.Limit != hourly {
-			t.Errorf("Lease #%d on a failing store = %+v, %v, %v; want degraded, not allowed, zero time, no error", i, d, at, err)
+		if err != nil || d.Allowed || !d.Degraded || !at.IsZero() || d.Limit != hourly || d.RetryAfter != time.Hour {
+			t.Errorf("Lease #%d on a failing store = %+v, %v, %v; want degraded, not allowed, RetryAfter the probe interval, zero time, no error", i, d, at, err)
 		}
 	}
 	if got := f.calls.Load(); got != 2 {
@@ -87,8 +87,8 @@ func TestReturnFailure(t *testing.T) {
 func TestLeaseWithoutLeaser(t *testing.T) {
 	s := mustNew(t, onlyStore{memstore.New()})
 	d, at, err := s.Lease(context.Background(), "k", hourly, 1)
-	if err != nil || d.Allowed || !d.Degraded || !at.IsZero() {
-		t.Errorf("Lease over a plain Store = %+v, %v, %v; want degraded, nothing leased", d, at, err)
+	if err != nil || d.Allowed || !d.Degraded || !at.IsZero() || d.RetryAfter != time.Minute {
+		t.Errorf("Lease over a plain Store = %+v, %v, %v; want degraded, nothing leased, no lease asked for a minute", d, at, err)
 	}
 	if err := s.Return(context.Background(), "k", hourly, 1, at); err == nil {
 		t.Error("Return over a plain Store succeeded, want an error")

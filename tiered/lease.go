@@ -81,6 +81,9 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 			forget(sh, ck, e) // a new key's invalid request keeps no state
 		}
 	case d.Degraded:
+		// Decide without leases for as long as the store asks: each
+		// decision meanwhile passes the store once, by AllowN.
+		e.noLeaseUntil = now + d.RetryAfter
 	case d.Allowed:
 		e.g = g
 		e.denyN = 0

@@ -57,8 +57,12 @@ func TestInvalidOptions(t *testing.T) {
 
 // degrading is a shared store that answers every call degraded, as
 // failover does while its shared store is down: AllowN denies with a long
-// RetryAfter; Lease admits and leases nothing.
-type degrading struct{ allows, leases atomic.Int64 }
+// RetryAfter; Lease admits and leases nothing, asking for no lease for
+// leaseRetry.
+type degrading struct {
+	allows, leases atomic.Int64
+	leaseRetry     time.Duration
+}
 
 func (d *degrading) AllowN(_ context.Context, _ string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	d.allows.Add(1)
@@ -67,7 +71,7 @@ func (d *degrading) AllowN(_ context.Context, _ string, lim sluice.Limit, n int)
 
 func (d *degrading) Lease(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Decision, time.Time, error) {
 	d.leases.Add(1)
-	return sluice.Decision{Limit: lim, Degraded: true}, time.Time{}, nil
+	return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: d.leaseRetry}, time.Time{}, nil
 }
 
 func (d *degrading) Return(context.Context, string, sluice.Limit, int, time.Time) error {
@@ -75,18 +79,23 @@ func (d *degrading) Return(context.Context, string, sluice.Limit, int, time.Time
 }
 
 // A degraded denial is never cached, and a degraded Lease keeps nothing:
-// the request is decided by the shared store's AllowN, every time.
+// the request is decided by the shared store's AllowN, every time; and no
+// lease is asked for again within the degraded Lease's RetryAfter, so each
+// of those decisions passes the store once.
 func TestDegradedAnswersAreNotKept(t *testing.T) {
+	leasing := []tiered.Option{tiered.WithLeases(10, 1, time.Hour), tiered.WithRefreshAhead(0.5)}
 	for _, tt := range []struct {
-		name   string
-		opts   []tiered.Option
-		leases int64
+		name       string
+		opts       []tiered.Option
+		leaseRetry time.Duration
+		leases     int64
 	}{
-		{"DenialCache", nil, 0},
-		{"Leases", []tiered.Option{tiered.WithLeases(10, 1, time.Hour), tiered.WithRefreshAhead(0.5)}, 5},
+		{"DenialCache", nil, 0, 0},
+		{"Leases", leasing, 0, 5},
+		{"LeasesAfterRetryAfter", leasing, time.Hour, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			x := &degrading{}
+			x := &degrading{leaseRetry: tt.leaseRetry}
 			s := newTiered(t, x, tt.opts...)
 			lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour}
 			for i := range 5 {

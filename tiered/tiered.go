@@ -109,6 +109,10 @@ type entry struct {
 	ewma      float64 // units asked per lifetime
 	lastUse   time.Duration
 	dead      bool // removed from its shard: look the key up again
+
+	// noLeaseUntil (local time): a degraded Lease asked to decide without
+	// leases until then, each decision by the shared store's AllowN.
+	noLeaseUntil time.Duration
 }
 
 // New returns a Store in front of shared and starts its sweeper, or an
@@ -248,6 +252,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	now := s.mono()
 	sh.mu.Lock()
 	e := sh.m[ck] // the one lookup of the decision: later steps keep e
+	noLease := false
 	if e != nil {
 		e.lastUse = now
 		if d, k, ok := s.fromEntry(sh, e, ck, now, n, true); ok {
@@ -257,9 +262,10 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 			}
 			return d, nil
 		}
+		noLease = now < e.noLeaseUntil
 	}
 	sh.mu.Unlock()
-	return s.slow(ctx, sh, ck, e, n)
+	return s.slow(ctx, sh, ck, e, n, noLease)
 }
 
 // fromEntry decides from e alone: a cached denial, or a spend from its
@@ -283,14 +289,15 @@ func (s *Store) fromEntry(sh *shard, e *entry, ck ckey, now time.Duration, n int
 }
 
 // slow decides through the shared store, e being ck's entry as the fast
-// path found it (nil when it had none).
-func (s *Store) slow(ctx context.Context, sh *shard, ck ckey, e *entry, n int) (sluice.Decision, error) {
+// path found it (nil when it had none); noLease when a degraded Lease asked
+// for none for now.
+func (s *Store) slow(ctx context.Context, sh *shard, ck ckey, e *entry, n int, noLease bool) (sluice.Decision, error) {
 	s.life.RLock()
 	defer s.life.RUnlock()
 	if s.closed.Load() {
 		return sluice.Decision{}, sluice.ErrClosed
 	}
-	if !s.leasable(ck.lim) {
+	if noLease || !s.leasable(ck.lim) {
 		return s.direct(ctx, sh, ck, e, n)
 	}
 	return s.viaLease(ctx, sh, ck, e, n)
