@@ -48,8 +48,9 @@
 // shared store cannot answer (or that a shared store without leases is
 // asked for) admits and leases nothing: it returns a Decision with Degraded
 // set, Allowed false and no error, and the caller decides the request with
-// AllowN, which applies the failure mode. A Return while the breaker is
-// open is ErrBreakerOpen, without a call.
+// AllowN, which applies the failure mode; its RetryAfter (the probe
+// interval) is how long the caller should decide without leases. A Return
+// while the breaker is open is ErrBreakerOpen, without a call.
 //
 // # Observing
 //
