@@ -24,8 +24,10 @@ type breaker struct {
 	onOpen  func(cause error)
 	onClose func(downtime time.Duration)
 
-	isOpen   atomic.Bool
+	isOpen   atomic.Bool  // read by every call
 	openedAt atomic.Int64 // ns since the start
+	// Written by every shared call: off isOpen's cache line.
+	_        [64]byte
 	consec   atomic.Int64
 	winStart atomic.Int64 // ns since the start
 	winCalls atomic.Int64

@@ -53,8 +53,13 @@ type Store struct {
 
 	mu     sync.Mutex // guards closed
 	closed bool
-	isDone atomic.Bool
+	isDone atomic.Bool // read by every call
 
+	// The counters are written by every call: a cache line of their own,
+	// so that the fields every call reads are not invalidated by them
+	// (with two cores deciding, sharing the line cost every decision
+	// about a tenth of its time while the breaker was open).
+	_                               [64]byte
 	sharedCalls, sharedErrors       atomic.Int64
 	degradedAllowed, degradedDenied atomic.Int64
 }

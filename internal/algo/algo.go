@@ -108,14 +108,18 @@ func CheckBounds(k Kind, rate, burst, period int64) error {
 			return boundsErr("Rate", "Rate × Period (%d × %dµs) is too large for exact sliding_window arithmetic (limit 2^53); use a shorter Period or fixed_window", rate, period)
 		}
 	case TokenBucket, GCRA:
-		c, field := rate, "Rate"
+		c := rate
 		if burst > 0 {
-			c, field = burst, "Burst"
+			c = burst
 		}
 		g := gcd(rate, period)
 		pp, rr := period/g, rate/g
 		// The scaled deficit plus one request's worth is at most 2·Cap·P.
 		if c >= MaxExact/4 || 2*c > (MaxExact-1)/pp {
+			field := "Rate" // the capacity's field
+			if burst > 0 {
+				field = "Burst"
+			}
 			return boundsErr(field, "Burst × Period/gcd(Rate, Period) (%d × %dµs) is too large for exact %s arithmetic (limit 2^52)", c, pp, kindName(k))
 		}
 		// GCRA's deficit (TAT-now)·R + Frac is formed up to Cap·P + 2·R, one
