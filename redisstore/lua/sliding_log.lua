@@ -63,15 +63,20 @@ end
 -- A trim removes at most n + 16 of the oldest expired entries (and '#',
 -- written again below), so that its work follows the cost admitted, not
 -- the log's length: at least 9 more than were admitted since the last
--- trim, which keeps a key within Rate + 24 entries.
-local function sl_write(key, now, n, _, per)
+-- trim, which keeps a key within Rate + 24 entries. AllowMulti's commit
+-- (every true) trims at every write instead, at most n + 3: it writes up to
+-- 16 logs in one call, whose work this keeps within the bound of one, and
+-- each of its trims still removes more than it adds.
+local function sl_write(key, now, n, _, per, _, every)
   local seq = 0
   local s = redis.call('ZSCORE', key, '#')
   if s then seq = -tonumber(s) end
   local cut = now - per
-  if cut >= 0 and floor((seq + n) / 8) > floor(seq / 8) then
+  if cut >= 0 and (every or floor((seq + n) / 8) > floor(seq / 8)) then
     local old = redis.call('ZCOUNT', key, '-inf', F('%d', cut))
-    if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, n + 17) - 1)) end
+    local most = n + 17
+    if every then most = n + 3 end
+    if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, most) - 1)) end
   end
   local t = F('%d', now)
   local args = {F('%d', -(seq + n)), '#'}
