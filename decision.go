@@ -59,13 +59,17 @@ type MultiStore interface {
 // ValidateKey reports an empty key or one longer than MaxKeyLen bytes. Keys
 // are otherwise opaque bytes: any byte, UTF-8 or not, is allowed.
 func ValidateKey(key string) error {
-	switch {
-	case key == "":
-		return &LimitError{Field: "Key", Reason: "key is empty", Err: ErrInvalidKey}
-	case len(key) > MaxKeyLen:
-		return &LimitError{Field: "Key", Reason: fmt.Sprintf("key is %d bytes, longer than %d", len(key), MaxKeyLen), Err: ErrInvalidKey}
+	if key != "" && len(key) <= MaxKeyLen {
+		return nil // inlined: a valid key costs no call
 	}
-	return nil
+	return keyError(key)
+}
+
+func keyError(key string) error {
+	if key == "" {
+		return &LimitError{Field: "Key", Reason: "key is empty", Err: ErrInvalidKey}
+	}
+	return &LimitError{Field: "Key", Reason: fmt.Sprintf("key is %d bytes, longer than %d", len(key), MaxKeyLen), Err: ErrInvalidKey}
 }
 
 // CombineRetry returns the longest RetryAfter of ds: the wait after which a
