@@ -2,12 +2,12 @@ package tiered
 
 import (
 	"context"
-	"errors"
 	"math"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // grant is one lease: units admitted by the shared store at its time at.
@@ -77,7 +77,7 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 	close(ch)
 	switch {
 	case err != nil:
-		if invalid(err) && e.leases <= 1 && e.denyN == 0 && e.next.units == 0 && !e.refreshing {
+		if validate.IsInput(err) && e.leases <= 1 && e.denyN == 0 && e.next.units == 0 && !e.refreshing {
 			forget(sh, ck, e) // a new key's invalid request keeps no state
 		}
 	case d.Degraded:
@@ -99,12 +99,6 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 		s.shared_.Add(1)
 	}
 	return d, err
-}
-
-// invalid reports an error about the request rather than the store.
-func invalid(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
-		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrExceedsCapacity)
 }
 
 // take spends n units from the key's lease, moving on to the lease taken

@@ -3,6 +3,7 @@
 package validate
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sluicehq/sluice"
@@ -52,4 +53,12 @@ func Multi(reqs []sluice.Request) error {
 		return &sluice.LimitError{Field: "Requests", Reason: fmt.Sprintf("AllowMulti asks %d sliding-log units in all, more than %d at once", units, sluice.MaxSlidingLogRate), Err: sluice.ErrExceedsCapacity}
 	}
 	return nil
+}
+
+// IsInput reports an error about the request (its key, limit or cost)
+// rather than about the store that was asked: what Request, Cost and Multi
+// return.
+func IsInput(err error) bool {
+	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
+		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrExceedsCapacity)
 }
