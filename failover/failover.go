@@ -167,12 +167,9 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	cause := ErrBreakerOpen
 	if !s.br.open() {
-		cctx, cancel := s.deadline(ctx)
-		start := time.Now()
-		d, err := s.shared.AllowN(cctx, key, lim, n)
-		lat := time.Since(start)
-		cancel()
-		failure, ok := s.settle(ctx, lat, err)
+		c := s.begin(ctx)
+		d, err := s.shared.AllowN(c.ctx, key, lim, n)
+		failure, ok := s.end(c, err)
 		if !ok {
 			return sluice.Decision{}, failure
 		} else if failure == nil {
@@ -204,12 +201,9 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if s.br.open() {
 		return s.degradeMulti(ctx, reqs, ErrBreakerOpen)
 	}
-	cctx, cancel := s.deadline(ctx)
-	start := time.Now()
-	ds, err := s.multi.AllowMulti(cctx, reqs)
-	lat := time.Since(start)
-	cancel()
-	if err, ok := s.settle(ctx, lat, err); !ok {
+	c := s.begin(ctx)
+	ds, err := s.multi.AllowMulti(c.ctx, reqs)
+	if err, ok := s.end(c, err); !ok {
 		return nil, err
 	} else if err != nil {
 		return s.degradeMulti(ctx, reqs, err)
@@ -239,12 +233,9 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if s.br.open() {
 		return s.noLease(lim), time.Time{}, nil
 	}
-	cctx, cancel := s.deadline(ctx)
-	start := time.Now()
-	d, at, err := s.leaser.Lease(cctx, key, lim, n)
-	lat := time.Since(start)
-	cancel()
-	if err, ok := s.settle(ctx, lat, err); !ok {
+	c := s.begin(ctx)
+	d, at, err := s.leaser.Lease(c.ctx, key, lim, n)
+	if err, ok := s.end(c, err); !ok {
 		return sluice.Decision{}, time.Time{}, err
 	} else if err != nil {
 		return s.noLease(lim), time.Time{}, nil
@@ -281,13 +272,30 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	if s.br.open() {
 		return ErrBreakerOpen
 	}
-	cctx, cancel := s.deadline(ctx)
-	start := time.Now()
-	err := s.leaser.Return(cctx, key, lim, n, at)
-	lat := time.Since(start)
-	cancel()
-	err, _ = s.settle(ctx, lat, err)
+	c := s.begin(ctx)
+	err := s.leaser.Return(c.ctx, key, lim, n, at)
+	err, _ = s.end(c, err)
 	return err
+}
+
+// call is one shared call: begun under the store's deadline, made with
+// its ctx, ended (and accounted for) with the call's error.
+type call struct {
+	parent, ctx context.Context
+	cancel      context.CancelFunc
+	start       time.Time
+}
+
+func (s *Store) begin(ctx context.Context) call {
+	cctx, cancel := s.deadline(ctx)
+	return call{parent: ctx, ctx: cctx, cancel: cancel, start: time.Now()}
+}
+
+// end accounts for c as settle does, and returns what settle returns.
+func (s *Store) end(c call, err error) (error, bool) {
+	lat := time.Since(c.start)
+	c.cancel()
+	return s.settle(c.parent, lat, err)
 }
 
 // deadline is the context of a shared call: ctx with the store's timeout,
@@ -338,9 +346,7 @@ func (s *Store) settle(ctx context.Context, lat time.Duration, err error) (error
 // isCallerError reports errors that say something about the request, not
 // about the store's health.
 func isCallerError(err error) bool {
-	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
-		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrExceedsCapacity) ||
-		errors.Is(err, sluice.ErrClosed) || errors.Is(err, sluice.ErrMultiUnsupported)
+	return validate.IsInput(err) || errors.Is(err, sluice.ErrClosed) || errors.Is(err, sluice.ErrMultiUnsupported)
 }
 
 // ping probes the shared store for the breaker.
