@@ -7,7 +7,8 @@ import "errors"
 // It wraps Err: ErrInvalidLimit (the default, when Err is nil),
 // ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
 type LimitError struct {
-	// Field is "Algorithm", "Rate", "Period", "Burst" or "FailureMode" for
+	// Field is "Algorithm", "Rate", "Period", "Burst", "FailureMode" or
+	// "Counting" for
 	// the limit, "Key" for the key and "N" for the cost.
 	Field string
 	// Reason names the field and the offending value.

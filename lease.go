@@ -23,6 +23,10 @@ type Leaser interface {
 	// Return gives back n units of a lease admitted at at: afterwards the
 	// key is as if they had never been admitted, as far as they still
 	// count at all. Returning more than was leased cannot raise the limit
-	// beyond an untouched key.
+	// beyond an untouched key. A zero at means the store's own time now
+	// (Redis time for redisstore): a refund whose admission time the caller
+	// does not know (Envoy's is_negative_hits) gives back units as if they
+	// had been admitted now, so that it credits at most what the key
+	// counts at present.
 	Return(ctx context.Context, key string, lim Limit, n int, at time.Time) error
 }

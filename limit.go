@@ -73,10 +73,13 @@ type Limit struct {
 	// FailureMode is how a failover store decides for this limit while its
 	// shared store does not answer; FailDefault (the zero value) is that
 	// store's default. Every other store ignores it.
-	FailureMode FailureMode   `json:",omitempty"`
-	Rate        int           // events allowed per Period, > 0
-	Period      time.Duration // >= 1ms, a whole number of microseconds
-	Burst       int           // TokenBucket/GCRA capacity; 0 means Rate
+	FailureMode FailureMode `json:",omitempty"`
+	// Counting says which hits the limit records: CountAdmitted (the zero
+	// value) only what it admits, CountAll every hit (see Counting).
+	Counting Counting      `json:",omitempty"`
+	Rate     int           // events allowed per Period, > 0
+	Period   time.Duration // >= 1ms, a whole number of microseconds
+	Burst    int           // TokenBucket/GCRA capacity; 0 means Rate
 }
 
 // MinPeriod is the shortest Period a Limit may have.
@@ -116,6 +119,9 @@ func (l Limit) WithBurst(burst int) Limit { l.Burst = burst; return l }
 // WithFailureMode returns a copy of l that fails by mode m.
 func (l Limit) WithFailureMode(m FailureMode) Limit { l.FailureMode = m; return l }
 
+// WithCounting returns a copy of l that records hits by c.
+func (l Limit) WithCounting(c Counting) Limit { l.Counting = c; return l }
+
 // Capacity is the largest n a single request may ask for: Burst (or Rate
 // when Burst is 0) for TokenBucket and GCRA, Rate otherwise.
 func (l Limit) Capacity() int {
@@ -149,6 +155,10 @@ func (l Limit) Validate() error {
 		return bad("Burst", "Burst %d applies only to token_bucket and gcra, not %v", l.Burst, l.Algorithm)
 	case !l.FailureMode.valid():
 		return bad("FailureMode", "FailureMode %d is unknown", l.FailureMode)
+	case !l.Counting.valid():
+		return bad("Counting", "Counting %d is unknown", l.Counting)
+	case l.Counting == CountAll && l.Algorithm == SlidingLog:
+		return bad("Counting", "sliding_log keeps one entry per admitted unit and cannot count hits beyond its Rate; use sliding_window to count every hit")
 	}
 	if err := algo.CheckBounds(l.kind(), int64(l.Rate), int64(l.Burst), l.Period.Microseconds()); err != nil {
 		var be *algo.BoundsError
@@ -168,6 +178,9 @@ func (l Limit) String() string {
 	}
 	if l.FailureMode != FailDefault {
 		s += ", fails " + l.FailureMode.String()
+	}
+	if l.Counting != CountAdmitted {
+		s += ", counts " + l.Counting.String()
 	}
 	return s + ")"
 }

@@ -27,6 +27,12 @@ func Cost(lim sluice.Limit, n int) error {
 	if n < 0 {
 		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d must be >= 0", n), Err: sluice.ErrInvalidCost}
 	}
+	if lim.Counting == sluice.CountAll {
+		if n > sluice.MaxCharge {
+			return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but a charge is at most %d", n, sluice.MaxCharge), Err: sluice.ErrExceedsCapacity}
+		}
+		return nil
+	}
 	if c := lim.Capacity(); n > c {
 		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but %v admits at most %d at once", n, lim, c), Err: sluice.ErrExceedsCapacity}
 	}
