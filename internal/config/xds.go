@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -35,6 +37,10 @@ func FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	if len(resources) > MaxXDSResources {
 		return nil, Errors{{File: "xds", Msg: fmt.Sprintf("%d resources: at most %d", len(resources), MaxXDSResources)}}
 	}
+	// In name order, so that an error names the same resource whatever
+	// the order of the control plane's response.
+	resources = slices.Clone(resources)
+	slices.SortStableFunc(resources, func(a, b *rlsconf.RateLimitConfig) int { return strings.Compare(a.GetName(), b.GetName()) })
 	c := Empty()
 	var errs Errors
 	for i, r := range resources {

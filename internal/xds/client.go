@@ -15,7 +15,9 @@ package xds
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -134,9 +136,20 @@ type Client struct {
 	md   metadata.MD
 	rnd  func() float64
 	// accepted is the version of the last accepted update, sent again when
-	// the client subscribes anew; only the Run goroutine touches it.
+	// the client subscribes anew; rejected is the digest of the last
+	// rejected response and why. Only the Run goroutine touches them.
 	accepted string
+	rejected struct {
+		digest [32]byte
+		err    error
+	}
 }
+
+// RepeatDelay paces the NACKs of a response the client rejected already: a
+// control plane answers a NACK with the same response again (the snapshot
+// in force did not change), and without a pause the two would loop as fast
+// as the network allows.
+const RepeatDelay = time.Second
 
 // New checks o and returns a client; Run connects it.
 func New(o Options) (*Client, error) {
@@ -253,7 +266,7 @@ func (c *Client) stream(ctx context.Context) (delivered bool, err error) {
 			return delivered, err
 		}
 		delivered = true
-		req := c.handle(resp)
+		req := c.handle(ctx, resp)
 		if err := st.Send(req); err != nil {
 			return delivered, recvErr(st, err)
 		}
@@ -269,24 +282,62 @@ func recvErr(st grpc.BidiStreamingClient[discovery.DiscoveryRequest, discovery.D
 	return err
 }
 
-// handle decodes and applies a response and returns its ACK or NACK.
-func (c *Client) handle(resp *discovery.DiscoveryResponse) *discovery.DiscoveryRequest {
+// handle decodes and applies a response and returns its ACK or NACK. The
+// same response rejected again is NACKed again, after RepeatDelay, without
+// applying it.
+func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) *discovery.DiscoveryRequest {
 	req := &discovery.DiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}
+	digest := digestOf(resp)
+	if c.rejected.err != nil && digest == c.rejected.digest {
+		req.VersionInfo = c.accepted
+		req.ErrorDetail = &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: truncate(c.rejected.err.Error(), MaxErrorDetailBytes)}
+		c.o.Log.Debug("xds: the rejected configuration again (NACK)", "version", resp.GetVersionInfo())
+		t := time.NewTimer(RepeatDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		return req
+	}
 	u, err := decode(resp)
 	if err == nil {
 		err = c.o.Apply(u)
 	}
 	if err != nil {
+		c.rejected.digest, c.rejected.err = digest, err
 		req.VersionInfo = c.accepted
 		req.ErrorDetail = &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: truncate(err.Error(), MaxErrorDetailBytes)}
 		c.o.Log.Error("xds: configuration rejected (NACK); keeping the running configuration",
 			"version", resp.GetVersionInfo(), "running_version", c.accepted, "err", err)
 		return req
 	}
+	c.rejected.err = nil
 	c.accepted = resp.GetVersionInfo()
 	req.VersionInfo = c.accepted
-	c.o.Log.Info("xds: configuration accepted (ACK)", "version", c.accepted, "resources", len(u.Resources))
+	c.o.Log.Debug("xds: configuration accepted (ACK)", "version", c.accepted, "resources", len(u.Resources))
 	return req
+}
+
+// digestOf is the digest of what a response says: its type, version and
+// resources, not its nonce.
+func digestOf(resp *discovery.DiscoveryResponse) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	write := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	write([]byte(resp.GetTypeUrl()))
+	write([]byte(resp.GetVersionInfo()))
+	for _, a := range resp.GetResources() {
+		write([]byte(a.GetTypeUrl()))
+		write(a.GetValue())
+	}
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // decode checks a response's type and decodes its resources.

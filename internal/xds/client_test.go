@@ -33,11 +33,17 @@ type applied struct {
 	versions []string
 	cfg      *config.Config
 	changed  chan struct{}
+	attempts map[string]int // Apply calls by version
 }
 
-func newApplied() *applied { return &applied{changed: make(chan struct{}, 100)} }
+func newApplied() *applied {
+	return &applied{changed: make(chan struct{}, 100), attempts: map[string]int{}}
+}
 
 func (a *applied) apply(u xds.Update) error {
+	a.mu.Lock()
+	a.attempts[u.Version]++
+	a.mu.Unlock()
 	c, err := config.FromXDS(u.Resources)
 	if err != nil {
 		return err
@@ -154,6 +160,11 @@ func TestLifecycle(t *testing.T) {
 	a.mu.Lock()
 	if got := strings.Join(a.versions, ","); got != "v1,v2" {
 		t.Errorf("applied %q, want v1,v2", got)
+	}
+	// The control plane answers a NACK with the same response: the
+	// client NACKs it again, paced, without applying it again.
+	if n := a.attempts["v3"]; n != 1 {
+		t.Errorf("v3 applied %d times, want once", n)
 	}
 	a.mu.Unlock()
 
