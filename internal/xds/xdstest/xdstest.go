@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	cache "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -34,7 +35,8 @@ type Server struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every request or stream
 	requests []*discovery.DiscoveryRequest
-	headers  []metadata.MD // of every stream opened
+	nodes    map[int64]string // stream -> the node id of its first request
+	headers  []metadata.MD    // of every stream opened
 	grpc     *grpc.Server
 	done     chan struct{} // closed when grpc's Serve returns
 }
@@ -43,7 +45,7 @@ type Server struct {
 // the test's cleanup stops it.
 func Start(t testing.TB, tlsConfig *tls.Config) *Server {
 	t.Helper()
-	s := &Server{cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil), tls: tlsConfig, changed: make(chan struct{})}
+	s := &Server{cache: cache.NewSnapshotCache(true, cache.IDHash{}, nil), tls: tlsConfig, changed: make(chan struct{}), nodes: map[int64]string{}}
 	s.xds = server.NewServer(context.Background(), s.cache, server.CallbackFuncs{
 		StreamOpenFunc: func(ctx context.Context, _ int64, _ string) error {
 			md, _ := metadata.FromIncomingContext(ctx)
@@ -53,9 +55,15 @@ func Start(t testing.TB, tlsConfig *tls.Config) *Server {
 			s.mu.Unlock()
 			return nil
 		},
-		StreamRequestFunc: func(_ int64, r *discovery.DiscoveryRequest) error {
+		StreamRequestFunc: func(id int64, r *discovery.DiscoveryRequest) error {
+			r = proto.Clone(r).(*discovery.DiscoveryRequest)
 			s.mu.Lock()
-			s.requests = append(s.requests, proto.Clone(r).(*discovery.DiscoveryRequest))
+			if r.GetNode() != nil {
+				s.nodes[id] = r.GetNode().GetId()
+			} else if n, ok := s.nodes[id]; ok {
+				r.Node = &corev3.Node{Id: n} // the stream's node, for WaitRequest's predicates
+			}
+			s.requests = append(s.requests, r)
 			s.notify()
 			s.mu.Unlock()
 			return nil
@@ -140,7 +148,8 @@ func (s *Server) Set(t testing.TB, node, version string, resources ...*rlsconf.R
 }
 
 // WaitRequest waits until the server has received a request for which ok
-// is true, and returns it; it fails the test after timeout.
+// is true, and returns it; it fails the test after timeout. A request
+// without a node carries the node id of its stream's first request.
 func (s *Server) WaitRequest(t testing.TB, timeout time.Duration, ok func(*discovery.DiscoveryRequest) bool) *discovery.DiscoveryRequest {
 	t.Helper()
 	var found *discovery.DiscoveryRequest
@@ -195,6 +204,11 @@ func IsACK(version string) func(*discovery.DiscoveryRequest) bool {
 	return func(r *discovery.DiscoveryRequest) bool {
 		return r.GetResponseNonce() != "" && r.GetErrorDetail() == nil && r.GetVersionInfo() == version
 	}
+}
+
+// ACKOf reports whether r is node's acknowledgement of version.
+func ACKOf(node, version string) func(*discovery.DiscoveryRequest) bool {
+	return func(r *discovery.DiscoveryRequest) bool { return r.GetNode().GetId() == node && IsACK(version)(r) }
 }
 
 // IsNACK reports whether r rejects a response, keeping version.
