@@ -34,8 +34,8 @@ type xdsFlags struct {
 func (g *xdsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.server, "xds-server", "", "take the configuration from this xDS control plane (`HOST:PORT`): RateLimitConfig resources over ADS, state of the world, as envoyproxy/ratelimit's CONFIG_TYPE=GRPC_XDS_SOTW; an alternative to --config")
 	fs.StringVar(&g.nodeID, "xds-node-id", "default", "the xDS node `id` sent to the control plane, which serves a snapshot per node id")
-	fs.StringVar(&g.nodeMetadata, "xds-node-metadata", "", "the xDS node's metadata, string values: `k=v,k2:v2` (each entry k=v or k:v)")
-	fs.StringVar(&g.headers, "xds-headers", "", "gRPC metadata sent to the control plane on every stream: `k=v,k2:v2` (each entry k=v or k:v; names in lower case)")
+	fs.StringVar(&g.nodeMetadata, "xds-node-metadata", "", "the xDS node's metadata, string values, comma-separated: `k=v,k2:v2`")
+	fs.StringVar(&g.headers, "xds-headers", "", "gRPC metadata sent to the control plane on every stream, comma-separated: `k=v,k2:v2` (names are lower-cased)")
 	fs.BoolVar(&g.tls, "xds-tls", false, "connect to the control plane over TLS (the system's CAs unless --xds-tls-ca)")
 	fs.StringVar(&g.tlsCA, "xds-tls-ca", "", "with --xds-tls: verify the control plane's certificate with the CAs of this PEM `file`")
 	fs.StringVar(&g.tlsCert, "xds-tls-cert", "", "with --xds-tls: present this PEM client certificate `file` to the control plane (mTLS); re-read when it changes")

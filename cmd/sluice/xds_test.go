@@ -160,6 +160,11 @@ func TestServeXDSForceStart(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "xDS") {
 		t.Fatalf("/readyz before a configuration: %d %q", code, body)
 	}
+	// No domain yet: answered as an unknown domain, OK with no limit.
+	before, err := p.rls.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "xds", Descriptors: []*rlpb.RateLimitDescriptor{d("k", "a")}, HitsAddend: 1})
+	if err != nil || before.GetOverallCode() != pb.RateLimitResponse_OK || before.GetStatuses()[0].GetCurrentLimit() != nil {
+		t.Fatalf("before a configuration: %v %v", before, err)
+	}
 	cp.Set(t, "sluice-test", "v1", xdsDomain("r1", 1))
 	cp.WaitRequest(t, xdsWait, xdstest.IsACK("v1"))
 	for deadline := time.Now().Add(xdsWait); ; time.Sleep(5 * time.Millisecond) {
@@ -171,7 +176,7 @@ func TestServeXDSForceStart(t *testing.T) {
 		}
 	}
 	resp, err := p.rls.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "xds", Descriptors: []*rlpb.RateLimitDescriptor{d("k", "a")}, HitsAddend: 1})
-	if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK {
+	if err != nil || resp.GetOverallCode() != pb.RateLimitResponse_OK || resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() != 1 {
 		t.Fatalf("after the first configuration: %v %v", resp, err)
 	}
 }
