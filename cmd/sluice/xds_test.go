@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
+	"github.com/sluicehq/sluice/internal/certs/certstest"
 	"github.com/sluicehq/sluice/internal/xds/xdstest"
 )
 
@@ -231,4 +233,26 @@ func TestE2EXDS(t *testing.T) {
 	admits(t, should, "c", 3)
 	p.waitLog(t, "configuration rejected (NACK)")
 	metricsHave(t, func(path string) (int, string) { return p.get(t, path) }, `sluice_config_info{source="xds",version="v2"} 1`)
+}
+
+// TestServeXDSmTLS: --xds-tls-* reach the control plane over mTLS.
+func TestServeXDSmTLS(t *testing.T) {
+	ca := certstest.NewCA(t, "control plane CA")
+	clientCA := certstest.NewCA(t, "client CA")
+	dir := t.TempDir()
+	caFile := ca.Write(t, dir, "ca")
+	certFile, keyFile := clientCA.Client(t, "sluice").Write(t, dir, "client")
+	cp := xdstest.Start(t, &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "xds.test", "xds.test").TLS},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCA.Pool(), MinVersion: tls.VersionTLS12})
+	cp.Set(t, "sluice-test", "v1", xdsDomain("r1", 2))
+	p := serveInProcess(t, nil, xdsArgs(cp, "--xds-tls", "--xds-tls-ca", caFile, "--xds-tls-cert", certFile,
+		"--xds-tls-key", keyFile, "--xds-tls-server-name", "xds.test")...)
+	cp.WaitRequest(t, xdsWait, xdstest.IsACK("v1"))
+	admits(t, func(r *pb.RateLimitRequest) *pb.RateLimitResponse {
+		resp, err := p.rls.ShouldRateLimit(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}, "a", 2)
 }
