@@ -14,14 +14,17 @@
 package xds
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -320,20 +323,28 @@ func (c *Client) handle(ctx context.Context, resp *discovery.DiscoveryResponse) 
 }
 
 // digestOf is the digest of what a response says: its type, version and
-// resources, not its nonce.
+// resources in any order (a control plane may send them in another order
+// each time), not its nonce.
 func digestOf(resp *discovery.DiscoveryResponse) [32]byte {
-	h := sha256.New()
 	var n [8]byte
-	write := func(b []byte) {
+	write := func(h hash.Hash, b []byte) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
 		h.Write(n[:])
 		h.Write(b)
 	}
-	write([]byte(resp.GetTypeUrl()))
-	write([]byte(resp.GetVersionInfo()))
-	for _, a := range resp.GetResources() {
-		write([]byte(a.GetTypeUrl()))
-		write(a.GetValue())
+	res := make([][32]byte, len(resp.GetResources()))
+	for i, a := range resp.GetResources() {
+		h := sha256.New()
+		write(h, []byte(a.GetTypeUrl()))
+		write(h, a.GetValue())
+		h.Sum(res[i][:0])
+	}
+	slices.SortFunc(res, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+	h := sha256.New()
+	write(h, []byte(resp.GetTypeUrl()))
+	write(h, []byte(resp.GetVersionInfo()))
+	for _, r := range res {
+		h.Write(r[:])
 	}
 	var d [32]byte
 	h.Sum(d[:0])
