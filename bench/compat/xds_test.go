@@ -5,10 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
@@ -61,8 +63,8 @@ func xdsConfig(t *testing.T, file string, rpu func(key string, n uint32) uint32)
 			if l := d.RateLimit; l != nil {
 				unit := rlsconf.RateLimitUnit(rlsconf.RateLimitUnit_value[strings.ToUpper(l.Unit)])
 				if l.Unit != "" && unit == rlsconf.RateLimitUnit_UNKNOWN {
-					// WEEK, MONTH, YEAR: not in this version of the proto.
-					t.Logf("xds: descriptor %s: unit %q has no RateLimitUnit in this proto, the descriptor is left out", d.Key, l.Unit)
+					// WEEK, MONTH, YEAR are not in the proto: the
+					// descriptor is left out (its requests match nothing).
 					continue
 				}
 				n := l.RequestsPerUnit
@@ -85,7 +87,8 @@ func xdsConfig(t *testing.T, file string, rpu func(key string, n uint32) uint32)
 // (--xds-server) on one xDS control plane, which serves them
 // testdata/compat.yaml as a RateLimitConfig, and compares their answers to
 // random sequences; halfway, the control plane pushes an update (the
-// "plain" limit raised from 5 to 8 a minute) that both apply.
+// "plain" limit raised from 5 to 8 a minute) that both apply, and last an
+// invalid one (the domain in two resources) that both reject.
 func TestCompatXDS(t *testing.T) {
 	referenceBin(t)
 	file, err := filepath.Abs(filepath.Join("testdata", "compat.yaml"))
@@ -93,7 +96,12 @@ func TestCompatXDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d)", seed, seed)
 	sequences := max(defaultSequences/3, 1)
 
 	cp := xdstest.Start(t, nil)
@@ -136,6 +144,19 @@ func TestCompatXDS(t *testing.T) {
 	t.Run("random after the update", func(t *testing.T) {
 		testRandom(t, c, rand.New(rand.NewPCG(seed, 2)), sequences)
 	})
+
+	// An invalid update, the domain in two resources: both reject it
+	// (NACK) and go on with v2.
+	dup := xdsConfig(t, file, nil)
+	dup.Name = "compat-again"
+	cp.Set(t, "ref", "v3", v2, dup)
+	cp.Set(t, "sluice", "v3", v2, dup)
+	for _, node := range []string{"ref", "sluice"} {
+		cp.WaitRequest(t, 30*time.Second, func(r *discovery.DiscoveryRequest) bool {
+			return r.GetNode().GetId() == node && xdstest.IsNACK("v2")(r)
+		})
+	}
+	plainLimit(t, c, 8)
 	c.summary(t)
 }
 
