@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 func xdsLimit(unit rlsconf.RateLimitUnit, rpu uint32) *rlsconf.RateLimitPolicy {
@@ -142,4 +143,34 @@ func TestFromXDSErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFromXDS: any RateLimitConfig a control plane can send gives a
+// Config or an Errors, never a panic.
+func FuzzFromXDS(f *testing.F) {
+	seed := &rlsconf.RateLimitConfig{Name: "n", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{
+		{Key: "k", Value: "v*", RateLimit: xdsLimit(rlsconf.RateLimitUnit_MINUTE, 3), Descriptors: []*rlsconf.RateLimitDescriptor{
+			{Key: "k2", RateLimit: &rlsconf.RateLimitPolicy{Unlimited: true, Name: "x", Replaces: []*rlsconf.RateLimitReplace{{Name: "y"}}}}}},
+	}}
+	b, err := proto.Marshal(seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r rlsconf.RateLimitConfig
+		if proto.Unmarshal(b, &r) != nil {
+			return
+		}
+		c, err := FromXDS([]*rlsconf.RateLimitConfig{&r, &r})
+		if err == nil {
+			t.Fatalf("the same domain twice loaded: %v", c.Domains())
+		}
+		if _, ok := err.(Errors); !ok {
+			t.Fatalf("error %T is no Errors: %v", err, err)
+		}
+		if c, err = FromXDS([]*rlsconf.RateLimitConfig{&r}); err == nil && len(c.Domains()) != 1 {
+			t.Fatalf("one resource gave domains %v", c.Domains())
+		}
+	})
 }
