@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"crypto/tls"
 	"net/http"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -255,4 +257,40 @@ func TestServeXDSmTLS(t *testing.T) {
 		}
 		return resp
 	}, "a", 2)
+}
+
+// TestConfigInfoFiles: sluice_config_info tells the files' version, which
+// a reload changes.
+func TestConfigInfoFiles(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "a.yaml")
+	writeFile(t, cfg, "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+	p := serveInProcess(t, nil, "--config", cfg, "--reload-interval", "10ms")
+	get := func(path string) (int, string) {
+		resp, err := http.Get(p.http + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	version := func() string {
+		_, body := get("/metrics")
+		m := regexp.MustCompile(`sluice_config_info\{source="file",version="([0-9a-f]{12})"\} 1`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("no sluice_config_info of files in:\n%s", grepLines(body, "sluice_config"))
+		}
+		return m[1]
+	}
+	v1 := version()
+	writeFile(t, cfg, "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n")
+	for deadline := time.Now().Add(xdsWait); version() == v1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the version did not change with the files")
+		}
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "sluice_config_last_load_timestamp_seconds") {
+		t.Error("no sluice_config_last_load_timestamp_seconds")
+	}
 }
