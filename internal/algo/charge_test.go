@@ -2,6 +2,7 @@ package algo
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -145,5 +146,58 @@ func TestChargeDebtBound(t *testing.T) {
 				t.Errorf("Return(%d) = %+v, want an untouched key", maxCharge, got)
 			}
 		})
+	}
+}
+
+// TestChargeProperties: on random sequences of charges, a Charge step
+// decides as the step without counting denials does (and admits into the
+// same state), denies a cost of 0 exactly while the key is in debt, keeps
+// the debt within its bound, and a denial's RetryAfter is exact: a cost of
+// 1 (of 0, for a cost of 0) is denied 1µs before it and admitted at it.
+func TestChargeProperties(t *testing.T) {
+	kinds := []Kind{FixedWindow, SlidingWindow, TokenBucket, GCRA}
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		k := kinds[rng.IntN(len(kinds))]
+		rate := 1 + rng.Int64N(20)
+		burst := int64(0)
+		if k == TokenBucket || k == GCRA {
+			burst = rng.Int64N(2 * rate)
+		}
+		period := []int64{1000, 7000, sec, 3 * sec, 60 * sec}[rng.IntN(5)]
+		p := chargeParams(k, rate, burst, period)
+		m := newMachine(p)
+		now := int64(1_700_000_000_000_000) + rng.Int64N(period)
+		for i := range 60 {
+			now += rng.Int64N(period/rate + 2)
+			n := []int64{0, 1, 1 + rng.Int64N(p.Cap), 1 + rng.Int64N(4*p.Cap)}[rng.IntN(4)]
+			before := m.clone()
+			plain := before.clone()
+			plain.p.Charge = false
+			want := plain.step(now, n)
+			got := m.charge(now, n)
+			switch {
+			case n > 0 && n <= p.Cap && got.Allowed != want.Allowed:
+				t.Fatalf("seed %d step %d: Charge(%d) allowed %v, the step %v", seed, i, n, got.Allowed, want.Allowed)
+			case got.Allowed && n > 0 && (got != want || m.state(now) != plain.state(now)):
+				t.Fatalf("seed %d step %d: Charge(%d) admitted as %+v into %s, the step as %+v into %s", seed, i, n, got, m.state(now), want, plain.state(now))
+			case n > p.Cap && got.Allowed:
+				t.Fatalf("seed %d step %d: Charge(%d) over the capacity %d admitted", seed, i, n, p.Cap)
+			case m.w.Count > p.Debt || m.c.Cur > p.Debt || chargeDeficit(m.t, now, p) > p.Debt || chargeDeficit(m.b, now, p) > p.Debt:
+				t.Fatalf("seed %d step %d: state %s beyond the bound %d", seed, i, m.state(now), p.Debt)
+			}
+			if got.Allowed {
+				continue
+			}
+			// The wait is exact, on the state the charge left.
+			c := min(n, 1)
+			early, late := m.clone(), m.clone()
+			if r := early.charge(now+got.RetryAfter-1, c); r.Allowed {
+				t.Fatalf("seed %d step %d: a cost of %d 1µs before RetryAfter %d admitted (%+v)", seed, i, c, got.RetryAfter, r)
+			}
+			if r := late.charge(now+got.RetryAfter, c); !r.Allowed {
+				t.Fatalf("seed %d step %d: a cost of %d at RetryAfter %d denied (%+v), state %s", seed, i, c, got.RetryAfter, r, m.state(now))
+			}
+		}
 	}
 }
