@@ -13,6 +13,10 @@
 // options: the Store then answers every call with an error naming the
 // option, and keeps no state.
 //
+// A limit that counts every hit (sluice.CountAll) is charged whatever the
+// decision, its debt bounded as internal/algo's Charge steps bound it
+// (docs/bounds.md).
+//
 // Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
 // all-or-nothing under the locks of every shard involved), sluice.Leaser
 // (Lease and Return, for tiered) and io.Closer (Close stops the sweeper and
