@@ -27,6 +27,11 @@ type Leaser interface {
 	// (Redis time for redisstore): a refund whose admission time the caller
 	// does not know (Envoy's is_negative_hits) gives back units as if they
 	// had been admitted now, so that it credits at most what the key
-	// counts at present.
+	// counts at present: the units leave the current window, move a
+	// bucket's TAT back by their full worth, or remove a log's newest
+	// entries; an untouched key stays untouched and a key in debt (a limit
+	// counting every hit) has its debt reduced. n may be up to MaxCharge
+	// whatever the limit's Counting. Limiter.Refund calls it with a zero
+	// at, and Reservation.Settle with the reservation's time.
 	Return(ctx context.Context, key string, lim Limit, n int, at time.Time) error
 }

@@ -13,6 +13,10 @@
 // options: the Store then answers every call with an error naming the
 // option, and keeps no state.
 //
+// A limit that counts every hit (sluice.CountAll) is charged whatever the
+// decision, its debt bounded as internal/algo's Charge steps bound it
+// (docs/bounds.md).
+//
 // Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
 // all-or-nothing under the locks of every shard involved), sluice.Leaser
 // (Lease and Return, for tiered) and io.Closer (Close stops the sweeper and
@@ -274,6 +278,7 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	// costs a store-forwarding stall per decision.
 	d.Allowed = r.Allowed
 	d.Limit.Algorithm, d.Limit.Rate, d.Limit.Period, d.Limit.Burst = lim.Algorithm, lim.Rate, lim.Period, lim.Burst
+	d.Limit.Counting = lim.Counting
 	d.Remaining = int(r.Remaining)
 	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond
@@ -297,7 +302,7 @@ func (sh *shard) decide(s *Store, h uint64, key string, p *algo.Params, now, n i
 	case e == nil:
 		fresh := entry{h: h}
 		r = sh.step(&fresh, now, p, n, true)
-		if r.Allowed && n > 0 {
+		if counted(p, r, n) {
 			sh.insertH(h, p.Period, key, now, s).setState(&fresh)
 			sh.noteExpiry(fresh.expires)
 		}
@@ -306,12 +311,12 @@ func (sh *shard) decide(s *Store, h uint64, key string, p *algo.Params, now, n i
 		// this request is counted.
 		sh.reset(e)
 		r = sh.step(e, now, p, n, true)
-		if !r.Allowed || n == 0 {
+		if !counted(p, r, n) {
 			sh.removeAt(i)
 		}
 	default:
 		r = sh.step(e, now, p, n, true)
-		if stamp && r.Allowed && n > 0 {
+		if stamp && counted(p, r, n) {
 			now = sh.stamp(e, now, p)
 		}
 	}
@@ -342,7 +347,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || int64(n) > p.Cap {
+	if n < 0 || int64(n) > p.Cap && !(p.Charge && n <= sluice.MaxCharge) {
 		return nil, validate.Request(key, lim, n)
 	}
 	return p, nil

@@ -3,6 +3,9 @@
 // Redis, atomic, in one round trip, on Redis's own clock (TIME, in integer
 // microseconds), with the same integer math as memstore: the five
 // algorithms give the same decisions here as there, to the microsecond.
+// A limit that counts every hit (sluice.CountAll) runs its algorithm's
+// charge, in scripts of its own, with the same debt bounds as memstore;
+// Return with a zero time refunds at Redis's time.
 //
 // # Clients
 //

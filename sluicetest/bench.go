@@ -10,8 +10,12 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// benchLimit is the limit Bench uses for algorithm a.
+// benchLimit is the limit Bench uses for algorithm a: 1000 per second, or
+// for the sliding log its largest Rate, 500, per half second.
 func benchLimit(a sluice.Algorithm) sluice.Limit {
+	if a == sluice.SlidingLog {
+		return sluice.Limit{Algorithm: a, Rate: sluice.MaxSlidingLogRate, Period: 500 * time.Millisecond}
+	}
 	return sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
 }
 
