@@ -97,7 +97,11 @@ func (e *refEnv) ignore(name, reason string) {
 // assign sets flag to value; vars are the variables value comes from (none
 // set: the reference's default).
 func (e *refEnv) assign(flagName, value string, unless []string, vars ...string) {
-	def := !slices.ContainsFunc(vars, e.set)
+	set := slices.DeleteFunc(slices.Clone(vars), func(v string) bool { return !e.set(v) })
+	def := len(set) == 0
+	if !def {
+		vars = set
+	}
 	e.plan.Assign = append(e.plan.Assign, refAssign{Var: strings.Join(vars, ","), Flag: flagName, Value: value, Default: def, Unless: unless})
 }
 
@@ -254,7 +258,7 @@ func (e *refEnv) configSource() {
 		// Both of the reference's layouts read the files below
 		// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
 		dir := filepath.Join(e.str("RUNTIME_ROOT", "/srv/runtime_data/current"), e.str("RUNTIME_SUBDIRECTORY", ""), e.str("RUNTIME_APPDIRECTORY", "config"))
-		e.assign("config", dir, xdsFlags, "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY")
+		e.assign("config", dir, xdsFlags, "CONFIG_TYPE", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES")
 		for _, v := range []string{"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA",
 			"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
 			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
@@ -263,7 +267,7 @@ func (e *refEnv) configSource() {
 			e.ignore(v, "CONFIG_TYPE is FILE")
 		}
 	case "GRPC_XDS_SOTW":
-		e.assign("xds-server", e.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), fileFlags, "CONFIG_GRPC_XDS_SERVER_URL")
+		e.assign("xds-server", e.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), fileFlags, "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_URL")
 		e.assign("xds-node-id", e.str("CONFIG_GRPC_XDS_NODE_ID", "default"), fileFlags, "CONFIG_GRPC_XDS_NODE_ID")
 		if v, _ := e.get("CONFIG_GRPC_XDS_NODE_METADATA"); v != "" {
 			e.assign("xds-node-metadata", v, fileFlags, "CONFIG_GRPC_XDS_NODE_METADATA")
@@ -340,7 +344,7 @@ func (e *refEnv) store() {
 	useTLS := e.boolean("REDIS_TLS", false)
 	u, ok := e.redisURL(useTLS)
 	if ok {
-		e.assign("redis", u, nil, "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
+		e.assign("redis", u, nil, "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
 	}
 	if useTLS {
 		e.assignIfSet("redis-tls-ca", "REDIS_TLS_CACERT", redis...)
@@ -376,9 +380,14 @@ func (e *refEnv) store() {
 	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
 		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size")
 	}
+	perSecond := "sluice keeps the counters of every unit, per-second ones too, in REDIS_URL's Redis"
 	if e.boolean("REDIS_PERSECOND", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND",
-			Msg: "sluice keeps the counters of every unit, per-second ones too, in REDIS_URL's Redis; REDIS_PERSECOND_* are not used"})
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND", Msg: perSecond})
+	}
+	for _, v := range []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
+		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
+		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"} {
+		e.ignore(v, perSecond)
 	}
 	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
 }
@@ -597,7 +606,7 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 	}
 	m.ignored = plan.Ignored
 	if len(errs) > 0 {
-		return fmt.Errorf("the reference's environment (--reference-env %s): %s", m, strings.Join(errs, "; "))
+		return fmt.Errorf("envoyproxy/ratelimit's environment variables (--reference-env %s): %s", m, strings.Join(errs, "; "))
 	}
 	return nil
 }
