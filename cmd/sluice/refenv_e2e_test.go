@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,7 +15,14 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
+	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
+	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -246,4 +254,205 @@ func runSluice(t *testing.T, env []string, args ...string) (string, int) {
 		t.Fatalf("sluice %v: %v", args, err)
 	}
 	return out.String(), 0
+}
+
+// xdsControlPlane is an in-process xDS server, built as Envoy Gateway's
+// control plane is, from go-control-plane's server and snapshot cache.
+type xdsControlPlane struct {
+	addr  string
+	cache cachev3.SnapshotCache
+}
+
+// startXDS serves ADS on a loopback port with TLS, asking for client
+// certificates of ca (Envoy Gateway's mTLS to its rate-limit service).
+func startXDS(t *testing.T, ca *certstest.CA, leaf *certstest.Leaf) *xdsControlPlane {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
+	srv := serverv3.NewServer(ctx, cache, nil)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{leaf.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
+	gs := grpc.NewServer(grpc.Creds(creds))
+	discoverypb.RegisterAggregatedDiscoveryServiceServer(gs, srv)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(l)
+	t.Cleanup(func() { gs.Stop(); cancel() })
+	return &xdsControlPlane{addr: l.Addr().String(), cache: cache}
+}
+
+// push sets the node's snapshot: version, and one RateLimitConfig per
+// config.
+func (x *xdsControlPlane) push(t *testing.T, node, version string, configs ...*rlsconfv3.RateLimitConfig) {
+	t.Helper()
+	var res []types.Resource
+	for _, c := range configs {
+		res = append(res, c)
+	}
+	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.cache.SetSnapshot(context.Background(), node, snap); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// egLimits is domain eg's configuration as Envoy Gateway pushes it: the
+// limit of generic_key=default, and probe, always over its limit (a zero
+// rate), which tells that the configuration is in force.
+func egLimits(version string, perMinute uint32) *rlsconfv3.RateLimitConfig {
+	return &rlsconfv3.RateLimitConfig{Name: "eg-" + version, Domain: "eg", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "generic_key", Value: "default", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: perMinute}},
+		{Key: "probe", Value: version, RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 0}},
+	}}
+}
+
+// TestE2EReferenceEnvXDS starts the built binary with Envoy Gateway's
+// environment exactly as its rate-limit Deployment sets it (testdata
+// deployments/default.yaml: CONFIG_TYPE=GRPC_XDS_SOTW, mTLS to the control
+// plane, TLS gRPC, Redis over TCP), an xDS server pushing RateLimitConfig
+// resources, and Redis; it answers Envoy's requests by the pushed limits and
+// takes an update.
+func TestE2EReferenceEnvXDS(t *testing.T) {
+	if !hasServeFlag("xds-server") {
+		t.Skip("waits for serve's xDS client: the flags --xds-server, --xds-node-id, --xds-tls, --xds-tls-ca, --xds-tls-cert and --xds-tls-key (CONFIG_TYPE=GRPC_XDS_SOTW)")
+	}
+	rd := redistest.Server(t)
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "envoy gateway CA")
+	leaf := ca.Server(t, "envoy-gateway", "127.0.0.1")
+	certFile, keyFile := leaf.Write(t, dir, "tls")
+	caFile := ca.Write(t, dir, "ca")
+	cp := startXDS(t, ca, leaf)
+	const node = "envoy-ratelimit"
+	cp.push(t, node, "v1", egLimits("v1", 3))
+
+	env := map[string]string{
+		"RUNTIME_ROOT":                       "/data",
+		"RUNTIME_SUBDIRECTORY":               "ratelimit",
+		"RUNTIME_IGNOREDOTFILES":             "true",
+		"RUNTIME_WATCH_ROOT":                 "false",
+		"LOG_LEVEL":                          "info",
+		"USE_STATSD":                         "false",
+		"CONFIG_TYPE":                        "GRPC_XDS_SOTW",
+		"CONFIG_GRPC_XDS_SERVER_URL":         cp.addr,
+		"CONFIG_GRPC_XDS_NODE_ID":            node,
+		"GRPC_SERVER_USE_TLS":                "true",
+		"GRPC_SERVER_TLS_CERT":               certFile,
+		"GRPC_SERVER_TLS_KEY":                keyFile,
+		"GRPC_SERVER_TLS_CA_CERT":            caFile,
+		"CONFIG_GRPC_XDS_SERVER_USE_TLS":     "true",
+		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":    certFile,
+		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":     keyFile,
+		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT":  caFile,
+		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
+		"REDIS_SOCKET_TYPE":                  "tcp",
+		"REDIS_URL":                          rd.Addr,
+		"USE_PROMETHEUS":                     "true",
+		"PROMETHEUS_ADDR":                    "127.0.0.1:0",
+		"PROMETHEUS_MAPPER_YAML":             "/etc/statsd-exporter/conf.yaml",
+	}
+	p := start(t, envList(env))
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := pb.NewRateLimitServiceClient(conn)
+	should := func(hits uint32, kv ...string) pb.RateLimitResponse_Code {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: rlsDescriptors(kv...), HitsAddend: hits})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%v): %v", kv, err)
+		}
+		return resp.OverallCode
+	}
+	// inForce waits until version's configuration decides.
+	inForce := func(version string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); should(0, "probe", version) != pb.RateLimitResponse_OVER_LIMIT; {
+			if time.Now().After(deadline) {
+				t.Fatalf("xDS configuration %s not in force after 15s", version)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	inForce("v1")
+	for i := range 4 {
+		want := pb.RateLimitResponse_OK
+		if i == 3 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if got := should(1, "generic_key", "default"); got != want {
+			t.Errorf("v1 hit %d: %v, want %v", i+1, got, want)
+		}
+	}
+	if keys, err := rd.Do("KEYS", "sluice:*"); err != nil || keys == "" {
+		t.Errorf("Redis keys %q, %v; want sluice's counters", keys, err)
+	}
+
+	// An update replaces the configuration: 10 a minute now, the same
+	// counter (4 hits so far, or 3 when denied hits are not counted).
+	cp.push(t, node, "v2", egLimits("v2", 10))
+	inForce("v2")
+	used := 4
+	if !hasServeFlag("counting") {
+		used = 3
+	}
+	for i := used; i < 11; i++ {
+		want := pb.RateLimitResponse_OK
+		if i == 10 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if got := should(1, "generic_key", "default"); got != want {
+			t.Errorf("v2 hit %d: %v, want %v", i+1, got, want)
+		}
+	}
+}
+
+// TestXDSControlPlaneFixture: the test's control plane serves the pushed
+// RateLimitConfig over ADS with mTLS, as TestE2EReferenceEnvXDS needs, so
+// that a failure there is serve's.
+func TestXDSControlPlaneFixture(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "envoy gateway CA")
+	leaf := ca.Server(t, "envoy-gateway", "127.0.0.1")
+	leaf.Write(t, dir, "tls")
+	cp := startXDS(t, ca, leaf)
+	cp.push(t, "envoy-ratelimit", "v1", egLimits("v1", 3))
+	dial := func(certs []tls.Certificate) (*discoverypb.DiscoveryResponse, error) {
+		conn, err := grpc.NewClient(cp.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: certs})))
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		stream, err := discoverypb.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := stream.Send(&discoverypb.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-ratelimit"}, TypeUrl: resourcev3.RateLimitConfigType}); err != nil {
+			return nil, err
+		}
+		return stream.Recv()
+	}
+	resp, err := dial([]tls.Certificate{leaf.TLS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.VersionInfo != "v1" || len(resp.Resources) != 1 {
+		t.Fatalf("version %q, %d resources", resp.VersionInfo, len(resp.Resources))
+	}
+	var c rlsconfv3.RateLimitConfig
+	if err := resp.Resources[0].UnmarshalTo(&c); err != nil || c.Domain != "eg" || len(c.Descriptors) != 2 {
+		t.Fatalf("resource %v: %v", &c, err)
+	}
+	if _, err := dial(nil); err == nil {
+		t.Error("ADS without a client certificate succeeded")
+	}
 }
