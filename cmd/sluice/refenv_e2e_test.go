@@ -98,6 +98,7 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 	// start's --http, --grpc and --log-level debug are flags: they win over
 	// PORT, GRPC_PORT and LOG_LEVEL.
 	p := start(t, envList(env))
+	p.waitLog(t, `"msg":"sluice listening"`) // after the lines checked here, copied from a pipe
 	log := p.stderr.String()
 	for _, want := range []string{`"level":"WARN","msg":"configured by envoyproxy/ratelimit's environment variables`,
 		"--config=" + conf, "--redis=redis://" + rd.Addr, "--tls-grpc-only=true", `"var":"PROMETHEUS_MAPPER_YAML"`, `"var":"GRPC_SERVER_TLS_CA_CERT"`} {
@@ -206,6 +207,7 @@ func TestE2EReferenceEnvUnixSocket(t *testing.T) {
 	if keys, err := rd.Do("KEYS", "sluice:*"); err != nil || keys == "" {
 		t.Errorf("Redis keys %q, %v; want sluice's counters", keys, err)
 	}
+	p.waitLog(t, "msg=\"sluice listening\"")
 	log := p.stderr.String()
 	for _, want := range []string{"--redis=unix://:xxxxx@" + sock, "var=USE_STATSD", "--debug-addr=127.0.0.1:0"} {
 		if !strings.Contains(log, want) {
