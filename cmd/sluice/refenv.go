@@ -316,7 +316,7 @@ func (e *refEnv) configSource() {
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
 		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
 	}
-	e.ignore("FORCE_START_WITHOUT_INITIAL_CONFIG", "sluice listens at once, whatever configuration it has")
+	e.ignore("FORCE_START_WITHOUT_INITIAL_CONFIG", "sluice's start does not depend on it")
 	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
 	if e.boolean("MERGE_DOMAIN_CONFIG", false) {
 		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "MERGE_DOMAIN_CONFIG",
@@ -626,8 +626,11 @@ func (m *refMode) log(log *slog.Logger) {
 			applied = append(applied, a.Var+" → "+s)
 		}
 	}
-	log.Warn("configured by envoyproxy/ratelimit's environment variables (--reference-env "+m.String()+"); flags and SLUICE_* variables win",
-		"applied", strings.Join(applied, "; "), "reference_defaults", strings.Join(defaults, " "))
+	attrs := []any{"applied", strings.Join(applied, "; ")}
+	if len(defaults) > 0 {
+		attrs = append(attrs, "reference_defaults", strings.Join(defaults, " "))
+	}
+	log.Warn("configured by envoyproxy/ratelimit's environment variables (--reference-env "+m.String()+"); flags and SLUICE_* variables win", attrs...)
 	for _, a := range m.overruled {
 		if !a.Default {
 			log.Info("reference variable overruled by a flag or SLUICE_* variable", "var", a.Var, "flag", "--"+a.Flag)

@@ -458,3 +458,26 @@ func TestXDSControlPlaneFixture(t *testing.T) {
 		t.Error("ADS without a client certificate succeeded")
 	}
 }
+
+// TestE2ERatelimitName: installed as /bin/ratelimit (the command Envoy
+// Gateway's Deployment runs), the binary is sluice serve.
+func TestE2ERatelimitName(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "ratelimit")
+	b, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, "-h").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Usage: sluice serve [flags]") || !strings.Contains(string(out), "-reference-env") {
+		t.Errorf("ratelimit -h: %v\n%s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, name, "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--reference-env", "on", "--redis", "redis://127.0.0.1:1", "--redis-required").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "/srv/runtime_data/current/config") {
+		t.Errorf("ratelimit with the reference's defaults: %v, want the configuration error of RUNTIME_ROOT's default\n%s", err, out)
+	}
+}
