@@ -195,7 +195,7 @@ func (e *refEnv) listeners() {
 		e.ignore("PROMETHEUS_ADDR", "USE_PROMETHEUS is not true")
 		e.ignore("PROMETHEUS_PATH", "USE_PROMETHEUS is not true")
 	}
-	e.ignore("PROMETHEUS_MAPPER_YAML", "sluice's metrics have their own names (see docs/metrics.md); there is no statsd mapping")
+	e.ignore("PROMETHEUS_MAPPER_YAML", "sluice's metrics have their own names (sluice_*, listed at /metrics); there is no statsd mapping")
 
 	if e.boolean("GRPC_SERVER_USE_TLS", false) {
 		tls := []string{"tls-cert", "tls-key"}
@@ -359,7 +359,11 @@ func (e *refEnv) store() {
 			e.ignore(v, "REDIS_TLS is not true")
 		}
 	}
-	e.duration("redis-timeout", "REDIS_TIMEOUT")
+	if v, _ := e.get("REDIS_TIMEOUT"); v == "0" || v == "0s" {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_TIMEOUT", Msg: "0 (no timeout): every Redis call keeps --redis-timeout's deadline"})
+	} else {
+		e.duration("redis-timeout", "REDIS_TIMEOUT")
+	}
 	if e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
 		e.assign("readyz-breaker", "true", nil, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
 	}
