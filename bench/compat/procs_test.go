@@ -300,8 +300,15 @@ func startReference(t *testing.T, yaml string, env ...string) *service {
 // reason: the configuration corpus nests up to 64 levels, the default is 16.
 func startSluice(t *testing.T, name, yaml string, extra ...string) *service {
 	t.Helper()
+	return startSluiceArgs(t, name, append([]string{"--config", yaml}, extra...)...)
+}
+
+// startSluiceArgs is startSluice with its configuration in args: --config,
+// or --xds-server.
+func startSluiceArgs(t *testing.T, name string, extra ...string) *service {
+	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
-	args := append([]string{"serve", "--config", yaml,
+	args := append([]string{"serve",
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready,
 		"--log-level", "warn", "--response-headers", "--reload-interval", "0", "--max-hits", "1099511627776", "--max-descriptor-entries", "128"}, extra...)
 	cmd := exec.Command(sluiceBin, args...)

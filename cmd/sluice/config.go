@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"time"
@@ -62,3 +63,15 @@ func (g *configFlags) load(check func(*config.Config) error) (c *config.Config, 
 	}
 	return c, sum, err
 }
+
+// info is the configuration's source and version in sluice_config_info.
+func (g *configFlags) info(sum [32]byte) (source, version string) {
+	if g.file == "" {
+		return "builtin", "example"
+	}
+	return "file", fileVersion(sum)
+}
+
+// fileVersion is the version of a configuration loaded from files in
+// sluice_config_info: the start of its fingerprint.
+func fileVersion(sum [32]byte) string { return hex.EncodeToString(sum[:6]) }

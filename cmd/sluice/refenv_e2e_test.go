@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,19 +14,14 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	discoverypb "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/sluicehq/sluice/internal/certs/certstest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/xds/xdstest"
 )
 
 // envList turns m into KEY=VALUE entries for exec.
@@ -258,49 +252,6 @@ func runSluice(t *testing.T, env []string, args ...string) (string, int) {
 	return out.String(), 0
 }
 
-// xdsControlPlane is an in-process xDS server, built as Envoy Gateway's
-// control plane is, from go-control-plane's server and snapshot cache.
-type xdsControlPlane struct {
-	addr  string
-	cache cachev3.SnapshotCache
-}
-
-// startXDS serves ADS on a loopback port with TLS, asking for client
-// certificates of ca (Envoy Gateway's mTLS to its rate-limit service).
-func startXDS(t *testing.T, ca *certstest.CA, leaf *certstest.Leaf) *xdsControlPlane {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cache := cachev3.NewSnapshotCache(true, cachev3.IDHash{}, nil)
-	srv := serverv3.NewServer(ctx, cache, nil)
-	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{leaf.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
-	gs := grpc.NewServer(grpc.Creds(creds))
-	discoverypb.RegisterAggregatedDiscoveryServiceServer(gs, srv)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(l)
-	t.Cleanup(func() { gs.Stop(); cancel() })
-	return &xdsControlPlane{addr: l.Addr().String(), cache: cache}
-}
-
-// push sets the node's snapshot: version, and one RateLimitConfig per
-// config.
-func (x *xdsControlPlane) push(t *testing.T, node, version string, configs ...*rlsconfv3.RateLimitConfig) {
-	t.Helper()
-	var res []types.Resource
-	for _, c := range configs {
-		res = append(res, c)
-	}
-	snap, err := cachev3.NewSnapshot(version, map[resourcev3.Type][]types.Resource{resourcev3.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := x.cache.SetSnapshot(context.Background(), node, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // egLimits is domain eg's configuration as Envoy Gateway pushes it: the
 // limit of generic_key=default, and probe, always over its limit (a zero
 // rate), which tells that the configuration is in force.
@@ -318,18 +269,15 @@ func egLimits(version string, perMinute uint32) *rlsconfv3.RateLimitConfig {
 // resources, and Redis; it answers Envoy's requests by the pushed limits and
 // takes an update.
 func TestE2EReferenceEnvXDS(t *testing.T) {
-	if !hasServeFlag("xds-server") {
-		t.Skip("waits for serve's xDS client: the flags --xds-server, --xds-node-id, --xds-tls, --xds-tls-ca, --xds-tls-cert and --xds-tls-key (CONFIG_TYPE=GRPC_XDS_SOTW)")
-	}
 	rd := redistest.Server(t)
 	dir := t.TempDir()
 	ca := certstest.NewCA(t, "envoy gateway CA")
 	leaf := ca.Server(t, "envoy-gateway", "127.0.0.1")
 	certFile, keyFile := leaf.Write(t, dir, "tls")
 	caFile := ca.Write(t, dir, "ca")
-	cp := startXDS(t, ca, leaf)
+	cp := xdstest.Start(t, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
 	const node = "envoy-ratelimit"
-	cp.push(t, node, "v1", egLimits("v1", 3))
+	cp.Set(t, node, "v1", egLimits("v1", 3))
 
 	env := map[string]string{
 		"RUNTIME_ROOT":                       "/data",
@@ -339,7 +287,7 @@ func TestE2EReferenceEnvXDS(t *testing.T) {
 		"LOG_LEVEL":                          "info",
 		"USE_STATSD":                         "false",
 		"CONFIG_TYPE":                        "GRPC_XDS_SOTW",
-		"CONFIG_GRPC_XDS_SERVER_URL":         cp.addr,
+		"CONFIG_GRPC_XDS_SERVER_URL":         cp.Addr,
 		"CONFIG_GRPC_XDS_NODE_ID":            node,
 		"GRPC_SERVER_USE_TLS":                "true",
 		"GRPC_SERVER_TLS_CERT":               certFile,
@@ -399,7 +347,7 @@ func TestE2EReferenceEnvXDS(t *testing.T) {
 
 	// An update replaces the configuration: 10 a minute now, the same
 	// counter (4 hits so far, or 3 when denied hits are not counted).
-	cp.push(t, node, "v2", egLimits("v2", 10))
+	cp.Set(t, node, "v2", egLimits("v2", 10))
 	inForce("v2")
 	used := 4
 	if !hasServeFlag("counting") {
@@ -413,49 +361,6 @@ func TestE2EReferenceEnvXDS(t *testing.T) {
 		if got := should(1, "generic_key", "default"); got != want {
 			t.Errorf("v2 hit %d: %v, want %v", i+1, got, want)
 		}
-	}
-}
-
-// TestXDSControlPlaneFixture: the test's control plane serves the pushed
-// RateLimitConfig over ADS with mTLS, as TestE2EReferenceEnvXDS needs, so
-// that a failure there is serve's.
-func TestXDSControlPlaneFixture(t *testing.T) {
-	dir := t.TempDir()
-	ca := certstest.NewCA(t, "envoy gateway CA")
-	leaf := ca.Server(t, "envoy-gateway", "127.0.0.1")
-	leaf.Write(t, dir, "tls")
-	cp := startXDS(t, ca, leaf)
-	cp.push(t, "envoy-ratelimit", "v1", egLimits("v1", 3))
-	dial := func(certs []tls.Certificate) (*discoverypb.DiscoveryResponse, error) {
-		conn, err := grpc.NewClient(cp.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: certs})))
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		stream, err := discoverypb.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := stream.Send(&discoverypb.DiscoveryRequest{Node: &corev3.Node{Id: "envoy-ratelimit"}, TypeUrl: resourcev3.RateLimitConfigType}); err != nil {
-			return nil, err
-		}
-		return stream.Recv()
-	}
-	resp, err := dial([]tls.Certificate{leaf.TLS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.VersionInfo != "v1" || len(resp.Resources) != 1 {
-		t.Fatalf("version %q, %d resources", resp.VersionInfo, len(resp.Resources))
-	}
-	var c rlsconfv3.RateLimitConfig
-	if err := resp.Resources[0].UnmarshalTo(&c); err != nil || c.Domain != "eg" || len(c.Descriptors) != 2 {
-		t.Fatalf("resource %v: %v", &c, err)
-	}
-	if _, err := dial(nil); err == nil {
-		t.Error("ADS without a client certificate succeeded")
 	}
 }
 

@@ -87,6 +87,7 @@ func (r *reloader) reload(force bool) {
 	}
 	r.apply(c)
 	r.metrics.Reloaded(nil)
+	r.metrics.ConfigLoaded("file", fileVersion(sum), time.Now())
 	r.log.Info("configuration reloaded", "domains", strings.Join(c.Domains(), ","))
 }
 

@@ -32,6 +32,7 @@ type serveFlags struct {
 	transport transportFlags // the HTTP and gRPC servers' limits and workers
 	tls       tlsFlags       // --tls-*, --redis-tls-*
 	config    configFlags    // --config, --reload-interval
+	xds       xdsFlags       // --xds-*: the configuration over xDS instead of files
 	redis     redisFlags     // --redis*, --failure-mode, --replicas, --readyz-breaker, --tiered, --lease-*
 	service   serviceFlags   // --response-headers, --*-header, --shadow-mode, --quota-mode
 	auth      authFlags      // --auth-*, --trusted-proxies
@@ -47,7 +48,8 @@ func serveFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 sluice's POST /v1/check, GET /v1/auth (nginx auth_request, Traefik
 ForwardAuth), /healthz, /readyz and /metrics. With no flags: the memory store
 and the built-in example configuration, HTTP on :8080 and gRPC on :8081.
-SIGHUP reloads the configuration; SIGTERM and SIGINT drain and exit.`, stderr)
+SIGHUP reloads the configuration files; with --xds-server the configuration
+comes from an xDS control plane instead. SIGTERM and SIGINT drain and exit.`, stderr)
 	for _, g := range f.groups() {
 		g.register(fs)
 	}
@@ -63,7 +65,7 @@ type flagGroup interface {
 
 // groups are f's groups, in the order validate checks them.
 func (f *serveFlags) groups() []flagGroup {
-	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.shutdown,
+	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.xds, &f.shutdown,
 		&f.listen, &f.transport, &f.tls, &f.limits, &f.runtime}
 }
 
@@ -75,6 +77,9 @@ func (f *serveFlags) validate() error {
 		if err := g.validate(); err != nil {
 			return err
 		}
+	}
+	if f.xds.server != "" && f.config.file != "" {
+		return errors.New("--xds-server and --config are alternatives: the configuration comes from xDS or from files")
 	}
 	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") {
 		return errors.New("--redis-tls-* need a rediss:// --redis URL")
@@ -111,7 +116,10 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // signals, so that a second one kills the process.
 func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger, stderr io.Writer) int {
 	check := func(c *config.Config) error { return checkFailureModes(c, f) }
-	cfg, sum, err := f.config.load(check)
+	cfg, sum, err := config.Empty(), [32]byte{}, error(nil)
+	if f.xds.server == "" {
+		cfg, sum, err = f.config.load(check)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, configError(err))
 		return 1
@@ -137,14 +145,26 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	c := &core{st: st, metrics: metrics, log: log}
 	c.svc = rls.New(st.store, cfg, append(f.service.options(),
 		rls.WithObserver(metrics), rls.WithLogger(log), rls.WithBounds(f.limits.bounds()))...)
+	var src *xdsSource
+	if f.xds.server == "" {
+		source, version := f.config.info(sum)
+		metrics.ConfigLoaded(source, version, time.Now())
+	} else if src, err = waitXDS(ctx, f, check, c); err != nil {
+		st.close()
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 1
+	}
 	srv, err := startServers(f, c, auth, certs)
 	if err != nil {
+		if src != nil {
+			src.stop()
+		}
 		st.close()
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
 	log.Info("sluice listening", "http", srv.ls.http.Addr().String(), "grpc", srv.ls.grpc.Addr().String(), "tls", certs != nil,
-		"store", st.name, "config", f.config.name(), "domains", strings.Join(cfg.Domains(), ","))
+		"store", st.name, "config", f.configName(), "domains", strings.Join(c.svc.Config().Domains(), ","))
 	if f.listen.readyFile != "" {
 		if err := writeReadyFile(f.listen.readyFile, srv.ls.addrs()); err != nil {
 			log.Error("writing ready file", "err", err)
@@ -156,6 +176,9 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	stop()
 	deadline := srv.drain(&f.shutdown, log)
 	stopReload()
+	if src != nil {
+		src.stop()
+	}
 	if !closeBy(st.close, deadline) {
 		log.Warn("store close did not finish within --shutdown-timeout; exiting anyway")
 	}
@@ -170,6 +193,9 @@ type core struct {
 	svc     *rls.Service
 	metrics *server.Metrics
 	log     *slog.Logger
+	// configReady is /readyz's condition on the configuration: nil when
+	// it is in force from the start (files).
+	configReady func() (bool, string)
 }
 
 // servers are serve's servers, serving on their listeners.
@@ -222,13 +248,24 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 // open.
 func newAPI(c *core, auth server.Auth, readyzBreaker bool) *server.Server {
 	opts := []server.Option{server.WithMetrics(c.metrics), server.WithLogger(c.log), server.WithAuth(auth)}
+	breaker := func() (bool, string) { return true, "" }
 	if ready := c.st.ready; readyzBreaker && ready != nil {
-		opts = append(opts, server.WithReadiness(func() (bool, string) {
+		breaker = func() (bool, string) {
 			if ready() {
 				return true, ""
 			}
 			return false, "shared store unavailable (circuit breaker open)"
+		}
+	}
+	if cr := c.configReady; cr != nil {
+		opts = append(opts, server.WithReadiness(func() (bool, string) {
+			if ok, why := cr(); !ok {
+				return ok, why
+			}
+			return breaker()
 		}))
+	} else if readyzBreaker && c.st.ready != nil {
+		opts = append(opts, server.WithReadiness(breaker))
 	}
 	return server.New(c.svc, c.st.store, opts...)
 }

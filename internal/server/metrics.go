@@ -33,6 +33,7 @@ type Metrics struct {
 	panics     *prometheus.CounterVec
 
 	evictions prometheus.Counter // memstore states evicted by --memory-max-keys
+	info      *configInfo        // the configuration in force (configinfo.go)
 }
 
 var (
@@ -84,6 +85,7 @@ func NewMetrics() *Metrics {
 		"server")
 	m.evictions = m.counter("sluice_memory_evictions_total",
 		"Live states the memory store evicted to stay within --memory-max-keys (each forgets what it counted).")
+	m.info = newConfigInfo(m.reg)
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
