@@ -266,6 +266,7 @@ func (e *refEnv) configSource() {
 			"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"} {
 			e.ignore(v, "CONFIG_TYPE is FILE")
 		}
+		e.ignore("FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_TYPE is FILE: the files are read before serving")
 	case "GRPC_XDS_SOTW":
 		e.assign("xds-server", e.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), fileFlags, "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_URL")
 		e.assign("xds-node-id", e.str("CONFIG_GRPC_XDS_NODE_ID", "default"), fileFlags, "CONFIG_GRPC_XDS_NODE_ID")
@@ -289,8 +290,8 @@ func (e *refEnv) configSource() {
 		e.duration("xds-backoff-initial", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", fileFlags...)
 		e.duration("xds-backoff-max", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", fileFlags...)
 		if v, ok := e.get("XDS_CLIENT_BACKOFF_RANDOM_FACTOR"); ok {
-			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 {
-				e.fail("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "%q: want a number >= 0", v)
+			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 || f > 1 {
+				e.fail("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "%q: want a number from 0 to 1", v)
 			} else {
 				e.assign("xds-backoff-random-factor", v, fileFlags, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR")
 			}
@@ -305,6 +306,9 @@ func (e *refEnv) configSource() {
 				e.assign("xds-max-message-size", strconv.FormatUint(n, 10), fileFlags, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")
 			}
 		}
+		if e.set("FORCE_START_WITHOUT_INITIAL_CONFIG") {
+			e.assign("xds-force-start", strconv.FormatBool(e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)), fileFlags, "FORCE_START_WITHOUT_INITIAL_CONFIG")
+		}
 		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "sluice reconnects to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
 		for _, v := range []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"} {
 			e.ignore(v, "CONFIG_TYPE is GRPC_XDS_SOTW")
@@ -316,7 +320,6 @@ func (e *refEnv) configSource() {
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
 		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
 	}
-	e.ignore("FORCE_START_WITHOUT_INITIAL_CONFIG", "sluice's start does not depend on it")
 	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
 	if e.boolean("MERGE_DOMAIN_CONFIG", false) {
 		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "MERGE_DOMAIN_CONFIG",

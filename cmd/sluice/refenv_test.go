@@ -73,26 +73,27 @@ func TestReferencePlanEnvoyGateway(t *testing.T) {
 		t.Fatalf("errors: %+v", p.Errors)
 	}
 	want := map[string]string{
-		"log-level":      "info",
-		"admin":          ":19001",
-		"tls-cert":       "/certs/tls.crt",
-		"tls-key":        "/certs/tls.key",
-		"tls-grpc-only":  "true",
-		"xds-server":     "envoy-gateway:18001",
-		"xds-node-id":    "envoy-ratelimit",
-		"xds-tls":        "true",
-		"xds-tls-ca":     "/certs/ca.crt",
-		"xds-tls-cert":   "/certs/tls.crt",
-		"xds-tls-key":    "/certs/tls.key",
-		"redis":          "rediss://redis.redis.svc:6379",
-		"redis-tls-cert": "/redis-certs/tls.crt",
-		"redis-tls-key":  "/redis-certs/tls.key",
-		"counting":       "all",
+		"log-level":       "info",
+		"admin":           ":19001",
+		"tls-cert":        "/certs/tls.crt",
+		"tls-key":         "/certs/tls.key",
+		"tls-grpc-only":   "true",
+		"xds-server":      "envoy-gateway:18001",
+		"xds-node-id":     "envoy-ratelimit",
+		"xds-tls":         "true",
+		"xds-tls-ca":      "/certs/ca.crt",
+		"xds-tls-cert":    "/certs/tls.crt",
+		"xds-tls-key":     "/certs/tls.key",
+		"redis":           "rediss://redis.redis.svc:6379",
+		"redis-tls-cert":  "/redis-certs/tls.crt",
+		"redis-tls-key":   "/redis-certs/tls.key",
+		"counting":        "all",
+		"xds-force-start": "true",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
 		t.Errorf("flags:\n got %v\nwant %v", got, want)
 	}
-	wantIgnored := []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "FORCE_START_WITHOUT_INITIAL_CONFIG", "GRPC_SERVER_TLS_CA_CERT",
+	wantIgnored := []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "GRPC_SERVER_TLS_CA_CERT",
 		"PROMETHEUS_MAPPER_YAML", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_WATCH_ROOT"}
 	wantIgnored = slices.DeleteFunc(wantIgnored, func(v string) bool { _, ok := envoyGatewayEnv[v]; return !ok })
 	if got := varsOf(p.Ignored); !slices.Equal(got, wantIgnored) {
@@ -410,7 +411,7 @@ func TestReferenceEnvDoc(t *testing.T) {
 // error and a default that needs one is skipped (and logged).
 var pendingFlags = []string{"counting", "near-limit-ratio", "xds-server", "xds-node-id", "xds-node-metadata", "xds-headers",
 	"xds-tls", "xds-tls-ca", "xds-tls-cert", "xds-tls-key", "xds-tls-server-name", "xds-backoff-initial", "xds-backoff-max",
-	"xds-backoff-random-factor", "xds-backoff-jitter", "xds-max-message-size"}
+	"xds-backoff-random-factor", "xds-backoff-jitter", "xds-max-message-size", "xds-force-start"}
 
 // TestReferencePlanFlagsExist: every flag the plan sets is one of serve's
 // (or a pending one, listed).
