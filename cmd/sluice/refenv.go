@@ -490,8 +490,8 @@ func (e *refEnv) service() {
 	}
 	e.assign("counting", counting, nil, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
 	if v, ok := e.get("NEAR_LIMIT_RATIO"); ok {
-		if f, err := strconv.ParseFloat(v, 32); err != nil || f < 0 || f > 1 {
-			e.fail("NEAR_LIMIT_RATIO", "%q: want a number from 0 to 1", v)
+		if f, err := strconv.ParseFloat(v, 32); err != nil || f <= 0 || f > 1 {
+			e.fail("NEAR_LIMIT_RATIO", "%q: want a number above 0, at most 1", v)
 		} else {
 			e.assign("near-limit-ratio", v, nil, "NEAR_LIMIT_RATIO")
 		}
