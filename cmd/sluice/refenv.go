@@ -404,7 +404,7 @@ func (e *refEnv) store() {
 func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 	addr := e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
 	if strings.Contains(addr, "://") {
-		e.fail("REDIS_URL", "%q: want the reference's form, host:port (a list for REDIS_TYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_REDIS", addr)
+		e.fail("REDIS_URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for REDIS_TYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_REDIS", addr)
 		return "", false
 	}
 	scheme := "redis"
@@ -635,19 +635,19 @@ func (m *refMode) log(log *slog.Logger) {
 	}
 	attrs := []any{"applied", strings.Join(applied, "; ")}
 	if len(defaults) > 0 {
-		attrs = append(attrs, "reference_defaults", strings.Join(defaults, " "))
+		attrs = append(attrs, "defaults", strings.Join(defaults, " "))
 	}
 	log.Warn("configured by envoyproxy/ratelimit's environment variables (--reference-env "+m.String()+"); flags and SLUICE_* variables win", attrs...)
 	for _, a := range m.overruled {
 		if !a.Default {
-			log.Info("reference variable overruled by a flag or SLUICE_* variable", "var", a.Var, "flag", "--"+a.Flag)
+			log.Info("envoyproxy/ratelimit variable overruled by a flag or SLUICE_* variable", "var", a.Var, "flag", "--"+a.Flag)
 		}
 	}
 	for _, a := range m.missing {
-		log.Warn("reference default not applied: this build has no such flag", "flag", "--"+a.Flag, "value", a.Value)
+		log.Warn("envoyproxy/ratelimit default not applied: this build has no such flag", "flag", "--"+a.Flag, "value", a.Value)
 	}
 	for _, n := range m.ignored {
-		log.Warn("reference variable ignored", "var", n.Var, "reason", n.Msg)
+		log.Warn("envoyproxy/ratelimit variable ignored", "var", n.Var, "reason", n.Msg)
 	}
 }
 

@@ -222,7 +222,7 @@ func TestE2EReferenceEnvRefused(t *testing.T) {
 	}{
 		{[]string{"BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT=127.0.0.1:11211"}, "BACKEND_TYPE: memcache: sluice has no memcached store"},
 		{[]string{"CONFIG_TYPE=FILE", "PORT=abc"}, `PORT: "abc": want a port number`},
-		{[]string{"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis://127.0.0.1:6379"}, `REDIS_URL: "redis://127.0.0.1:6379": want the reference's form`},
+		{[]string{"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis://127.0.0.1:6379"}, `REDIS_URL: "redis://127.0.0.1:6379": want envoyproxy/ratelimit's form`},
 	} {
 		out, code := runSluice(t, tt.env, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0")
 		if code != 2 || !strings.Contains(out, tt.want) {

@@ -242,7 +242,7 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"BACKEND_TYPE": "dynamo"}, "BACKEND_TYPE: \"dynamo\": want redis"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "REDIS_TYPE: \"ring\""},
 		{map[string]string{"REDIS_SOCKET_TYPE": "udp"}, "REDIS_SOCKET_TYPE: \"udp\": want tcp or unix"},
-		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis://r:6379"}, "REDIS_URL: \"redis://r:6379\": want the reference's form"},
+		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "redis://r:6379"}, "REDIS_URL: \"redis://r:6379\": want envoyproxy/ratelimit's form"},
 		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r"}, "REDIS_URL: \"r\": want host:port"},
 		{map[string]string{"REDIS_URL": "redis.sock"}, "REDIS_URL: \"redis.sock\": REDIS_SOCKET_TYPE unix wants the socket's absolute path"},
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1,b"}, "REDIS_URL: \"b\": want host:port"},
