@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -49,6 +50,64 @@ descriptors:
       requests_per_unit: 3
 `
 
+// egTLS is the certificate Envoy Gateway mounts at /certs: the same files
+// serve gRPC and authenticate to the control plane.
+type egTLS struct {
+	ca                        *certstest.CA
+	leaf                      *certstest.Leaf
+	certFile, keyFile, caFile string
+}
+
+func newEGTLS(t *testing.T) *egTLS {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "envoy gateway CA")
+	g := &egTLS{ca: ca, leaf: ca.Server(t, "envoy-ratelimit", "127.0.0.1")}
+	g.certFile, g.keyFile = g.leaf.Write(t, dir, "tls")
+	g.caFile = ca.Write(t, dir, "ca")
+	return g
+}
+
+// egEnv is Envoy Gateway's environment (deployments/default.yaml) with
+// this test's files, Redis and addresses, and then set.
+func egEnv(g *egTLS, redisAddr string, set map[string]string) []string {
+	env := maps.Clone(envoyGatewayDefaultEnv)
+	for _, k := range []string{"GRPC_SERVER_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"} {
+		env[k] = g.certFile
+	}
+	for _, k := range []string{"GRPC_SERVER_TLS_KEY", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY"} {
+		env[k] = g.keyFile
+	}
+	for _, k := range []string{"GRPC_SERVER_TLS_CA_CERT", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT"} {
+		env[k] = g.caFile
+	}
+	env["REDIS_URL"] = redisAddr
+	env["PROMETHEUS_ADDR"] = "127.0.0.1:0"
+	maps.Copy(env, set)
+	return envList(env)
+}
+
+// rlsOverTLS returns a ShouldRateLimit of domain eg over TLS to addr, as
+// Envoy asks with GRPC_SERVER_USE_TLS: no client certificate (the reference
+// does not read GRPC_SERVER_TLS_CA_CERT, so it asks for none).
+func rlsOverTLS(t *testing.T, addr string, g *egTLS) func(hits uint32, kv ...string) pb.RateLimitResponse_Code {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: g.ca.Pool(), ServerName: "127.0.0.1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	rls := pb.NewRateLimitServiceClient(conn)
+	return func(hits uint32, kv ...string) pb.RateLimitResponse_Code {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: rlsDescriptors(kv...), HitsAddend: hits})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit(%v): %v", kv, err)
+		}
+		return resp.OverallCode
+	}
+}
+
 // TestE2EReferenceEnvFile starts the built binary with Envoy Gateway's
 // environment for a file configuration (RUNTIME_ROOT, RUNTIME_SUBDIRECTORY,
 // Redis over TCP, gRPC over TLS, Prometheus on its own port, JSON logs),
@@ -65,33 +124,12 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 	// (read, its domain would be defined twice).
 	writeFile(t, filepath.Join(conf, "..2026_01_01", "eg.yaml"), refEnvConfig)
 
-	dir := t.TempDir()
-	ca := certstest.NewCA(t, "envoy gateway CA")
-	certFile, keyFile := ca.Server(t, "envoy-ratelimit", "127.0.0.1").Write(t, dir, "tls")
-	caFile := ca.Write(t, dir, "ca")
-	env := map[string]string{
-		"RUNTIME_ROOT":                       root,
-		"RUNTIME_SUBDIRECTORY":               "ratelimit",
-		"RUNTIME_IGNOREDOTFILES":             "true",
-		"RUNTIME_WATCH_ROOT":                 "false",
-		"LOG_LEVEL":                          "info",
-		"LOG_FORMAT":                         "json",
-		"USE_STATSD":                         "false",
-		"CONFIG_TYPE":                        "FILE",
-		"GRPC_SERVER_USE_TLS":                "true",
-		"GRPC_SERVER_TLS_CERT":               certFile,
-		"GRPC_SERVER_TLS_KEY":                keyFile,
-		"GRPC_SERVER_TLS_CA_CERT":            caFile,
-		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
-		"REDIS_SOCKET_TYPE":                  "tcp",
-		"REDIS_URL":                          rd.Addr,
-		"USE_PROMETHEUS":                     "true",
-		"PROMETHEUS_ADDR":                    "127.0.0.1:0",
-		"PROMETHEUS_MAPPER_YAML":             "/etc/statsd-exporter/conf.yaml",
-	}
+	g := newEGTLS(t)
+	// Envoy Gateway's environment, with the configuration from files.
+	env := egEnv(g, rd.Addr, map[string]string{"CONFIG_TYPE": "FILE", "RUNTIME_ROOT": root, "LOG_FORMAT": "json"})
 	// start's --http, --grpc and --log-level debug are flags: they win over
 	// PORT, GRPC_PORT and LOG_LEVEL.
-	p := start(t, envList(env))
+	p := start(t, env)
 	p.waitLog(t, `"msg":"sluice listening"`) // after the lines checked here, copied from a pipe
 	log := p.stderr.String()
 	for _, want := range []string{`"level":"WARN","msg":"configured by envoyproxy/ratelimit's environment variables`,
@@ -104,24 +142,8 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 		t.Errorf("store is not Redis:\n%s", log)
 	}
 
-	// gRPC is TLS, as GRPC_SERVER_USE_TLS; no client certificate is asked
-	// for (the reference does not read GRPC_SERVER_TLS_CA_CERT).
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rls := pb.NewRateLimitServiceClient(conn)
-	should := func(hits uint32) pb.RateLimitResponse_Code {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: rlsDescriptors("generic_key", "default"), HitsAddend: hits})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit: %v", err)
-		}
-		return resp.OverallCode
-	}
+	rls := rlsOverTLS(t, p.grpc, g)
+	should := func(hits uint32) pb.RateLimitResponse_Code { t.Helper(); return rls(hits, "generic_key", "default") }
 	// 3 a minute: 2 hits, then 2 more (over), then 1. The reference counts
 	// the denied 2 (4, then 5: over); counting only what is admitted, the
 	// last is within the limit (2, then 3).
@@ -270,57 +292,12 @@ func egLimits(version string, perMinute uint32) *rlsconfv3.RateLimitConfig {
 // takes an update.
 func TestE2EReferenceEnvXDS(t *testing.T) {
 	rd := redistest.Server(t)
-	dir := t.TempDir()
-	ca := certstest.NewCA(t, "envoy gateway CA")
-	leaf := ca.Server(t, "envoy-gateway", "127.0.0.1")
-	certFile, keyFile := leaf.Write(t, dir, "tls")
-	caFile := ca.Write(t, dir, "ca")
-	cp := xdstest.Start(t, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
-	const node = "envoy-ratelimit"
+	g := newEGTLS(t)
+	cp := xdstest.Start(t, &tls.Config{Certificates: []tls.Certificate{g.leaf.TLS}, ClientCAs: g.ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
+	const node = "envoy-ratelimit" // Envoy Gateway's CONFIG_GRPC_XDS_NODE_ID
 	cp.Set(t, node, "v1", egLimits("v1", 3))
-
-	env := map[string]string{
-		"RUNTIME_ROOT":                       "/data",
-		"RUNTIME_SUBDIRECTORY":               "ratelimit",
-		"RUNTIME_IGNOREDOTFILES":             "true",
-		"RUNTIME_WATCH_ROOT":                 "false",
-		"LOG_LEVEL":                          "info",
-		"USE_STATSD":                         "false",
-		"CONFIG_TYPE":                        "GRPC_XDS_SOTW",
-		"CONFIG_GRPC_XDS_SERVER_URL":         cp.Addr,
-		"CONFIG_GRPC_XDS_NODE_ID":            node,
-		"GRPC_SERVER_USE_TLS":                "true",
-		"GRPC_SERVER_TLS_CERT":               certFile,
-		"GRPC_SERVER_TLS_KEY":                keyFile,
-		"GRPC_SERVER_TLS_CA_CERT":            caFile,
-		"CONFIG_GRPC_XDS_SERVER_USE_TLS":     "true",
-		"CONFIG_GRPC_XDS_CLIENT_TLS_CERT":    certFile,
-		"CONFIG_GRPC_XDS_CLIENT_TLS_KEY":     keyFile,
-		"CONFIG_GRPC_XDS_SERVER_TLS_CACERT":  caFile,
-		"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
-		"REDIS_SOCKET_TYPE":                  "tcp",
-		"REDIS_URL":                          rd.Addr,
-		"USE_PROMETHEUS":                     "true",
-		"PROMETHEUS_ADDR":                    "127.0.0.1:0",
-		"PROMETHEUS_MAPPER_YAML":             "/etc/statsd-exporter/conf.yaml",
-	}
-	p := start(t, envList(env))
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	rls := pb.NewRateLimitServiceClient(conn)
-	should := func(hits uint32, kv ...string) pb.RateLimitResponse_Code {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: rlsDescriptors(kv...), HitsAddend: hits})
-		if err != nil {
-			t.Fatalf("ShouldRateLimit(%v): %v", kv, err)
-		}
-		return resp.OverallCode
-	}
+	p := start(t, egEnv(g, rd.Addr, map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": cp.Addr}))
+	should := rlsOverTLS(t, p.grpc, g)
 	// inForce waits until version's configuration decides.
 	inForce := func(version string) {
 		t.Helper()

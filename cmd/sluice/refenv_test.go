@@ -34,11 +34,10 @@ func varsOf(ns []refNote) []string {
 	return vs
 }
 
-// envoyGatewayEnv is the environment of Envoy Gateway's rate-limit
+// envoyGatewayDefaultEnv is the environment of Envoy Gateway's rate-limit
 // Deployment (internal/infrastructure/kubernetes/ratelimit, testdata
-// deployments/default.yaml), with Redis over TLS as redis-tls-settings.yaml
-// adds it.
-var envoyGatewayEnv = map[string]string{
+// deployments/default.yaml).
+var envoyGatewayDefaultEnv = map[string]string{
 	"RUNTIME_ROOT":                       "/data",
 	"RUNTIME_SUBDIRECTORY":               "ratelimit",
 	"RUNTIME_IGNOREDOTFILES":             "true",
@@ -59,13 +58,20 @@ var envoyGatewayEnv = map[string]string{
 	"FORCE_START_WITHOUT_INITIAL_CONFIG": "true",
 	"REDIS_SOCKET_TYPE":                  "tcp",
 	"REDIS_URL":                          "redis.redis.svc:6379",
-	"REDIS_TLS":                          "true",
-	"REDIS_TLS_CLIENT_CERT":              "/redis-certs/tls.crt",
-	"REDIS_TLS_CLIENT_KEY":               "/redis-certs/tls.key",
 	"USE_PROMETHEUS":                     "true",
 	"PROMETHEUS_ADDR":                    ":19001",
 	"PROMETHEUS_MAPPER_YAML":             "/etc/statsd-exporter/conf.yaml",
 }
+
+// envoyGatewayEnv is envoyGatewayDefaultEnv with Redis over TLS, as
+// redis-tls-settings.yaml adds it.
+var envoyGatewayEnv = func() map[string]string {
+	env := maps.Clone(envoyGatewayDefaultEnv)
+	env["REDIS_TLS"] = "true"
+	env["REDIS_TLS_CLIENT_CERT"] = "/redis-certs/tls.crt"
+	env["REDIS_TLS_CLIENT_KEY"] = "/redis-certs/tls.key"
+	return env
+}()
 
 func TestReferencePlanEnvoyGateway(t *testing.T) {
 	p := referencePlan(envOf(envoyGatewayEnv))
