@@ -23,6 +23,7 @@ import (
 //	redis+sentinel://[user:pass@]s1:p1,s2:p2?master=mymaster
 //	                                             the master that Sentinel names
 //	rediss+cluster://, rediss+sentinel://        the same over TLS
+//	unix://[user:password@]/path/to/redis.sock[?db=N]  one node on a Unix socket
 //
 // With Sentinel, sentinel_user and sentinel_password authenticate to the
 // sentinels; user:password to the master.
@@ -80,7 +81,15 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 func parseURL(raw string) (rueidis.ClientOption, error) {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster:// or redis+sentinel://)", redact(raw))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: URL %q has no scheme (want redis://, rediss://, redis+cluster://, redis+sentinel:// or unix://)", redact(raw))
+	}
+	if scheme == "unix" {
+		o, err := rueidis.ParseURL(raw)
+		if err != nil {
+			return o, fmt.Errorf("redisstore: URL %q: %w", redact(raw), err)
+		}
+		o.DisableCache = true
+		return o, nil
 	}
 	base, mode, _ := strings.Cut(scheme, "+")
 	if base != "redis" && base != "rediss" {

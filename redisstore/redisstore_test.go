@@ -108,6 +108,8 @@ func TestParseURL(t *testing.T) {
 		{url: "redis+cluster://u:p@a:1,b:2,c:3", addrs: []string{"a:1", "b:2", "c:3"}, user: "u", pass: "p"},
 		{url: "rediss+cluster://a:1,b:2", addrs: []string{"a:1", "b:2"}, tls: true},
 		{url: "redis+sentinel://u:p@s1:26379,s2:26379?master=mymaster&sentinel_password=sp", addrs: []string{"s1:26379", "s2:26379"}, user: "u", pass: "p", master: "mymaster", sentPass: "sp"},
+		{url: "unix:///run/redis.sock", addrs: []string{"/run/redis.sock"}},
+		{url: "unix://u:p%40ss@/run/redis.sock?db=3", addrs: []string{"/run/redis.sock"}, user: "u", pass: "p@ss", db: 3},
 	}
 	for _, tt := range tests {
 		o, err := parseURL(tt.url)

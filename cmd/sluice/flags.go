@@ -42,15 +42,22 @@ func withEnv(fs *flag.FlagSet) {
 
 // parse sets the flags from the environment, then from args. It returns
 // done with the exit code when the command must stop (-h, a bad flag).
+// A FlagSet with --reference-env (serve's) then takes the flags that
+// neither set from envoyproxy/ratelimit's environment variables.
 func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	return parseEnv(fs, args, os.LookupEnv)
+}
+
+// parseEnv is parse with the environment read through lookup.
+func parseEnv(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) (code int, done bool) {
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		name := envName(f.Name)
-		v, ok := os.LookupEnv(name)
+		v, ok := lookup(name)
 		if !ok || envErr != nil {
 			return
 		}
-		if err := f.Value.Set(v); err != nil {
+		if err := fs.Set(f.Name, v); err != nil { // fs.Set: Visit sees it as set
 			envErr = fmt.Errorf("invalid value %q for %s: %v", v, name, err)
 		}
 	})
@@ -73,6 +80,16 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 	case err != nil:
 		fmt.Fprintf(out, "sluice %s: %v (see sluice %s -h)\n", fs.Name(), err, fs.Name())
 		return 2, true
+	}
+	if f := fs.Lookup("reference-env"); f != nil {
+		if m, ok := f.Value.(*refMode); ok {
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			if err := m.apply(fs, set, lookup); err != nil {
+				fmt.Fprintf(out, "sluice %s: %v\n", fs.Name(), err)
+				return 2, true
+			}
+		}
 	}
 	return 0, false
 }

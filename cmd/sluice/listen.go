@@ -51,9 +51,10 @@ type listeners struct {
 	http, grpc, admin net.Listener // admin nil when off
 }
 
-// listen opens the listeners, capped by tf's --max-connections; on an error
-// it closes those already open.
-func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Server) (*listeners, error) {
+// listen opens the listeners, capped by tf's --max-connections, with TLS
+// when c is not nil (on gRPC's only with grpcOnly); on an error it closes
+// those already open.
+func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Server, grpcOnly bool) (*listeners, error) {
 	var ls listeners
 	open := func(flagName, name, addr string, protos ...string) (net.Listener, error) {
 		l, err := net.Listen("tcp", addr)
@@ -61,7 +62,7 @@ func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Serve
 			return nil, fmt.Errorf("%s: %w", flagName, err)
 		}
 		l = tf.limit(l, name, cm)
-		if c != nil {
+		if c != nil && (!grpcOnly || name == "grpc") {
 			l = tls.NewListener(l, c.Config(protos...))
 		}
 		return l, nil

@@ -8,12 +8,16 @@
 //
 // Every flag of serve can also be set from the environment: --failure-mode
 // is SLUICE_FAILURE_MODE, and so on; a flag on the command line wins.
+// envoyproxy/ratelimit's own variables configure serve too, below both
+// (docs/reference-env.md); installed under that binary's name, ratelimit,
+// the command is serve.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -33,7 +37,13 @@ var (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) == "ratelimit" {
+		// Installed as envoyproxy/ratelimit's /bin/ratelimit, the command
+		// that Envoy Gateway and Helm charts run: serve.
+		args = append([]string{"serve"}, args...)
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
 }
 
 const usage = `sluice: a distributed rate limiter, and a drop-in Envoy rate-limit service.

@@ -38,7 +38,7 @@ type serveFlags struct {
 	auth      authFlags      // --auth-*, --trusted-proxies
 	limits    limitsFlags    // --max-*, --memory-max-keys
 	shutdown  shutdownFlags  // --drain-delay, --shutdown-timeout
-	runtime   runtimeFlags   // --log-level, --gc-heap-floor
+	runtime   runtimeFlags   // --log-level, --log-format, --gc-heap-floor, --reference-env
 }
 
 // serveFlagSet defines serve's flags on f.
@@ -102,6 +102,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := f.runtime.logger(stderr)
+	f.runtime.refEnv.log(log)
 	if f.runtime.gcHeapFloor > 0 {
 		defer gctune.SetHeapFloor(uint64(f.runtime.gcHeapFloor))()
 	}
@@ -218,7 +219,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 		// call without one a timer (about 5% of a memory-store call).
 		tf.requestTimeout = 0
 	}
-	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts)
+	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts, f.tls.grpcOnly)
 	if err != nil {
 		return nil, err
 	}

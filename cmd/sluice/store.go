@@ -44,7 +44,7 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
-	var ropts []redisstore.Option
+	ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
 	tc, err := f.tls.redis(log)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-tls-*: %w", err)

@@ -13,6 +13,7 @@ import (
 // tlsFlags are the TLS settings of the listeners and of the Redis client.
 type tlsFlags struct {
 	cert, key, clientCA, clientSAN string
+	grpcOnly                       bool
 
 	redisCA, redisCert, redisKey, redisServerName string
 }
@@ -22,6 +23,7 @@ func (g *tlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.key, "tls-key", "", "PEM private key `file` of --tls-cert; re-read when it changes")
 	fs.StringVar(&g.clientCA, "tls-client-ca", "", "with --tls-cert: require a client certificate issued by a CA of this PEM `file` (mTLS); re-read when it changes")
 	fs.StringVar(&g.clientSAN, "tls-client-san", "", "with --tls-client-ca: the client certificate must also carry one of these comma-separated `SANs` (DNS name, URI such as spiffe://..., email or IP)")
+	fs.BoolVar(&g.grpcOnly, "tls-grpc-only", false, "with --tls-cert: serve TLS on the gRPC listener only; HTTP and admin stay plain (as the reference's GRPC_SERVER_USE_TLS)")
 	fs.StringVar(&g.redisCA, "redis-tls-ca", "", "with a rediss:// --redis: verify Redis's certificate with the CAs of this PEM `file` instead of the system's")
 	fs.StringVar(&g.redisCert, "redis-tls-cert", "", "with a rediss:// --redis: present this PEM client certificate `file` to Redis; re-read when it changes")
 	fs.StringVar(&g.redisKey, "redis-tls-key", "", "PEM private key `file` of --redis-tls-cert")
@@ -36,6 +38,8 @@ func (g *tlsFlags) validate() error {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key (mTLS is TLS with client certificates)")
 	case g.clientSAN != "" && g.clientCA == "":
 		return errors.New("--tls-client-san needs --tls-client-ca")
+	case g.grpcOnly && g.cert == "":
+		return errors.New("--tls-grpc-only needs --tls-cert and --tls-key")
 	case (g.redisCert == "") != (g.redisKey == ""):
 		return errors.New("--redis-tls-cert and --redis-tls-key go together")
 	}

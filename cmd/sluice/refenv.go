@@ -1,0 +1,664 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The reference's environment: when sluice replaces envoyproxy/ratelimit's
+// image (Envoy Gateway, Helm charts), the container keeps that image's
+// environment variables, and serve reads them with the reference's meaning
+// and defaults. They have the lowest precedence: a flag, then a SLUICE_*
+// variable, then the reference's variables, then sluice's defaults.
+// docs/reference-env.md lists every variable and what serve does with it.
+
+// refTriggers are the reference's variables that no other software sets by
+// accident: with --reference-env auto, any of them turns the reference's
+// environment on. Generic names (PORT, HOST, LOG_LEVEL, REDIS_URL) never do.
+var refTriggers = []string{
+	"CONFIG_TYPE", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY",
+	"RUNTIME_WATCH_ROOT", "RUNTIME_IGNOREDOTFILES", "REDIS_SOCKET_TYPE", "USE_STATSD",
+	"BACKEND_TYPE", "CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID",
+	"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "LIMIT_RESPONSE_HEADERS_ENABLED",
+	"GRPC_SERVER_USE_TLS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO",
+}
+
+// refAssign sets a flag from the reference's environment.
+type refAssign struct {
+	Var     string // the variables it comes from, "GRPC_HOST,GRPC_PORT"
+	Flag    string // without dashes
+	Value   string
+	Default bool     // the reference's default: none of Var is set
+	Unless  []string // flags whose being set by the user drops it too
+}
+
+// refNote is a variable serve ignores, or one it cannot honour (an error),
+// with the reason; setting a flag of Unless resolves an error.
+type refNote struct {
+	Var    string
+	Msg    string
+	Unless []string
+}
+
+// refPlan is what the reference's environment asks of serve.
+type refPlan struct {
+	Assign  []refAssign
+	Ignored []refNote
+	Errors  []refNote
+}
+
+// refEnv reads the reference's variables through lookup.
+type refEnv struct {
+	lookup func(string) (string, bool)
+	plan   refPlan
+}
+
+func (e *refEnv) get(name string) (string, bool) {
+	v, ok := e.lookup(name)
+	return strings.TrimSpace(v), ok
+}
+
+// str is name's value, or def when it is unset.
+func (e *refEnv) str(name, def string) string {
+	if v, ok := e.get(name); ok {
+		return v
+	}
+	return def
+}
+
+func (e *refEnv) set(name string) bool {
+	_, ok := e.lookup(name)
+	return ok
+}
+
+func (e *refEnv) fail(name, format string, args ...any) {
+	e.plan.Errors = append(e.plan.Errors, refNote{Var: name, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (e *refEnv) failUnless(unless []string, name, format string, args ...any) {
+	e.plan.Errors = append(e.plan.Errors, refNote{Var: name, Msg: fmt.Sprintf(format, args...), Unless: unless})
+}
+
+func (e *refEnv) ignore(name, reason string) {
+	if e.set(name) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: name, Msg: reason})
+	}
+}
+
+// assign sets flag to value; vars are the variables value comes from (none
+// set: the reference's default).
+func (e *refEnv) assign(flagName, value string, unless []string, vars ...string) {
+	set := slices.DeleteFunc(slices.Clone(vars), func(v string) bool { return !e.set(v) })
+	def := len(set) == 0
+	if !def {
+		vars = set
+	}
+	e.plan.Assign = append(e.plan.Assign, refAssign{Var: strings.Join(vars, ","), Flag: flagName, Value: value, Default: def, Unless: unless})
+}
+
+// assignIfSet sets flag to the variable's value when it is set.
+func (e *refEnv) assignIfSet(flagName, name string, unless ...string) {
+	if v, ok := e.get(name); ok {
+		e.assign(flagName, v, unless, name)
+	}
+}
+
+// boolean is name's value as the reference parses it (strconv.ParseBool);
+// a bad value is an error and def.
+func (e *refEnv) boolean(name string, def bool) bool {
+	v, ok := e.get(name)
+	if !ok || v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		e.fail(name, "%q: want true or false", v)
+		return def
+	}
+	return b
+}
+
+// port is name's value as a TCP port, def when unset.
+func (e *refEnv) port(name, def string) string {
+	v, ok := e.get(name)
+	if !ok {
+		return def
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 65535 {
+		e.fail(name, "%q: want a port number from 0 to 65535", v)
+		return def
+	}
+	return v
+}
+
+// duration checks name's value as a Go duration (the reference's format:
+// 10s, 1h30m) and assigns it to flagName.
+func (e *refEnv) duration(flagName, name string, unless ...string) {
+	v, ok := e.get(name)
+	if !ok {
+		return
+	}
+	if d, err := time.ParseDuration(v); err != nil || d < 0 {
+		e.fail(name, "%q: want a duration such as 500ms, 10s or 1h", v)
+		return
+	}
+	e.assign(flagName, v, unless, name)
+}
+
+// referencePlan maps the reference's environment, read through lookup, onto
+// serve's flags: the assignments, the variables ignored and the errors. It
+// reads nothing else; applyReferencePlan applies it.
+func referencePlan(lookup func(string) (string, bool)) refPlan {
+	e := &refEnv{lookup: lookup}
+	e.listeners()
+	e.logging()
+	e.configSource()
+	e.store()
+	e.service()
+	e.ignored()
+	return e.plan
+}
+
+// listeners: the HTTP, gRPC and debug addresses, and gRPC's TLS.
+func (e *refEnv) listeners() {
+	if e.set("HOST") || e.set("PORT") {
+		e.assign("http", net.JoinHostPort(e.str("HOST", ""), e.port("PORT", "8080")), nil, "HOST", "PORT")
+	}
+	if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
+		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
+	}
+	if v, _ := e.get("GRPC_UDS"); v != "" {
+		e.failUnless([]string{"grpc"}, "GRPC_UDS", "%q: sluice serves gRPC on TCP only; unset it and set GRPC_HOST and GRPC_PORT", v)
+	}
+	debug := net.JoinHostPort(e.str("DEBUG_HOST", "0.0.0.0"), e.port("DEBUG_PORT", "6070"))
+	admin := []string{"admin", "debug-addr"}
+	if e.boolean("USE_PROMETHEUS", false) {
+		// One admin listener serves /metrics and /debug/pprof: at
+		// PROMETHEUS_ADDR, where the scraper looks.
+		e.assign("admin", e.str("PROMETHEUS_ADDR", ":9090"), admin[1:], "USE_PROMETHEUS", "PROMETHEUS_ADDR")
+		if p := e.str("PROMETHEUS_PATH", "/metrics"); p != "/metrics" {
+			e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "PROMETHEUS_PATH", Msg: "sluice serves its metrics at /metrics"})
+		}
+		e.ignore("DEBUG_HOST", "sluice has one admin listener, at PROMETHEUS_ADDR, serving /metrics and /debug/pprof")
+		e.ignore("DEBUG_PORT", "sluice has one admin listener, at PROMETHEUS_ADDR, serving /metrics and /debug/pprof")
+	} else {
+		e.assign("debug-addr", debug, admin[:1], "DEBUG_HOST", "DEBUG_PORT")
+		e.ignore("PROMETHEUS_ADDR", "USE_PROMETHEUS is not true")
+		e.ignore("PROMETHEUS_PATH", "USE_PROMETHEUS is not true")
+	}
+	e.ignore("PROMETHEUS_MAPPER_YAML", "sluice's metrics have their own names (sluice_*, listed at /metrics); there is no statsd mapping")
+
+	if e.boolean("GRPC_SERVER_USE_TLS", false) {
+		tls := []string{"tls-cert", "tls-key"}
+		cert, _ := e.get("GRPC_SERVER_TLS_CERT")
+		key, _ := e.get("GRPC_SERVER_TLS_KEY")
+		if cert == "" || key == "" {
+			e.failUnless(tls, "GRPC_SERVER_USE_TLS", "true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY")
+		} else {
+			e.assign("tls-cert", cert, nil, "GRPC_SERVER_TLS_CERT")
+			e.assign("tls-key", key, nil, "GRPC_SERVER_TLS_KEY")
+			// The reference's TLS is gRPC's only: HTTP (/json, the
+			// probes) and the debug port stay plain.
+			e.assign("tls-grpc-only", "true", tls, "GRPC_SERVER_USE_TLS")
+			e.assignIfSet("tls-client-ca", "GRPC_CLIENT_TLS_CACERT", tls...)
+			e.assignIfSet("tls-client-san", "GRPC_CLIENT_TLS_SAN", tls...)
+		}
+	} else {
+		for _, v := range []string{"GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN"} {
+			e.ignore(v, "GRPC_SERVER_USE_TLS is not true")
+		}
+	}
+	e.ignore("GRPC_SERVER_TLS_CA_CERT", "not a setting of envoyproxy/ratelimit, which does not read it (its client CA is GRPC_CLIENT_TLS_CACERT): gRPC clients are not asked for certificates")
+	e.duration("grpc-max-connection-age", "GRPC_MAX_CONNECTION_AGE")
+	e.duration("grpc-max-connection-age-grace", "GRPC_MAX_CONNECTION_AGE_GRACE")
+}
+
+// logging: LOG_LEVEL (default WARN) and LOG_FORMAT.
+func (e *refEnv) logging() {
+	level := e.str("LOG_LEVEL", "WARN")
+	switch strings.ToLower(level) {
+	case "trace", "debug":
+		level = "debug"
+	case "info":
+		level = "info"
+	case "warn", "warning":
+		level = "warn"
+	case "error", "fatal", "panic":
+		level = "error"
+	default:
+		e.fail("LOG_LEVEL", "%q: want trace, debug, info, warn, error, fatal or panic", level)
+		return
+	}
+	e.assign("log-level", level, nil, "LOG_LEVEL")
+	if v, ok := e.get("LOG_FORMAT"); ok {
+		switch f := strings.ToLower(v); f {
+		case "json", "text":
+			e.assign("log-format", f, nil, "LOG_FORMAT")
+		default:
+			e.fail("LOG_FORMAT", "%q: want text or json", v)
+		}
+	}
+}
+
+// configSource: files under RUNTIME_ROOT, or xDS.
+func (e *refEnv) configSource() {
+	xdsFlags := []string{"xds-server"}
+	fileFlags := []string{"config"}
+	switch t := e.str("CONFIG_TYPE", "FILE"); t {
+	case "FILE":
+		// Both of the reference's layouts read the files below
+		// RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY.
+		dir := filepath.Join(e.str("RUNTIME_ROOT", "/srv/runtime_data/current"), e.str("RUNTIME_SUBDIRECTORY", ""), e.str("RUNTIME_APPDIRECTORY", "config"))
+		e.assign("config", dir, xdsFlags, "CONFIG_TYPE", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES")
+		for _, v := range []string{"CONFIG_GRPC_XDS_SERVER_URL", "CONFIG_GRPC_XDS_NODE_ID", "CONFIG_GRPC_XDS_NODE_METADATA",
+			"CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "CONFIG_GRPC_XDS_SERVER_USE_TLS", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT",
+			"CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
+			"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL",
+			"XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"} {
+			e.ignore(v, "CONFIG_TYPE is FILE")
+		}
+		e.ignore("FORCE_START_WITHOUT_INITIAL_CONFIG", "CONFIG_TYPE is FILE: the files are read before serving")
+	case "GRPC_XDS_SOTW":
+		e.assign("xds-server", e.str("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000"), fileFlags, "CONFIG_TYPE", "CONFIG_GRPC_XDS_SERVER_URL")
+		e.assign("xds-node-id", e.str("CONFIG_GRPC_XDS_NODE_ID", "default"), fileFlags, "CONFIG_GRPC_XDS_NODE_ID")
+		if v, _ := e.get("CONFIG_GRPC_XDS_NODE_METADATA"); v != "" {
+			e.assign("xds-node-metadata", v, fileFlags, "CONFIG_GRPC_XDS_NODE_METADATA")
+		}
+		if v, _ := e.get("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"); v != "" {
+			e.assign("xds-headers", v, fileFlags, "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")
+		}
+		if e.boolean("CONFIG_GRPC_XDS_SERVER_USE_TLS", false) {
+			e.assign("xds-tls", "true", fileFlags, "CONFIG_GRPC_XDS_SERVER_USE_TLS")
+			e.assignIfSet("xds-tls-ca", "CONFIG_GRPC_XDS_SERVER_TLS_CACERT", fileFlags...)
+			e.assignIfSet("xds-tls-cert", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", fileFlags...)
+			e.assignIfSet("xds-tls-key", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", fileFlags...)
+			e.assignIfSet("xds-tls-server-name", "CONFIG_GRPC_XDS_SERVER_TLS_SAN", fileFlags...)
+		} else {
+			for _, v := range []string{"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY", "CONFIG_GRPC_XDS_SERVER_TLS_SAN"} {
+				e.ignore(v, "CONFIG_GRPC_XDS_SERVER_USE_TLS is not true")
+			}
+		}
+		e.duration("xds-backoff-initial", "XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", fileFlags...)
+		e.duration("xds-backoff-max", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", fileFlags...)
+		if v, ok := e.get("XDS_CLIENT_BACKOFF_RANDOM_FACTOR"); ok {
+			if f, err := strconv.ParseFloat(v, 64); err != nil || f < 0 || f > 1 {
+				e.fail("XDS_CLIENT_BACKOFF_RANDOM_FACTOR", "%q: want a number from 0 to 1", v)
+			} else {
+				e.assign("xds-backoff-random-factor", v, fileFlags, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR")
+			}
+		}
+		if e.set("XDS_CLIENT_BACKOFF_JITTER") {
+			e.assign("xds-backoff-jitter", strconv.FormatBool(e.boolean("XDS_CLIENT_BACKOFF_JITTER", true)), fileFlags, "XDS_CLIENT_BACKOFF_JITTER")
+		}
+		if v, _ := e.get("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"); v != "" && v != "0" {
+			if n, err := strconv.ParseUint(v, 10, 31); err != nil {
+				e.fail("XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", "%q: want a number of bytes", v)
+			} else {
+				e.assign("xds-max-message-size", strconv.FormatUint(n, 10), fileFlags, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES")
+			}
+		}
+		if e.set("FORCE_START_WITHOUT_INITIAL_CONFIG") {
+			e.assign("xds-force-start", strconv.FormatBool(e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)), fileFlags, "FORCE_START_WITHOUT_INITIAL_CONFIG")
+		}
+		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "sluice reconnects to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
+		for _, v := range []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"} {
+			e.ignore(v, "CONFIG_TYPE is GRPC_XDS_SOTW")
+		}
+	default:
+		e.failUnless(append(fileFlags, xdsFlags...), "CONFIG_TYPE", "%q: want FILE or GRPC_XDS_SOTW", t)
+	}
+	e.ignore("RUNTIME_WATCH_ROOT", "sluice rereads its configuration files when their content changes, checked every --reload-interval")
+	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
+		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
+	}
+	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
+	if e.boolean("MERGE_DOMAIN_CONFIG", false) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "MERGE_DOMAIN_CONFIG",
+			Msg: "sluice does not merge a domain defined twice: such a configuration is refused with an error naming both places (at start, or a reload or xDS update that keeps the running configuration)"})
+	}
+}
+
+// store: the backend, and Redis's address, type, auth and TLS as one
+// --redis URL.
+func (e *refEnv) store() {
+	redis := []string{"redis"}
+	switch b := strings.ToLower(e.str("BACKEND_TYPE", "redis")); b {
+	case "redis", "":
+	case "memcache":
+		e.failUnless(redis, "BACKEND_TYPE", "memcache: sluice has no memcached store; use Redis (BACKEND_TYPE=redis and REDIS_*)")
+		return
+	default:
+		e.failUnless(redis, "BACKEND_TYPE", "%q: want redis", b)
+		return
+	}
+	for _, v := range []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS",
+		"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"} {
+		e.ignore(v, "BACKEND_TYPE is redis")
+	}
+	useTLS := e.boolean("REDIS_TLS", false)
+	u, ok := e.redisURL(useTLS)
+	if ok {
+		e.assign("redis", u, nil, "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
+	}
+	if useTLS {
+		e.assignIfSet("redis-tls-ca", "REDIS_TLS_CACERT", redis...)
+		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
+		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
+		if e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
+			e.failUnless([]string{"redis", "redis-tls-server-name"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+				"true: sluice always verifies Redis's certificate and name; set SLUICE_REDIS_TLS_SERVER_NAME to the name in Redis's certificate instead")
+		}
+	} else {
+		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
+			e.ignore(v, "REDIS_TLS is not true")
+		}
+	}
+	if v, _ := e.get("REDIS_TIMEOUT"); v == "0" || v == "0s" {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_TIMEOUT", Msg: "0 (no timeout): every Redis call keeps --redis-timeout's deadline"})
+	} else {
+		e.duration("redis-timeout", "REDIS_TIMEOUT")
+	}
+	if e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
+		e.assign("readyz-breaker", "true", nil, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
+	}
+	if v, _ := e.get("CACHE_KEY_PREFIX"); v != "" {
+		e.assign("redis-key-prefix", v, nil, "CACHE_KEY_PREFIX")
+	}
+	if v, ok := e.get("LOCAL_CACHE_SIZE_IN_BYTES"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n < 0:
+			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
+		case n > 0:
+			// The reference's local cache remembers over-limit keys until
+			// their window ends, without asking Redis: sluice's local tier.
+			e.assign("tiered", "true", redis, "LOCAL_CACHE_SIZE_IN_BYTES")
+		}
+	}
+	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
+		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size")
+	}
+	perSecond := "sluice keeps the counters of every unit, per-second ones too, in REDIS_URL's Redis"
+	if e.boolean("REDIS_PERSECOND", false) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND", Msg: perSecond})
+	}
+	for _, v := range []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
+		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
+		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"} {
+		e.ignore(v, perSecond)
+	}
+	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
+}
+
+// redisURL builds the --redis URL of REDIS_TYPE, REDIS_SOCKET_TYPE,
+// REDIS_URL, REDIS_AUTH and REDIS_SENTINEL_AUTH.
+func (e *refEnv) redisURL(useTLS bool) (string, bool) {
+	addr := e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
+	if strings.Contains(addr, "://") {
+		e.fail("REDIS_URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for REDIS_TYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_REDIS", addr)
+		return "", false
+	}
+	scheme := "redis"
+	if useTLS {
+		scheme = "rediss"
+	}
+	userinfo := ""
+	if auth, _ := e.get("REDIS_AUTH"); auth != "" {
+		userinfo = userInfo(auth).String() + "@"
+	}
+	hosts := func(list []string) (string, bool) {
+		for _, h := range list {
+			if _, p, err := net.SplitHostPort(h); err != nil || p == "" {
+				e.fail("REDIS_URL", "%q: want host:port", h)
+				return "", false
+			}
+		}
+		return strings.Join(list, ","), true
+	}
+	switch t := strings.ToLower(e.str("REDIS_TYPE", "SINGLE")); t {
+	case "single", "":
+		switch s := strings.ToLower(e.str("REDIS_SOCKET_TYPE", "unix")); s {
+		case "unix":
+			if useTLS {
+				e.fail("REDIS_TLS", "true with REDIS_SOCKET_TYPE unix: TLS to Redis needs tcp")
+				return "", false
+			}
+			if !filepath.IsAbs(addr) {
+				e.fail("REDIS_URL", "%q: REDIS_SOCKET_TYPE unix wants the socket's absolute path", addr)
+				return "", false
+			}
+			return "unix://" + userinfo + addr, true
+		case "tcp":
+			h, ok := hosts([]string{addr})
+			return scheme + "://" + userinfo + h, ok
+		default:
+			e.fail("REDIS_SOCKET_TYPE", "%q: want tcp or unix", s)
+			return "", false
+		}
+	case "cluster":
+		h, ok := hosts(strings.Split(addr, ","))
+		return scheme + "+cluster://" + userinfo + h, ok
+	case "sentinel":
+		parts := strings.Split(addr, ",")
+		if len(parts) < 2 || parts[0] == "" {
+			e.fail("REDIS_URL", "%q: REDIS_TYPE sentinel wants master-name,sentinel-host:port,...", addr)
+			return "", false
+		}
+		h, ok := hosts(parts[1:])
+		q := url.Values{"master": {parts[0]}}
+		if sa, _ := e.get("REDIS_SENTINEL_AUTH"); sa != "" {
+			user, pass, found := strings.Cut(sa, ":")
+			if !found {
+				user, pass = "", sa
+			}
+			if user != "" {
+				q.Set("sentinel_user", user)
+			}
+			q.Set("sentinel_password", pass)
+		}
+		return scheme + "+sentinel://" + userinfo + h + "?" + q.Encode(), ok
+	default:
+		e.fail("REDIS_TYPE", "%q: want SINGLE, CLUSTER or SENTINEL", t)
+		return "", false
+	}
+}
+
+// userInfo is REDIS_AUTH's user:password, or a password alone.
+func userInfo(auth string) *url.Userinfo {
+	if user, pass, found := strings.Cut(auth, ":"); found {
+		return url.UserPassword(user, pass)
+	}
+	return url.UserPassword("", auth)
+}
+
+// service: counting, near-limit, response headers, shadow and quota modes.
+func (e *refEnv) service() {
+	// The reference counts every hit, also a denied one, unless
+	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
+	counting := "all"
+	if e.boolean("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", false) {
+		counting = "admitted"
+	}
+	e.assign("counting", counting, nil, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
+	if v, ok := e.get("NEAR_LIMIT_RATIO"); ok {
+		if f, err := strconv.ParseFloat(v, 32); err != nil || f <= 0 || f > 1 {
+			e.fail("NEAR_LIMIT_RATIO", "%q: want a number above 0, at most 1", v)
+		} else {
+			e.assign("near-limit-ratio", v, nil, "NEAR_LIMIT_RATIO")
+		}
+	}
+	if e.boolean("LIMIT_RESPONSE_HEADERS_ENABLED", false) {
+		e.assign("response-headers", "true", nil, "LIMIT_RESPONSE_HEADERS_ENABLED")
+	}
+	e.assignIfSet("limit-header", "LIMIT_LIMIT_HEADER")
+	e.assignIfSet("remaining-header", "LIMIT_REMAINING_HEADER")
+	e.assignIfSet("reset-header", "LIMIT_RESET_HEADER")
+	if e.boolean("SHADOW_MODE", false) {
+		e.assign("shadow-mode", "true", nil, "SHADOW_MODE")
+	}
+	if e.boolean("QUOTA_MODE", false) {
+		e.assign("quota-mode", "true", nil, "QUOTA_MODE")
+	}
+	if e.boolean("RESPONSE_DYNAMIC_METADATA", false) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "RESPONSE_DYNAMIC_METADATA", Msg: "sluice does not add dynamic metadata to its answers"})
+	}
+}
+
+// ignored: statistics and tracing, which sluice does its own way.
+func (e *refEnv) ignored() {
+	stats := "sluice exports Prometheus metrics at /metrics only"
+	if e.boolean("USE_STATSD", true) && e.set("USE_STATSD") {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "USE_STATSD", Msg: stats})
+	}
+	if e.boolean("USE_DOG_STATSD", false) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "USE_DOG_STATSD", Msg: stats})
+	}
+	for _, v := range []string{"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS"} {
+		e.ignore(v, stats)
+	}
+	if e.boolean("TRACING_ENABLED", false) {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "TRACING_ENABLED", Msg: "sluice does not export traces"})
+	}
+	for _, v := range []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"} {
+		e.ignore(v, "sluice does not export traces")
+	}
+}
+
+// refMode is --reference-env: when serve reads the reference's variables.
+type refMode struct {
+	mode string // auto, on or off
+	// What parse applied, for the start-up log.
+	on        bool
+	applied   []refAssign
+	overruled []refAssign // dropped: the user set the flag
+	missing   []refAssign // dropped: this build has no such flag (a default only)
+	ignored   []refNote
+}
+
+func (m *refMode) String() string {
+	if m == nil || m.mode == "" {
+		return "auto"
+	}
+	return m.mode
+}
+
+func (m *refMode) Set(s string) error {
+	switch s {
+	case "auto", "on", "off":
+		m.mode = s
+		return nil
+	}
+	return errors.New("want auto, on or off")
+}
+
+// active reports whether the reference's variables apply: on, or auto with
+// one of refTriggers set.
+func (m *refMode) active(lookup func(string) (string, bool)) bool {
+	switch m.String() {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	return slices.ContainsFunc(refTriggers, func(v string) bool { _, ok := lookup(v); return ok })
+}
+
+// apply applies the reference's environment to fs's flags that the user
+// did not set (set holds those set by a flag or a SLUICE_* variable).
+func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(string) (string, bool)) error {
+	if !m.active(lookup) {
+		return nil
+	}
+	m.on = true
+	plan := referencePlan(lookup)
+	isSet := func(flags []string) bool { return slices.ContainsFunc(flags, func(f string) bool { return set[f] }) }
+	var errs []string
+	for _, n := range plan.Errors {
+		if !isSet(n.Unless) {
+			errs = append(errs, n.Var+": "+n.Msg)
+		}
+	}
+	for _, a := range plan.Assign {
+		if set[a.Flag] || isSet(a.Unless) {
+			m.overruled = append(m.overruled, a)
+			continue
+		}
+		f := fs.Lookup(a.Flag)
+		if f == nil {
+			if a.Default {
+				m.missing = append(m.missing, a)
+			} else {
+				errs = append(errs, fmt.Sprintf("%s: this build of sluice has no --%s to honour it", a.Var, a.Flag))
+			}
+			continue
+		}
+		if err := f.Value.Set(a.Value); err != nil {
+			name := a.Var
+			if a.Default {
+				name = "the default of " + name
+			}
+			errs = append(errs, fmt.Sprintf("%s: invalid value %q for --%s: %v", name, a.Value, a.Flag, err))
+			continue
+		}
+		m.applied = append(m.applied, a)
+	}
+	m.ignored = plan.Ignored
+	if len(errs) > 0 {
+		return fmt.Errorf("envoyproxy/ratelimit's environment variables (--reference-env %s): %s", m, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// log tells which of the reference's variables configure serve, at warn so
+// that the reference's default LOG_LEVEL shows it.
+func (m *refMode) log(log *slog.Logger) {
+	if !m.on {
+		return
+	}
+	var applied, defaults []string
+	for _, a := range m.applied {
+		s := "--" + a.Flag + "=" + redactValue(a.Flag, a.Value)
+		if a.Default {
+			defaults = append(defaults, s)
+		} else {
+			applied = append(applied, a.Var+" → "+s)
+		}
+	}
+	attrs := []any{"applied", strings.Join(applied, "; ")}
+	if len(defaults) > 0 {
+		attrs = append(attrs, "defaults", strings.Join(defaults, " "))
+	}
+	log.Warn("configured by envoyproxy/ratelimit's environment variables (--reference-env "+m.String()+"); flags and SLUICE_* variables win", attrs...)
+	for _, a := range m.overruled {
+		if !a.Default {
+			log.Info("envoyproxy/ratelimit variable overruled by a flag or SLUICE_* variable", "var", a.Var, "flag", "--"+a.Flag)
+		}
+	}
+	for _, a := range m.missing {
+		log.Warn("envoyproxy/ratelimit default not applied: this build has no such flag", "flag", "--"+a.Flag, "value", a.Value)
+	}
+	for _, n := range m.ignored {
+		log.Warn("envoyproxy/ratelimit variable ignored", "var", n.Var, "reason", n.Msg)
+	}
+}
+
+// redactValue hides the password of a --redis URL in the log.
+func redactValue(flagName, v string) string {
+	if flagName != "redis" {
+		return v
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
