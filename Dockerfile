@@ -12,6 +12,11 @@
 # name, e.g. serve --config /etc/sluice --redis redis://redis:6379, or come
 # from SLUICE_* variables.
 #
+# The binary is also /bin/ratelimit, the command that Envoy Gateway's
+# rate-limit Deployment and the common charts run: under that name it is
+# sluice serve, configured by envoyproxy/ratelimit's environment variables
+# (docs/reference-env.md), so that this image replaces that one as it is.
+#
 # The binary is built by the Makefile's binary target, the command
 # make release runs for each platform.
 
@@ -28,6 +33,7 @@ RUN make binary GOOS=$TARGETOS GOARCH=$TARGETARCH BIN=/out/sluice VERSION=$VERSI
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/sluice /sluice
+COPY --from=build /out/sluice /bin/ratelimit
 COPY examples/config/ /etc/sluice/
 COPY LICENSE NOTICE /
 USER nonroot:nonroot

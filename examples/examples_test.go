@@ -450,6 +450,9 @@ func TestYAMLParses(t *testing.T) {
 // "- --config=/etc/sluice", "--drain-delay 2s".
 var flagUse = regexp.MustCompile(`(?:^|[\s"'\[])--([a-z][a-z0-9-]*)`)
 
+// envUse is a flag's variable in a deployment file: "name: SLUICE_REPLICAS".
+var envUse = regexp.MustCompile(`\bSLUICE_([A-Z][A-Z0-9_]*)`)
+
 // TestDeploymentFlags checks that every flag the deployment examples pass
 // to sluice serve is one of its flags, and that their grace periods cover
 // the drain.
@@ -458,7 +461,7 @@ func TestDeploymentFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sluice serve -h: %v\n%s", err, out)
 	}
-	for _, f := range []string{"kubernetes/sluice.yaml", "envoy-gateway/envoy-gateway.yaml", "compose/compose.yaml", "systemd/sluice.service"} {
+	for _, f := range []string{"kubernetes/sluice.yaml", "compose/compose.yaml", "systemd/sluice.service"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -486,6 +489,22 @@ func TestDeploymentFlags(t *testing.T) {
 		}
 		if n < 4 {
 			t.Errorf("%s: found %d flags of sluice serve, want its command line", f, n)
+		}
+	}
+	// Envoy Gateway runs the image with envoyproxy/ratelimit's variables;
+	// sluice's own settings are SLUICE_* variables of the container.
+	eg, err := os.ReadFile("envoy-gateway/envoy-gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := envUse.FindAllStringSubmatch(string(eg), -1)
+	if len(vars) < 3 {
+		t.Errorf("envoy-gateway/envoy-gateway.yaml: found %d SLUICE_* variables, want its container's", len(vars))
+	}
+	for _, m := range vars {
+		flag := strings.ReplaceAll(strings.ToLower(m[1]), "_", "-")
+		if !strings.Contains(string(out), "\n  -"+flag+" ") {
+			t.Errorf("envoy-gateway/envoy-gateway.yaml: SLUICE_%s is not the variable of a flag of sluice serve", m[1])
 		}
 	}
 	unit, err := os.ReadFile("systemd/sluice.service")
