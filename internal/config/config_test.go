@@ -464,7 +464,7 @@ descriptors:
   - key: k
     rate_limit:
       unit: second
-      requestsperunit: 5`, `t.yaml:7: descriptors[0].rate_limit.requestsperunit: unknown key (want one of unit, unit_multiplier, requests_per_unit, unlimited, name, replaces, algorithm, window, burst, failure_mode)`},
+      requestsperunit: 5`, `t.yaml:7: descriptors[0].rate_limit.requestsperunit: unknown key (want one of unit, unit_multiplier, requests_per_unit, unlimited, name, replaces, algorithm, window, burst, failure_mode, counting)`},
 		{"non-string key", `
 domain: a
 descriptors:
