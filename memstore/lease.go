@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
 // Lease implements sluice.Leaser: it admits n like AllowN and also returns
@@ -24,8 +25,18 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 // at at. Afterwards the key is as if they had never been admitted, as far as
 // they still count; returning more than was leased never raises the limit
 // beyond an untouched key. A state that no longer matters is removed.
+//
+// A zero at is the store's time now (a refund whose admission time is
+// unknown): the units leave the current window, or move a bucket's TAT
+// back by their full worth, so a key in debt has its debt reduced and an
+// untouched key stays untouched. n may be up to sluice.MaxCharge whatever
+// the limit's Counting, since a refund never credits more than the key
+// counts.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
-	p, err := s.check(ctx, key, lim, n)
+	p, err := s.check(ctx, key, lim, 0)
+	if err == nil && (n < 0 || n > sluice.MaxCharge) {
+		err = validate.Request(key, lim.WithCounting(sluice.CountAll), n)
+	}
 	if err != nil {
 		return fmt.Errorf("memstore: return: %w", err)
 	}
@@ -47,6 +58,12 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		return nil
 	}
 	us, nn := at.UnixMicro(), int64(n)
+	if at.IsZero() {
+		us = now
+		if p.Kind == algo.FixedWindow || p.Kind == algo.SlidingWindow {
+			us = max(now, e.a) // the time a decision would use: never before the window's start
+		}
+	}
 	switch p.Kind {
 	case algo.FixedWindow:
 		w := algo.FixedWindowReturn(algo.Window{Start: e.a, Count: e.b}, us, *p, nn)

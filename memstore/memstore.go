@@ -297,7 +297,7 @@ func (sh *shard) decide(s *Store, h uint64, key string, p *algo.Params, now, n i
 	case e == nil:
 		fresh := entry{h: h}
 		r = sh.step(&fresh, now, p, n, true)
-		if r.Allowed && n > 0 {
+		if counted(p, r, n) {
 			sh.insertH(h, p.Period, key, now, s).setState(&fresh)
 			sh.noteExpiry(fresh.expires)
 		}
@@ -306,12 +306,12 @@ func (sh *shard) decide(s *Store, h uint64, key string, p *algo.Params, now, n i
 		// this request is counted.
 		sh.reset(e)
 		r = sh.step(e, now, p, n, true)
-		if !r.Allowed || n == 0 {
+		if !counted(p, r, n) {
 			sh.removeAt(i)
 		}
 	default:
 		r = sh.step(e, now, p, n, true)
-		if stamp && r.Allowed && n > 0 {
+		if stamp && counted(p, r, n) {
 			now = sh.stamp(e, now, p)
 		}
 	}
@@ -342,7 +342,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err != nil {
 		return nil, err
 	}
-	if n < 0 || int64(n) > p.Cap {
+	if n < 0 || int64(n) > p.Cap && !(p.Charge && n <= sluice.MaxCharge) {
 		return nil, validate.Request(key, lim, n)
 	}
 	return p, nil

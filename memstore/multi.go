@@ -16,6 +16,11 @@ import (
 // are decided as if made one after the other; when their costs together
 // exceed a limit's capacity, the call fails with sluice.ErrExceedsCapacity,
 // since no wait could admit them.
+//
+// A request whose limit counts every hit (sluice.CountAll) is charged
+// whatever the call decides, and its denial denies the call; all or
+// nothing applies to the others. Requests on one state must share their
+// Counting (else a *sluice.LimitError with Field "Counting").
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if s.closed.Load() {
 		return nil, s.closedErr()
@@ -49,11 +54,14 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		it.first, it.sum = i, int64(rq.N)
 		for j := range i {
 			if sameState(&items[j].rf, &it.rf) {
+				if items[j].p.Charge != it.p.Charge {
+					return nil, &sluice.LimitError{Field: "Counting", Reason: fmt.Sprintf("requests %d and %d on key %q (%v) count hits differently; requests on one state must share their Counting", j, i, rq.Key, rq.Limit.Algorithm)}
+				}
 				it.first = items[j].first
 				it.sum = items[j].sum + int64(rq.N)
 			}
 		}
-		if it.sum > it.p.Cap {
+		if it.sum > it.p.Cap && !it.p.Charge {
 			return nil, fmt.Errorf("request %d: %w: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
 				i, sluice.ErrExceedsCapacity, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)
 		}
@@ -99,6 +107,7 @@ func (s *Store) decideMulti(reqs []sluice.Request, items []item) []sluice.Decisi
 		allowed = allowed && r.Allowed
 	}
 	if !allowed {
+		s.commitCharges(items, now)
 		peekUnblocked(reqs, items, out, now)
 		return out
 	}
@@ -159,6 +168,10 @@ func peekUnblocked(reqs []sluice.Request, items []item, out []sluice.Decision, n
 			continue
 		}
 		it := &items[i]
+		if it.p.Charge {
+			out[i].Allowed = false // charged all the same
+			continue
+		}
 		var r algo.Result
 		if it.p.Kind == algo.SlidingLog {
 			r = stepLog(items[it.first].log, now, *it.p, 0)
@@ -171,6 +184,21 @@ func peekUnblocked(reqs []sluice.Request, items []item, out []sluice.Decision, n
 		}
 		out[i] = decision(reqs[i].Limit, r)
 		out[i].Allowed = false
+	}
+}
+
+// commitCharges counts the requests of a denied call whose limits count
+// every hit: they are charged whatever the call's decision. A state holds
+// requests of one Counting only (AllowMulti), so a charged state holds no
+// admission of the call's other requests.
+func (s *Store) commitCharges(items []item, now int64) {
+	for i := range items {
+		it := &items[i]
+		if it.p.Charge && it.first == i && it.changed {
+			e := it.rf.sh.lookupOrInsert(&it.rf, now, s)
+			e.setState(&it.tmp)
+			it.rf.sh.noteExpiry(e.expires)
+		}
 	}
 }
 

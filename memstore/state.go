@@ -37,19 +37,31 @@ func (sh *shard) step(e *entry, now int64, p *algo.Params, n int64, commit bool)
 	switch p.Kind {
 	case algo.FixedWindow:
 		var w algo.Window
-		w, r = algo.FixedWindowStep(algo.Window{Start: e.a, Count: e.b}, now, *p, n)
+		if p.Charge {
+			w, r = algo.FixedWindowCharge(algo.Window{Start: e.a, Count: e.b}, now, *p, n)
+		} else {
+			w, r = algo.FixedWindowStep(algo.Window{Start: e.a, Count: e.b}, now, *p, n)
+		}
 		if commit {
 			e.a, e.b = w.Start, w.Count
 		}
 	case algo.SlidingWindow:
 		var c algo.Counter
-		c, r = algo.SlidingWindowStep(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, now, *p, n)
+		if p.Charge {
+			c, r = algo.SlidingWindowCharge(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, now, *p, n)
+		} else {
+			c, r = algo.SlidingWindowStep(algo.Counter{Start: e.a, Prev: e.b, Cur: e.c}, now, *p, n)
+		}
 		if commit {
 			e.a, e.b, e.c = c.Start, c.Prev, c.Cur
 		}
 	case algo.TokenBucket, algo.GCRA: // a token bucket is kept as a TAT (algo.Bucket)
 		var t algo.TAT
-		t, r = algo.GCRAStep(algo.TAT{At: e.a, Frac: e.b}, now, *p, n)
+		if p.Charge {
+			t, r = algo.GCRACharge(algo.TAT{At: e.a, Frac: e.b}, now, *p, n)
+		} else {
+			t, r = algo.GCRAStep(algo.TAT{At: e.a, Frac: e.b}, now, *p, n)
+		}
 		if commit {
 			e.a, e.b = t.At, t.Frac
 		}
@@ -64,10 +76,17 @@ func (sh *shard) step(e *entry, now int64, p *algo.Params, n int64, commit bool)
 		}
 		r = algo.SlidingLogStep(l, now, *p, n, commit)
 	}
-	if commit && r.Allowed && n > 0 {
+	if commit && counted(p, r, n) {
 		e.expires = sh.expiry(e, p)
 	}
 	return r
+}
+
+// counted reports whether a step of n that decided r changed the state: an
+// admission of n > 0, or any charge of n > 0 by a limit that counts every
+// hit.
+func counted(p *algo.Params, r algo.Result, n int64) bool {
+	return n > 0 && (r.Allowed || p.Charge)
 }
 
 // stamp returns the time (µs) at which the admission just made on e was
@@ -114,7 +133,9 @@ func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 }
 
 func params(l sluice.Limit) algo.Params {
-	return algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
+	p := algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
+	p.Charge = l.Counting == sluice.CountAll
+	return p
 }
 
 func decision(l sluice.Limit, r algo.Result) sluice.Decision {

@@ -18,6 +18,9 @@
 //   - Remaining is never negative, even for a state written under a larger
 //     limit (Rate or Burst lowered since).
 //
+// The Charge steps (charge.go) are those of a limit that counts every hit:
+// they change the state on a denial too, and take an n above Params.Cap.
+//
 // All intermediate products stay below 2^53 for limits that pass
 // CheckBounds, so that the same integer math is exact in Lua's doubles.
 package algo
@@ -65,6 +68,12 @@ type Params struct {
 	// at most a full bucket away, Cap·P/R + 1, kept so that a decision need
 	// not divide for it (0 for the other kinds).
 	Ahead int64
+	// Debt bounds what a limit that counts every hit (the Charge steps)
+	// keeps: a window's count, or a bucket's scaled deficit.
+	Debt int64
+	// Charge marks a limit that counts every hit: its stores run the
+	// Charge steps. NewParams leaves it false.
+	Charge bool
 }
 
 // NewParams converts a limit that passed CheckBounds.
@@ -75,6 +84,7 @@ func NewParams(k Kind, rate, burst, period int64) Params {
 	}
 	g := gcd(rate, period)
 	p.R, p.P = rate/g, period/g
+	p.Debt = debtOf(k, period)
 	if k == TokenBucket || k == GCRA {
 		p.Ahead = p.Cap*p.P/p.R + 1 // below 2^53 for limits that pass CheckBounds
 	}

@@ -155,12 +155,12 @@ func TestNewParams(t *testing.T) {
 		rate, burst, period int64
 		want                Params
 	}{
-		{"gcra burst 0 is rate", GCRA, 10, 0, sec, Params{Kind: GCRA, Rate: 10, Period: sec, Cap: 10, R: 1, P: 100_000, Ahead: sec + 1}},
-		{"token bucket burst", TokenBucket, 7, 2, sec, Params{Kind: TokenBucket, Rate: 7, Period: sec, Cap: 2, R: 7, P: sec, Ahead: 2*sec/7 + 1}},
-		{"gcra burst above rate", GCRA, 3, 5, sec, Params{Kind: GCRA, Rate: 3, Period: sec, Cap: 5, R: 3, P: sec, Ahead: 5*sec/3 + 1}},
-		{"burst ignored by fixed window", FixedWindow, 4, 9, 60 * sec, Params{Kind: FixedWindow, Rate: 4, Period: 60 * sec, Cap: 4, R: 1, P: 15 * sec}},
+		{"gcra burst 0 is rate", GCRA, 10, 0, sec, Params{Kind: GCRA, Rate: 10, Period: sec, Cap: 10, R: 1, P: 100_000, Ahead: sec + 1, Debt: MaxBucketDebt}},
+		{"token bucket burst", TokenBucket, 7, 2, sec, Params{Kind: TokenBucket, Rate: 7, Period: sec, Cap: 2, R: 7, P: sec, Ahead: 2*sec/7 + 1, Debt: MaxBucketDebt}},
+		{"gcra burst above rate", GCRA, 3, 5, sec, Params{Kind: GCRA, Rate: 3, Period: sec, Cap: 5, R: 3, P: sec, Ahead: 5*sec/3 + 1, Debt: MaxBucketDebt}},
+		{"burst ignored by fixed window", FixedWindow, 4, 9, 60 * sec, Params{Kind: FixedWindow, Rate: 4, Period: 60 * sec, Cap: 4, R: 1, P: 15 * sec, Debt: MaxCountDebt}},
 		{"sliding log", SlidingLog, 6, 0, 1500, Params{Kind: SlidingLog, Rate: 6, Period: 1500, Cap: 6, R: 1, P: 250}},
-		{"sliding window coprime", SlidingWindow, 9, 0, 1000, Params{Kind: SlidingWindow, Rate: 9, Period: 1000, Cap: 9, R: 9, P: 1000}},
+		{"sliding window coprime", SlidingWindow, 9, 0, 1000, Params{Kind: SlidingWindow, Rate: 9, Period: 1000, Cap: 9, R: 9, P: 1000, Debt: (MaxExact-1)/1000 - 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,7 +62,9 @@ func GCRAReturn(s TAT, at, now int64, p Params, n int64) TAT {
 	if n <= 0 || s == (TAT{}) {
 		return s
 	}
-	c := bucketCredit(at, now, p, n)
+	// A state holds at most Debt scaled units (or a full bucket of another
+	// limit): a larger n gives back no more, and n*P stays exact.
+	c := bucketCredit(at, now, p, min(n, max(p.Debt, p.Cap*p.P)/p.P+2))
 	if c == 0 {
 		return s
 	}
