@@ -206,7 +206,9 @@ func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
 			continue
 		}
 		if c.rule.Deny {
-			c.over, c.d = c.n > 0, denyDecision(c.rule, e.now(), c.n)
+			if err := e.chargeDeny(ctx, c, c.n); err != nil {
+				return false, err
+			}
 			admitted = admitted && !c.over
 			continue
 		}
@@ -342,6 +344,12 @@ func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) 
 			n = 0 // a denied request is counted by no limit that counts admitted hits
 		}
 		if c.rule.Deny {
+			if all {
+				if err := e.chargeDeny(ctx, c, n); err != nil {
+					return err
+				}
+				continue
+			}
 			c.over, c.d = n > 0, denyDecision(c.rule, e.now(), n)
 			continue
 		}
@@ -414,6 +422,23 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 	}
 	e.log.Warn("store failed", "err", err)
 	return storeError(err)
+}
+
+// chargeDeny decides a requests_per_unit: 0 rule that counts all, as the
+// reference does: its counter counts every hit, and it is over its limit
+// when it has counted any in its window (a cost of 0 included). The store
+// counts on the rule's key with a stand-in rate of 1, which nothing else
+// shares: nothing remains once anything is counted.
+func (e *Engine) chargeDeny(ctx context.Context, c *check, n int) error {
+	c.over, c.d = n > 0, denyDecision(c.rule, e.now(), n)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: c.lim.Period, FailureMode: c.lim.FailureMode, Counting: sluice.CountAll}
+	d, err := e.allowN(ctx, c.key, lim, n)
+	if err != nil {
+		return err
+	}
+	c.counted = n > 0
+	c.over = c.over || d.Remaining == 0
+	return nil
 }
 
 // denyDecision is the answer of a requests_per_unit: 0 rule to a cost of n,

@@ -196,9 +196,15 @@ func TestCounting(t *testing.T) {
 			{[]Descriptor{d("fw", "a", 4), d("fw", "a", 2)}, OverLimit, []got{{OK, 1}, {OverLimit, 0}}},
 			{[]Descriptor{d("fw", "a", 0)}, OverLimit, over},
 		}},
-		{"requests_per_unit 0 denies in either counting", []Option{WithCounting(sluice.CountAll)}, []step{
-			{[]Descriptor{d("blocked", "a", 1), d("fw", "a", 1)}, OverLimit, []got{{OverLimit, 0}, {OK, 4}}},
+		{"requests_per_unit 0, counting admitted: a peek is OK", nil, []step{
 			{[]Descriptor{d("blocked", "a", 0)}, OK, []got{{OK, 0}}},
+			{[]Descriptor{d("blocked", "a", 1), d("fw", "a", 1)}, OverLimit, []got{{OverLimit, 0}, {OK, 5}}},
+			{[]Descriptor{d("blocked", "a", 0)}, OK, []got{{OK, 0}}},
+		}},
+		{"requests_per_unit 0, counting all: a peek after a hit is over", []Option{WithCounting(sluice.CountAll)}, []step{
+			{[]Descriptor{d("blocked", "a", 0)}, OK, []got{{OK, 0}}},
+			{[]Descriptor{d("blocked", "a", 1), d("fw", "a", 1)}, OverLimit, []got{{OverLimit, 0}, {OK, 4}}},
+			{[]Descriptor{d("blocked", "a", 0)}, OverLimit, []got{{OverLimit, 0}}},
 		}},
 		{"refund: hits given back", nil, cat(spend("fw", 3), []step{
 			{[]Descriptor{refund("fw", "a", 2)}, OK, []got{{OK, 0}}},

@@ -1,0 +1,212 @@
+package compat
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestCompatCountingAll runs sluice with --counting all, the reference's
+// counting (every hit recorded, a denied one and one above the limit
+// included), next to the reference on the random sequences of TestCompat,
+// and requires the same answers, every field of every response, denials
+// included: the sequences go on past the reference's denials, where the
+// default counting differs by design (COMPAT.md item 1). With every limit
+// of testdata/compat.yaml a fixed window, no difference is tolerated.
+func TestCompatCountingAll(t *testing.T) {
+	referenceBin(t)
+	yaml, err := filepath.Abs(filepath.Join("testdata", "compat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
+		}
+	}
+	sequences := defaultSequences
+	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
+		if sequences, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
+		}
+	}
+	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences", seed, seed, sequences)
+	ref := startReference(t, yaml)
+	sl := startSluice(t, "sluice --counting all", yaml, "--counting", "all")
+	c := newChecker(ref, sl)
+	tok := tokens(rand.New(rand.NewPCG(seed, 400)))
+	t.Run("denied hits are counted", func(t *testing.T) {
+		awayFromBoundary()
+		x := d("plain", tok()) // 5 per minute
+		for range 5 {
+			c.same(t, newSequence("denied hits"), rq(x))
+		}
+		for range 2 {
+			ref, sl := call(t, c, rq(x))
+			statusIs(t, "reference", ref, 0, overLimit, 0)
+			statusIs(t, "sluice", sl, 0, overLimit, 0)
+		}
+		// A peek: both counters are at 7 > 5.
+		ref, sl := call(t, c, rq(withHits(x, 0)))
+		statusIs(t, "reference", ref, 0, overLimit, 0)
+		statusIs(t, "sluice", sl, 0, overLimit, 0)
+	})
+	t.Run("hits above the limit are counted", func(t *testing.T) {
+		awayFromBoundary()
+		x := d("plain", tok())
+		seq := newSequence("above the limit")
+		for _, req := range []*pb.RateLimitRequest{rq(withHits(x, 9)), rq(withHits(x, 0)), rq(x, d("plain", tok()))} {
+			if o := c.same(t, seq, req); !o.denied {
+				t.Errorf("%s: not denied, want OVER_LIMIT in both", text(req))
+			}
+		}
+	})
+	t.Run("random", func(t *testing.T) {
+		testRandomAll(t, c, rand.New(rand.NewPCG(seed, 500)), sequences)
+	})
+	t.Run("json", func(t *testing.T) {
+		cj := newChecker(ref, sl)
+		cj.json = true
+		testRandomAll(t, cj, rand.New(rand.NewPCG(seed, 600)), max(sequences/5, 1))
+		cj.summary(t)
+	})
+	c.summary(t)
+}
+
+// same sends req to both services and requires the same answer in full
+// (duration_until_reset and RateLimit-Reset within 1 s): every descriptor,
+// every field, denials included. A difference after a window boundary of
+// the sequence passed abandons it.
+func (c *checker) same(t *testing.T, seq *sequence, req *pb.RateLimitRequest) outcome {
+	t.Helper()
+	refResp, refErr := c.ask(c.ref, req)
+	slResp, slErr := c.ask(c.sl, req)
+	c.mu.Lock()
+	c.requests++
+	c.mu.Unlock()
+	differs := refErr != nil || slErr != nil
+	var denied bool
+	if !differs {
+		r := proto.Clone(refResp).(*pb.RateLimitResponse)
+		s := proto.Clone(slResp).(*pb.RateLimitResponse)
+		alignResponse(r, s)
+		differs = !proto.Equal(r, s)
+		denied = r.OverallCode == overLimit
+		for _, st := range r.Statuses {
+			denied = denied || st.Code == overLimit
+		}
+	}
+	if differs {
+		if now := time.Now(); now.Truncate(seq.window) != seq.start.Truncate(seq.window) {
+			t.Logf("%s: differs but the sequence crossed a %v boundary: abandoned", seq.label, seq.window)
+			return outcome{abandoned: true}
+		}
+		t.Errorf("%s: responses differ\nrequest:   %s\nreference: %v %s\nsluice:    %v %s", seq.label,
+			text(req), errText(refErr), text(refResp), errText(slErr), text(slResp))
+		return outcome{failed: true}
+	}
+	c.mu.Lock()
+	if denied {
+		c.denials++
+	} else {
+		c.full++
+	}
+	c.mu.Unlock()
+	return outcome{goOn: true, denied: denied}
+}
+
+// testRandomAll runs random sequences as testRandom draws them (the same
+// kinds of descriptor, costs and domains), compared in full by
+// checker.same, and goes on past denials to the sequence's last request.
+func testRandomAll(t *testing.T, c *checker, r *rand.Rand, sequences int) {
+	var safe, unsafe []kind
+	for _, k := range kinds {
+		if k.safe {
+			safe = append(safe, k)
+		}
+		if !k.shared {
+			unsafe = append(unsafe, k)
+		}
+	}
+	tok := tokens(r)
+	var requests, denials, abandoned int
+	for s := range sequences {
+		reqDomain, pool, sharedOK := domain, unsafe, false
+		switch p := r.IntN(100); {
+		case p < 5:
+			reqDomain = "compat-unknown"
+		case p < 20:
+			pool, sharedOK = safe, true
+		}
+		descs := make([]*rlpb.RateLimitDescriptor, 1+r.IntN(4))
+		names := make([]string, len(descs))
+		seqTok, second := tok(), false
+		var k kind
+		for i := range descs {
+			if i == 0 || r.IntN(3) != 0 {
+				k = pool[r.IntN(len(pool))]
+			}
+			descs[i], names[i] = k.make(r, tok(), tok(), seqTok), k.name
+			second = second || k.second
+		}
+		awayFromBoundary()
+		if second {
+			awayFromSecondBoundary()
+		}
+		seq := newSequence("")
+		if second {
+			seq.window = time.Second
+		}
+		n := 1 + r.IntN(12)
+		for i := range n {
+			req := &pb.RateLimitRequest{Domain: reqDomain}
+			for range 1 + r.IntN(min(4, len(descs)+1)) {
+				x := proto.Clone(descs[r.IntN(len(descs))]).(*rlpb.RateLimitDescriptor)
+				if r.IntN(5) == 0 {
+					x.HitsAddend = wrapperspb.UInt64(randomHits(r, sharedOK))
+				}
+				req.Descriptors = append(req.Descriptors, x)
+			}
+			switch p := r.IntN(100); {
+			case p < 60:
+			case p < 85:
+				req.HitsAddend = 1
+			case p < 97:
+				req.HitsAddend = uint32(2 + r.IntN(2))
+			default:
+				if !sharedOK {
+					req.HitsAddend = uint32(10 + r.IntN(1<<20))
+				}
+			}
+			seq.label = fmt.Sprintf("sequence %d (%s), request %d of %d", s, strings.Join(names, ", "), i+1, n)
+			requests++
+			o := c.same(t, seq, req)
+			if o.denied {
+				denials++
+			}
+			if o.abandoned {
+				abandoned++
+			}
+			if !o.goOn {
+				break
+			}
+		}
+		if t.Failed() {
+			t.Log("stopped the random sequences at the first failure; replay with the seed logged above")
+			return
+		}
+	}
+	t.Logf("%d sequences, %d requests compared in full, %d of them denied; %d sequences abandoned at a window boundary",
+		sequences, requests, denials, abandoned)
+}
