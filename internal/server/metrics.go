@@ -156,7 +156,7 @@ type ruleSeries struct {
 	decisions                      [nOutcomes]prometheus.Counter // by outcome, resolved on first use
 	shadow                         prometheus.Counter            // resolved on first use
 	total, within, near, overLimit prometheus.Counter
-	details                        map[string]int // detailed names seen, at most MaxDetailedNames
+	details                        map[string]struct{} // detailed names seen, at most MaxDetailedNames
 }
 
 // outcomes are the engine's outcomes, indexed for ruleSeries.decisions.
@@ -256,9 +256,9 @@ func (m *Metrics) detail(rs *ruleSeries, d string) string {
 			return OtherDetail
 		}
 		if rs.details == nil {
-			rs.details = map[string]int{}
+			rs.details = map[string]struct{}{}
 		}
-		rs.details[d] = len(rs.details)
+		rs.details[d] = struct{}{}
 	}
 	return d
 }
