@@ -83,6 +83,9 @@ type Match struct {
 	// detailed_metric and value_to_metric nodes. Label metrics with the
 	// Rule.Name unless the operator asked for these detailed names.
 	Metric string
+	// Detailed reports that Metric carries the request's values: a node of
+	// the path has detailed_metric or value_to_metric.
+	Detailed bool
 }
 
 // Config is a loaded, validated configuration: a set of domains. It is

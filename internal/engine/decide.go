@@ -115,7 +115,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			}
 			if r.Unlimited {
 				st.Unlimited = true
-				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(r, m), Outcome: OutcomeUnlimited, Hits: st.hits})
+				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
 			key := m.Key
@@ -163,10 +163,10 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 	return res, nil
 }
 
-// detail is the detailed stats name of match m for rule r when the rule
-// asks for it (detailed_metric, value_to_metric), else "".
-func detail(r *config.Rule, m config.Match) string {
-	if r.DetailedMetric || r.ValueToMetric {
+// detail is the detailed stats name of match m when its path asks for it
+// (detailed_metric, value_to_metric), else "".
+func detail(m config.Match) string {
+	if m.Detailed {
 		return m.Metric
 	}
 	return ""
