@@ -256,7 +256,7 @@ func testDocumented(t *testing.T, c *checker, tok func() string) {
 		neg := proto.Clone(x).(*rlpb.RateLimitDescriptor)
 		neg.IsNegativeHits = true
 		ref, refErr := c.ref.should(rq(neg))
-		_, slErr := c.sl.should(rq(neg))
+		sl, slErr := c.sl.should(rq(neg))
 		if refErr != nil {
 			t.Fatalf("reference: %v", refErr)
 		}
@@ -264,8 +264,10 @@ func testDocumented(t *testing.T, c *checker, tok func() string) {
 		// is_negative_hits: an unknown field, ignored over gRPC (and
 		// rejected by protojson on /json: see json/http).
 		statusIs(t, "reference (counts it as a hit)", ref, 0, ok, 4)
-		if status.Code(slErr) != codes.InvalidArgument {
-			t.Errorf("sluice: %v, want InvalidArgument", slErr)
+		// sluice gives the hit back: OK with its limit, nothing
+		// remaining and no reset.
+		if slErr != nil || sl.Statuses[0].Code != ok || sl.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 || sl.Statuses[0].DurationUntilReset != nil {
+			t.Errorf("sluice: %v %s, want OK with its limit and no reset (a refund)", slErr, text(sl))
 		}
 	})
 	t.Run("override of rate 0 (item 3)", func(t *testing.T) {
