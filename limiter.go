@@ -93,7 +93,13 @@ func (l *Limiter) AllowMulti(ctx context.Context, reqs []Request) ([]Decision, e
 // ErrWouldExceedDeadline and the denying Decision, when the context's
 // deadline comes before the request could be admitted; and with the
 // context's error when it is cancelled while sleeping.
+//
+// A limit that counts every hit (CountAll) would charge every attempt: Wait
+// refuses it with a *LimitError on "Counting".
 func (l *Limiter) Wait(ctx context.Context, key string, lim Limit, n int) (Decision, error) {
+	if lim.Counting == CountAll {
+		return Decision{}, &LimitError{Field: "Counting", Reason: "Wait retries until admitted, and a limit that counts every hit would charge every attempt; use AllowN"}
+	}
 	var t *time.Timer
 	defer func() {
 		if t != nil {

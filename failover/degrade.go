@@ -24,9 +24,10 @@ func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int
 	m := s.modeOf(lim)
 	var d sluice.Decision
 	switch {
-	case n == 0:
+	case n == 0 && lim.Counting != sluice.CountAll:
 		// A peek admits nothing: allowed in every mode, Remaining 0
-		// (unknown).
+		// (unknown). A cost of 0 of a limit that counts every hit is a
+		// check of its debt, decided by the mode like any cost.
 		d = sluice.Decision{Allowed: true, Limit: lim, Degraded: true}
 	case m == sluice.FailOpenUnbounded:
 		d = sluice.Decision{Allowed: true, Limit: lim, Degraded: true}
@@ -98,7 +99,7 @@ func (s *Store) localMulti(ctx context.Context, reqs []sluice.Request) []sluice.
 	local := make([]sluice.Request, len(reqs))
 	for i, rq := range reqs {
 		l, ok := LocalLimit(rq.Limit, s.cfg.replicas)
-		if !ok || rq.N > l.Capacity() {
+		if !ok || rq.N > l.Capacity() && l.Counting != sluice.CountAll {
 			return nil
 		}
 		local[i] = sluice.Request{Key: rq.Key, Limit: l, N: rq.N}
@@ -132,10 +133,12 @@ func (s *Store) denial(lim sluice.Limit) sluice.Decision {
 	return sluice.Decision{Limit: lim, RetryAfter: s.cfg.probeInterval, Degraded: true}
 }
 
-// localDecide admits through the strict local limiter.
+// localDecide admits through the strict local limiter, which counts every
+// hit of a limit that does (sluice.CountAll), as memstore does: a charge
+// above the local share's capacity is recorded there and denied.
 func (s *Store) localDecide(ctx context.Context, key string, lim sluice.Limit, n int) sluice.Decision {
 	l, ok := LocalLimit(lim, s.cfg.replicas)
-	if !ok || n > l.Capacity() {
+	if !ok || n > l.Capacity() && l.Counting != sluice.CountAll {
 		return s.denial(lim)
 	}
 	d, err := s.local.AllowN(ctx, key, l, n)

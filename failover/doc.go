@@ -50,7 +50,19 @@
 // set, Allowed false and no error, and the caller decides the request with
 // AllowN, which applies the failure mode; its RetryAfter (the probe
 // interval) is how long the caller should decide without leases. A Return
-// while the breaker is open is ErrBreakerOpen, without a call.
+// while the breaker is open is ErrBreakerOpen, without a call: the refund
+// is dropped, not given to the local share (which never counted what the
+// shared store admitted), and a dropped refund only makes the limit
+// stricter.
+//
+// # Limits that count every hit
+//
+// A limit with Counting sluice.CountAll passes through like any other.
+// While degraded, FailOpen charges it to the strict local share as
+// memstore does (a charge above the share's capacity is recorded and
+// denied, and a cost of 0 checks the local debt); FailClosed denies it,
+// a cost of 0 included; FailOpenUnbounded admits it. A charge decided
+// without the shared store is not recorded there.
 //
 // # Observing
 //

@@ -258,7 +258,11 @@ func (s *Store) noLease(lim sluice.Limit) sluice.Decision {
 // Return implements sluice.Leaser: it passes the call to the shared store
 // under the deadline and the breaker. While the breaker is open it returns
 // ErrBreakerOpen without calling the store (the caller may try again
-// later); a failed call returns an error wrapping ErrUnavailable.
+// later); a failed call returns an error wrapping ErrUnavailable. Either
+// way the refund is dropped, not applied to the local share: the local
+// share never counted what the shared store admitted, and a dropped refund
+// only makes the limit stricter. A zero at passes on as the shared store's
+// time now.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
 	if s.isDone.Load() {
 		return sluice.ErrClosed

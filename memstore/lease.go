@@ -27,8 +27,8 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 // beyond an untouched key. A state that no longer matters is removed.
 //
 // A zero at is the store's time now (a refund whose admission time is
-// unknown): the units leave the current window, or move a bucket's TAT
-// back by their full worth, so a key in debt has its debt reduced and an
+// unknown): the units leave the current window, move a bucket's TAT back
+// by their full worth, or remove a log's newest entries, so a key in debt has its debt reduced and an
 // untouched key stays untouched. n may be up to sluice.MaxCharge whatever
 // the limit's Counting, since a refund never credits more than the key
 // counts.
@@ -75,7 +75,9 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		t := algo.GCRAReturn(algo.TAT{At: e.a, Frac: e.b}, us, now, *p, nn)
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:
-		if l := sh.log(e); l != nil {
+		if l := sh.log(e); l != nil && at.IsZero() {
+			algo.SlidingLogReturnNewest(l, nn)
+		} else if l != nil {
 			algo.SlidingLogReturn(l, us, nn)
 		}
 	}

@@ -274,6 +274,7 @@ func (s *Store) allow(ctx context.Context, key string, lim sluice.Limit, n int, 
 	// costs a store-forwarding stall per decision.
 	d.Allowed = r.Allowed
 	d.Limit.Algorithm, d.Limit.Rate, d.Limit.Period, d.Limit.Burst = lim.Algorithm, lim.Rate, lim.Period, lim.Burst
+	d.Limit.Counting = lim.Counting
 	d.Remaining = int(r.Remaining)
 	d.RetryAfter = time.Duration(r.RetryAfter) * time.Microsecond
 	d.ResetAfter = time.Duration(r.ResetAfter) * time.Microsecond

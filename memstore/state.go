@@ -141,7 +141,7 @@ func params(l sluice.Limit) algo.Params {
 func decision(l sluice.Limit, r algo.Result) sluice.Decision {
 	return sluice.Decision{
 		Allowed:    r.Allowed,
-		Limit:      sluice.Limit{Algorithm: l.Algorithm, Rate: l.Rate, Period: l.Period, Burst: l.Burst},
+		Limit:      sluice.Limit{Algorithm: l.Algorithm, Rate: l.Rate, Period: l.Period, Burst: l.Burst, Counting: l.Counting},
 		Remaining:  int(r.Remaining),
 		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
 		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,

@@ -18,7 +18,7 @@ type limitArgs struct {
 
 // limitValues is how many limit values a kind's script takes.
 func limitValues(kind int) int {
-	switch kind {
+	switch baseKind(kind) {
 	case int(sluice.TokenBucket), int(sluice.GCRA), kindMsLog:
 		return 3
 	}
@@ -31,7 +31,7 @@ func (s *Store) limitArgs(lim sluice.Limit) *limitArgs {
 	}
 	p := params(lim)
 	a := &limitArgs{}
-	switch s.kind(lim) {
+	switch baseKind(s.kind(lim)) {
 	case int(sluice.TokenBucket), int(sluice.GCRA):
 		a.vals, a.n = [3]int64{p.Cap * p.P, p.P, p.R}, 3
 	case kindMsLog:
@@ -117,7 +117,7 @@ func (a *decisionArgs) timeArg(clocked bool) string {
 }
 
 // kindArgs are the kinds' decimal forms.
-var kindArgs = [...]string{"0", "1", "2", "3", "4", "5", "6"}
+var kindArgs = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
 
 // testSlack is testSlackMs on the wire.
 var testSlack = strconv.Itoa(testSlackMs)

@@ -28,6 +28,19 @@ type model struct {
 
 func (m *model) step(now int64, p algo.Params, n int64) algo.Result {
 	var r algo.Result
+	if p.Charge {
+		switch p.Kind {
+		case algo.FixedWindow:
+			m.w, r = algo.FixedWindowCharge(m.w, now, p, n)
+		case algo.SlidingWindow:
+			m.c, r = algo.SlidingWindowCharge(m.c, now, p, n)
+		case algo.TokenBucket:
+			m.b, r = algo.TokenBucketCharge(m.b, now, p, n)
+		case algo.GCRA:
+			m.g, r = algo.GCRACharge(m.g, now, p, n)
+		}
+		return r
+	}
 	switch p.Kind {
 	case algo.FixedWindow:
 		m.w, r = algo.FixedWindowStep(m.w, now, p, n)
@@ -67,6 +80,27 @@ func (m *model) ret(at, now int64, p algo.Params, n int64) {
 	}
 }
 
+// retNow returns n units at now, as a refund whose admission time is
+// unknown (a zero time): the windows use the time a decision would, never
+// before the state's window.
+func (m *model) retNow(now int64, p algo.Params, n int64) {
+	switch p.Kind {
+	case algo.FixedWindow:
+		m.ret(max(now, m.w.Start), now, p, n)
+	case algo.SlidingWindow:
+		m.ret(max(now, m.c.Start), now, p, n)
+	default:
+		m.ret(now, now, p, n)
+	}
+}
+
+// fuzzParams are lim's parameters as a store runs them.
+func fuzzParams(lim sluice.Limit) algo.Params {
+	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	p.Charge = lim.Counting == sluice.CountAll
+	return p
+}
+
 // randLimit returns a valid random limit: small and large rates, periods
 // that do and do not divide the epoch evenly, bursts above and below Rate.
 func randLimit(rng *rand.Rand) sluice.Limit {
@@ -92,6 +126,9 @@ func randLimit(rng *rand.Rand) sluice.Limit {
 		if lim.Algorithm == sluice.SlidingLog && lim.Rate > 300 {
 			continue // a log of a million entries is the sliding window's job
 		}
+		if lim.Algorithm != sluice.SlidingLog && rng.IntN(3) == 0 {
+			lim.Counting = sluice.CountAll
+		}
 		if lim.Validate() == nil {
 			return lim
 		}
@@ -109,7 +146,7 @@ var sequences atomic.Int64
 func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	lim := randLimit(rng)
-	p := algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+	p := fuzzParams(lim)
 	per := p.Period
 	now := int64(1_700_000_000_000_000) + rng.Int64N(100_000_000_000_000)
 	if rng.IntN(3) == 0 {
@@ -137,7 +174,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 			// state is kept and read under the new limit.
 			for {
 				l2 := randLimit(rng)
-				l2.Algorithm, l2.Period = lim.Algorithm, lim.Period
+				l2.Algorithm, l2.Period, l2.Counting = lim.Algorithm, lim.Period, lim.Counting
 				if l2.Algorithm != sluice.TokenBucket && l2.Algorithm != sluice.GCRA {
 					l2.Burst = 0
 				}
@@ -146,7 +183,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 					break
 				}
 			}
-			p = algo.NewParams(algo.Kind(lim.Algorithm), int64(lim.Rate), int64(lim.Burst), lim.Period.Microseconds())
+			p = fuzzParams(lim)
 		}
 		n := int64(1)
 		switch rng.IntN(5) {
@@ -154,6 +191,10 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 			n = 0
 		case 1:
 			n = 1 + rng.Int64N(p.Cap)
+		case 2:
+			if p.Charge { // beyond the capacity, up to the largest charge
+				n = []int64{1 + rng.Int64N(3*p.Cap), p.Cap + 1, sluice.MaxCharge}[rng.IntN(3)]
+			}
 		}
 		clock.Store(now)
 		r := m.step(now, p, n)
@@ -193,6 +234,20 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 		}
 		if ds[0] != want {
 			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, ds[0], want)
+		}
+		if p.Kind != algo.SlidingLog && rng.IntN(6) == 0 {
+			// A refund whose admission time is unknown (a zero time), of
+			// up to twice the capacity, to all three keys and the model.
+			k := 1 + rng.Int64N(2*p.Cap)
+			m.retNow(now, p, k)
+			for _, sk := range []struct {
+				s *Store
+				k string
+			}{{st.flat, key}, {st.batched, key}, {st.flat, key + "/multi"}} {
+				if err := sk.s.Return(context.Background(), sk.k, lim, int(k), time.Time{}); err != nil {
+					t.Fatalf("seed %d step %d: Return(%v, %d) now: %v", seed, i, lim, k, err)
+				}
+			}
 		}
 		if !viaMulti && r.Allowed && n > 0 && rng.IntN(4) == 0 {
 			// Return part of what was just admitted (a lease given back),

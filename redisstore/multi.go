@@ -15,6 +15,11 @@ import (
 // every algorithm and period share the key's hash tag); keys of different
 // subjects usually do not, and then AllowMulti returns an error wrapping
 // ErrCrossSlot that names them, before anything is sent.
+//
+// A request whose limit counts every hit (sluice.CountAll) is charged
+// whatever the call decides, and its denial denies the call; all or
+// nothing applies to the others. Requests on one state must share their
+// Counting (else a *sluice.LimitError with Field "Counting").
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	for i, rq := range reqs {
 		if err := s.check(ctx, rq.Key, rq.Limit, rq.N); err != nil {
@@ -38,10 +43,13 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		sum := rq.N
 		for j := range i {
 			if keys[j] == keys[i] {
+				if reqs[j].Limit.Counting != rq.Limit.Counting {
+					return nil, &sluice.LimitError{Field: "Counting", Reason: fmt.Sprintf("requests %d and %d on key %q (%v) count hits differently; requests on one state must share their Counting", j, i, rq.Key, rq.Limit.Algorithm)}
+				}
 				sum += reqs[j].N
 			}
 		}
-		if c := rq.Limit.Capacity(); sum > c {
+		if c := rq.Limit.Capacity(); sum > c && rq.Limit.Counting != sluice.CountAll {
 			return nil, fmt.Errorf("request %d: %w: n = %d on key %q after %d earlier in the call, but %v admits at most %d at once",
 				i, sluice.ErrExceedsCapacity, rq.N, rq.Key, sum-rq.N, rq.Limit, c)
 		}

@@ -57,7 +57,7 @@ func TestMultiDifferential(t *testing.T) {
 					// The same algorithm and period as an earlier limit:
 					// the same state, read under another rate.
 					prev := pool[rng.IntN(len(pool))].lim
-					lim.Algorithm, lim.Period = prev.Algorithm, prev.Period
+					lim.Algorithm, lim.Period, lim.Counting = prev.Algorithm, prev.Period, prev.Counting
 					if lim.Algorithm != sluice.TokenBucket && lim.Algorithm != sluice.GCRA {
 						lim.Burst = 0
 					}
@@ -86,6 +86,10 @@ func TestMultiDifferential(t *testing.T) {
 					n = 0
 				case 1:
 					n = 1 + rng.IntN(pk.lim.Rate)
+				case 2:
+					if pk.lim.Counting == sluice.CountAll {
+						n = 1 + rng.IntN(3*pk.lim.Capacity())
+					}
 				}
 				reqs[i] = sluice.Request{Key: pk.key, Limit: pk.lim, N: n}
 			}
@@ -107,8 +111,10 @@ func TestMultiDifferential(t *testing.T) {
 				t.Fatalf("seed %d step %d: %v: redisstore error %v, memstore error %v", seed, step, reqs, err, werr)
 			}
 			if werr != nil {
-				if !errors.Is(err, sluice.ErrExceedsCapacity) || !errors.Is(werr, sluice.ErrExceedsCapacity) {
-					t.Fatalf("seed %d step %d: %v: errors %v and %v, want both ErrExceedsCapacity", seed, step, reqs, err, werr)
+				var le, wle *sluice.LimitError
+				mixed := errors.As(err, &le) && errors.As(werr, &wle) && le.Field == "Counting" && wle.Field == "Counting"
+				if !mixed && (!errors.Is(err, sluice.ErrExceedsCapacity) || !errors.Is(werr, sluice.ErrExceedsCapacity)) {
+					t.Fatalf("seed %d step %d: %v: errors %v and %v, want both ErrExceedsCapacity or both on Counting", seed, step, reqs, err, werr)
 				}
 				continue
 			}

@@ -34,7 +34,7 @@ type script struct {
 // init, rather than generating files, keeps one copy of each script's
 // source in the repository, and the scripts' SHA-1s follow it.
 var (
-	singleScripts [kindMsLog + 1]*script
+	singleScripts [kindCharge + int(sluice.GCRA) + 1]*script
 	multiScript   *script
 	returnScript  *script
 	batchScript   *script
@@ -44,6 +44,24 @@ var (
 // (WithMillisecondLayout) in the scripts; the other kinds are numbered as
 // sluice.Algorithm.
 const kindMsLog = 6
+
+// kindCharge is added to the kind of a limit that counts every hit
+// (sluice.CountAll): kinds 7, 9, 10 and 11 are the fixed window, sliding
+// window, token bucket and GCRA running their algorithm's charge
+// (<prefix>_charge) instead of its step. The sliding log cannot count
+// every hit (sluice.Limit.Validate).
+const kindCharge = 6
+
+// baseKind is the kind of a charging kind's algorithm.
+func baseKind(kind int) int {
+	if kind > kindCharge {
+		return kind - kindCharge
+	}
+	return kind
+}
+
+// isCharge reports whether kind counts every hit.
+func isCharge(kind int) bool { return kind > kindCharge }
 
 // algFiles names each kind's file and the prefix of its functions: the
 // token bucket is kept as a TAT (internal/algo.Bucket), so it runs GCRA's
@@ -86,9 +104,12 @@ func assemble(name string, ta int, files []string, driver string) *script {
 // assembleSingle builds kind's single script, with its algorithm's
 // functions written inline (inline.go).
 func assembleSingle(name string, kind int) *script {
-	a := algFiles[kind]
+	a := algFiles[baseKind(kind)]
 	funcs, rest := splitFuncs(luaFile("prologue") + luaFile(a.file))
 	driver, alias := "single", map[string]string{"STEP": a.prefix + "_step"}
+	if isCharge(kind) {
+		alias["STEP"] = a.prefix + "_charge"
+	}
 	if isLog(kind) {
 		driver, alias = "single_log", map[string]string{"DECIDE": a.prefix + "_decide", "WRITE": a.prefix + "_write"}
 	}
@@ -112,6 +133,9 @@ func init() {
 		singleScripts[k] = assembleSingle(name, int(k))
 		if k != sluice.TokenBucket {
 			all = append(all, algFiles[k].file)
+		}
+		if k != sluice.SlidingLog && k < kindMsLog {
+			singleScripts[kindCharge+int(k)] = assembleSingle(name+"_all", kindCharge+int(k))
 		}
 	}
 	multiScript = assemble("multi", 1, all, "multi")

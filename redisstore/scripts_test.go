@@ -18,9 +18,12 @@ func TestSingleScriptsFlat(t *testing.T) {
 		if m := fn.FindString(codeOf(sc.src)); m != "" {
 			t.Errorf("%s: the single script defines a function", sc.name)
 		}
-		step := algFiles[k].prefix + "_step"
-		if isLog(k) {
+		step := algFiles[baseKind(k)].prefix + "_step"
+		switch {
+		case isLog(k):
 			step = algFiles[k].prefix + "_decide"
+		case isCharge(k):
+			step = algFiles[baseKind(k)].prefix + "_charge"
 		}
 		if !strings.Contains(sc.src, "do -- "+step) {
 			t.Errorf("%s: the single script does not hold %s inline", sc.name, step)

@@ -180,9 +180,16 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return nil
 }
 
+// kind numbers lim's script in the scripts: its algorithm, the
+// millisecond layout's log, or for a limit that counts every hit its
+// algorithm plus kindCharge. The Counting is so part of every script's
+// arguments.
 func (s *Store) kind(lim sluice.Limit) int {
 	if s.msLayout && lim.Algorithm == sluice.SlidingLog {
 		return kindMsLog
+	}
+	if lim.Counting == sluice.CountAll {
+		return kindCharge + int(lim.Algorithm)
 	}
 	return int(lim.Algorithm)
 }
@@ -257,17 +264,28 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 
 // Return implements sluice.Leaser: it gives back n units of a Lease made at
 // at, as far as they still count (as memstore does), in one script on
-// Redis time.
+// Redis time. A zero at is Redis's time now, as the script reads it: a
+// refund whose admission time is unknown leaves the current window, moves
+// a bucket's TAT back by its full worth, or removes a log's newest
+// entries, never crediting more than the key counts. n may be up to
+// sluice.MaxCharge whatever the limit's Counting.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
-	if err := s.check(ctx, key, lim, n); err != nil {
+	if err := s.check(ctx, key, lim, 0); err != nil {
 		return err
+	}
+	if n < 0 || n > sluice.MaxCharge {
+		return validate.Request(key, lim.WithCounting(sluice.CountAll), n)
 	}
 	if n == 0 {
 		return nil
 	}
 	a := s.newArgs(lim, n)
 	args := a.appendAll(s.clockArgs(make([]string, 0, 8)))
-	args = append(args, strconv.FormatInt(at.UnixMicro(), 10))
+	if at.IsZero() {
+		args = append(args, "")
+	} else {
+		args = append(args, strconv.FormatInt(at.UnixMicro(), 10))
+	}
 	_, err := s.run(ctx, returnScript, []string{s.redisKey(key, lim)}, args)
 	return err
 }

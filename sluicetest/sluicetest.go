@@ -45,6 +45,13 @@
 // ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
 // key exactly, never beyond untouched.
 //
+// A limit that counts every hit (sluice.CountAll) records a charge over
+// what is left and one over its capacity (which it denies), denies a cost
+// of 0 while in debt, and admits again when time has repaid the debt, per
+// algorithm (the step tables); inside AllowMulti it is charged whatever
+// the call decides. A Return with a zero time refunds at the store's now,
+// reducing a debt, never crediting an untouched key.
+//
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
 // tiered store holding leases). AllowMulti cases run when the store
@@ -159,6 +166,9 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"Concurrent", s.testConcurrent},
 		{"Multi", s.testMulti},
 		{"Lease", s.testLease},
+		{"CountAll", s.testCountAll},
+		{"CountAllMulti", s.testCountAllMulti},
+		{"RefundNow", s.testRefundNow},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)
@@ -299,7 +309,8 @@ func (e *env) allow(key string, lim sluice.Limit, n int) sluice.Decision {
 
 // checkDecision reports a Decision that breaks the contract whatever the
 // state: Limit echoed, Remaining within [0, Capacity], RetryAfter 0 when
-// allowed and > 0 when denied, no negative durations.
+// allowed and > 0 when denied, no negative durations, a peek allowed (but
+// for a limit that counts every hit, where a cost of 0 checks the debt).
 func checkDecision(t *testing.T, d sluice.Decision, lim sluice.Limit, n int) {
 	t.Helper()
 	switch {
@@ -313,7 +324,7 @@ func checkDecision(t *testing.T, d sluice.Decision, lim sluice.Limit, n int) {
 		t.Errorf("AllowN(%v, %d) denied with RetryAfter %v, want > 0", lim, n, d.RetryAfter)
 	case d.ResetAfter < 0:
 		t.Errorf("AllowN(%v, %d).ResetAfter = %v, want >= 0", lim, n, d.ResetAfter)
-	case n == 0 && !d.Allowed:
+	case n == 0 && !d.Allowed && lim.Counting != sluice.CountAll:
 		t.Errorf("AllowN(%v, 0) (a peek) denied, want allowed", lim)
 	}
 }

@@ -31,6 +31,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -40,6 +41,7 @@ import (
 var (
 	_ sluice.Store      = (*Store)(nil)
 	_ sluice.MultiStore = (*Store)(nil)
+	_ sluice.Leaser     = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -115,6 +117,28 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 
 // Close closes the local tier (returning its unspent leased units through
 // failover) and then failover. Later calls return sluice.ErrClosed.
+// Lease implements sluice.Leaser through the layers (tiered passes it to
+// failover, which gives it its deadline and breaker): a reservation that
+// sluice.Limiter.Reserve settles later. While the shared store cannot
+// lease it returns a degraded Decision, admitting nothing.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	if s.ts != nil {
+		return s.ts.Lease(ctx, key, lim, n)
+	}
+	return s.fs.Lease(ctx, key, lim, n)
+}
+
+// Return implements sluice.Leaser through the layers: a refund (a zero at
+// is the shared store's time now), which the local tier sees at once.
+// While the shared store does not answer, a refund is dropped with an
+// error: that only makes the limit stricter.
+func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	if s.ts != nil {
+		return s.ts.Return(ctx, key, lim, n, at)
+	}
+	return s.fs.Return(ctx, key, lim, n, at)
+}
+
 func (s *Store) Close() error {
 	var err error
 	if s.ts != nil {

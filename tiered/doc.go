@@ -17,6 +17,16 @@
 // their returned lease units, which can free quota before r (a cached
 // denial may then outlast what is free, never beyond r).
 //
+// # Limits that count every hit
+//
+// A limit with Counting sluice.CountAll is decided by the shared store,
+// every time: its charges, denied ones included, must all reach the shared
+// count, which neither a lease nor a cached denial would do. The Store is a
+// sluice.Leaser when its shared store is: Lease passes through (a caller's
+// reservation, apart from the local tier's own leases), and Return passes
+// a refund through and drops the key's cached denials, so that the refund
+// is seen at once.
+//
 // # Leases (WithLeases)
 //
 // With a store that implements sluice.Leaser, a key's decisions take k units

@@ -83,6 +83,36 @@ func (x *exact) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 		x.states[k] = st
 	}
 	var r algo.Result
+	if lim.Counting == sluice.CountAll {
+		switch p.Kind {
+		case algo.FixedWindow:
+			st.w, r = algo.FixedWindowCharge(st.w, now, p, int64(n))
+		case algo.SlidingWindow:
+			st.c, r = algo.SlidingWindowCharge(st.c, now, p, int64(n))
+		case algo.TokenBucket:
+			st.b, r = algo.TokenBucketCharge(st.b, now, p, int64(n))
+		case algo.GCRA:
+			st.t, r = algo.GCRACharge(st.t, now, p, int64(n))
+		}
+		x.admitted.Add(int64(n))
+	} else {
+		r = x.step(st, now, p, n)
+	}
+	if r.Allowed && lim.Counting != sluice.CountAll {
+		x.admitted.Add(int64(n))
+	}
+	return sluice.Decision{
+		Allowed:    r.Allowed,
+		Limit:      lim,
+		Remaining:  int(r.Remaining),
+		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
+		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
+	}, at, nil
+}
+
+// step is one step of a limit that counts admitted hits.
+func (x *exact) step(st *exactState, now int64, p algo.Params, n int) algo.Result {
+	var r algo.Result
 	switch p.Kind {
 	case algo.FixedWindow:
 		st.w, r = algo.FixedWindowStep(st.w, now, p, int64(n))
@@ -95,16 +125,7 @@ func (x *exact) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	case algo.SlidingLog:
 		r = algo.SlidingLogStep(&st.log, now, p, int64(n), true)
 	}
-	if r.Allowed {
-		x.admitted.Add(int64(n))
-	}
-	return sluice.Decision{
-		Allowed:    r.Allowed,
-		Limit:      lim,
-		Remaining:  int(r.Remaining),
-		RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond,
-		ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond,
-	}, at, nil
+	return r
 }
 
 func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
@@ -121,6 +142,18 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		return nil
 	}
 	a := at.UnixMicro()
+	if at.IsZero() { // the store's now, never before a window's start
+		a = x.now().UnixMicro()
+		switch p.Kind {
+		case algo.FixedWindow:
+			a = max(a, st.w.Start)
+		case algo.SlidingWindow:
+			a = max(a, st.c.Start)
+		case algo.SlidingLog:
+			algo.SlidingLogReturnNewest(&st.log, int64(n))
+			return nil
+		}
+	}
 	switch p.Kind {
 	case algo.FixedWindow:
 		st.w = algo.FixedWindowReturn(st.w, a, p, int64(n))

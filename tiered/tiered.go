@@ -19,6 +19,7 @@ import (
 var (
 	_ sluice.Store      = (*Store)(nil)
 	_ sluice.MultiStore = (*Store)(nil)
+	_ sluice.Leaser     = (*Store)(nil)
 )
 
 const numShards = 64
@@ -229,6 +230,10 @@ func (s *Store) shardOf(key string) *shard {
 // AllowN implements sluice.Store. A request that the local tier can decide
 // (a lease spend, a cached denial, the local share) is decided here without
 // a shared call; every other goes to the shared store, which validates it.
+//
+// A limit that counts every hit (sluice.CountAll) is always decided by the
+// shared store: its charges, denied ones included, must all reach the
+// shared count, which neither a lease nor a cached denial would do.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	if n < 0 {
 		return sluice.Decision{}, validate.Cost(lim, n)
@@ -238,6 +243,10 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, err
+	}
+	if lim.Counting == sluice.CountAll {
+		s.shared_.Add(1)
+		return s.shared.AllowN(ctx, key, lim, n)
 	}
 	if n == 0 {
 		return s.peek(ctx, key, lim)
@@ -346,6 +355,62 @@ func (s *Store) peek(ctx context.Context, key string, lim sluice.Limit) (sluice.
 	}
 	sh.mu.Unlock()
 	return d, nil
+}
+
+// Lease implements sluice.Leaser by passing the call to the shared store,
+// so that a caller can reserve units and settle them later
+// (sluice.Limiter.Reserve); the local tier's own leases are apart. When
+// the shared store is not a sluice.Leaser, it returns a Decision with
+// Degraded true and Allowed false, a zero time and a nil error, as a
+// store that cannot lease does: nothing was admitted, and the caller
+// decides with AllowN.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	if s.closed.Load() {
+		return sluice.Decision{}, time.Time{}, sluice.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return sluice.Decision{}, time.Time{}, err
+	}
+	l, ok := s.shared.(sluice.Leaser)
+	if !ok {
+		return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: time.Minute}, time.Time{}, nil
+	}
+	s.shared_.Add(1)
+	return l.Lease(ctx, key, lim, n)
+}
+
+// Return implements sluice.Leaser by passing the refund to the shared
+// store (a zero at is the shared store's time now). The key's cached
+// denials, under lim in either Counting, are dropped, so that the next
+// request sees the refund at once. It returns an error when the shared
+// store is not a sluice.Leaser.
+func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	l, ok := s.shared.(sluice.Leaser)
+	if !ok {
+		return fmt.Errorf("tiered: Return: shared store %T does not lease", s.shared)
+	}
+	s.shared_.Add(1)
+	err := l.Return(ctx, key, lim, n, at)
+	// Dropped after the refund: a denial cached while it was in flight
+	// may predate it.
+	s.dropDenials(key, lim)
+	return err
+}
+
+// dropDenials forgets the cached denials of key under lim, counting
+// admitted hits or every hit.
+func (s *Store) dropDenials(key string, lim sluice.Limit) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	for _, c := range [...]sluice.Counting{sluice.CountAdmitted, sluice.CountAll} {
+		if e := sh.m[ckey{key, lim.WithCounting(c)}]; e != nil {
+			e.denyN = 0
+		}
+	}
+	sh.mu.Unlock()
 }
 
 // AllowMulti implements sluice.MultiStore when the shared store does

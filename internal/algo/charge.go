@@ -52,7 +52,7 @@ func FixedWindowCharge(s Window, now int64, p Params, n int64) (Window, Result) 
 		count = s.Count
 	}
 	end := ws + p.Period - now
-	c2 := min(count+n, max(p.Debt, count))
+	c2 := min(count+n, p.Debt)
 	r := Result{Allowed: count+n <= p.Rate, Remaining: max(p.Rate-c2, 0)}
 	if c2 > 0 {
 		r.ResetAfter = end

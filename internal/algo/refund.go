@@ -64,7 +64,7 @@ func GCRAReturn(s TAT, at, now int64, p Params, n int64) TAT {
 	}
 	// A state holds at most Debt scaled units (or a full bucket of another
 	// limit): a larger n gives back no more, and n*P stays exact.
-	c := bucketCredit(at, now, p, min(n, max(p.Debt, p.Cap*p.P)/p.P+2))
+	c := bucketCredit(at, now, p, min(n, p.Debt/p.P+2))
 	if c == 0 {
 		return s
 	}
@@ -83,6 +83,18 @@ func GCRAReturn(s TAT, at, now int64, p Params, n int64) TAT {
 		t = TAT{At: -1, Frac: p.R} // the epoch itself, not the zero value
 	}
 	return t
+}
+
+// SlidingLogReturnNewest removes up to n of the newest entries: a refund
+// whose admission time is unknown gives back what was admitted last.
+func SlidingLogReturnNewest(l *Log, n int64) {
+	if n <= 0 {
+		return
+	}
+	l.n -= int(min(n, int64(l.n)))
+	if l.n == 0 {
+		l.head = 0
+	}
 }
 
 // SlidingLogReturn removes up to n entries stamped exactly at. Entries are

@@ -8,7 +8,8 @@
 -- Lua, not its one call), and for a key's calls after its denial in a
 -- group, which repeat that denial (denied, below).
 -- ARGV = now µs or '' (Redis TIME), TTL slack ms, then one group of 7
--- values per distinct set of arguments: kind, n, the limit's values (A, B,
+-- values per distinct set of arguments: kind (7 and after: a limit that
+-- counts every hit, running its algorithm's charge), n, the limit's values (A, B,
 -- C; '' when unused), now µs (test only, else ''), and how many of the
 -- following KEYS it decides.
 -- Returns, after a base time (the first decision's), the decisions in KEYS
@@ -25,7 +26,7 @@ F = function(_, x)
   end
   return s
 end
-local STEP = {fw_step, false, sw_step, gcra_step, gcra_step, false}
+local STEP = {fw_step, false, sw_step, gcra_step, gcra_step, false, fw_charge, false, sw_charge, gcra_charge, gcra_charge}
 local LOG = {false, {sl_decide, sl_write}, false, false, false, {ms_decide, ms_write}}
 local out, o, ki = {0}, 1, 0
 local base
@@ -69,7 +70,9 @@ while b < #ARGV do
   -- the same for the rest of the group once a denial has left the state as
   -- it was: the key's later decisions in the group are that denial again,
   -- and cost Redis nothing (one hot key over its limit is the common case).
+  -- A charge (kind 7 and after) counts its denial: it is never repeated.
   local denied
+  local charge = kind > 6
   for _ = 1, tonumber(ARGV[b + 6]) do
     ki = ki + 1
     local key = KEYS[ki]
@@ -97,7 +100,7 @@ while b < #ARGV do
         end
       end
       emit(ok, rem, retry, reset, used)
-      if ok == 0 then
+      if ok == 0 and not charge then
         denied = denied or {}
         denied[key] = {rem, retry, reset, used}
       end

@@ -1,5 +1,6 @@
 -- fixed_window.lua: the fixed window, internal/algo.FixedWindowStep
--- (fw_step) and FixedWindowReturn (fw_return). The value is one integer,
+-- (fw_step), FixedWindowCharge (fw_charge) and FixedWindowReturn
+-- (fw_return). The value is one integer,
 -- start + count, when count < period (start is a multiple of period, so it
 -- decodes exactly), and "start:count" otherwise.
 
@@ -44,11 +45,33 @@ local function fw_step(v, now, n, rate, per)
   return 1, rate - c, 0, e, now, s, keep and c < per and n
 end
 
--- fw_return gives back n units taken at at: they leave the count when the
--- key still holds at's window.
-local function fw_return(key, _, at, n, _, per)
+-- fw_charge is fw_step for a limit that counts every hit: n is counted,
+-- up to 2^52 (internal/algo.MaxCountDebt), whatever the decision, which
+-- denies a cost of 0 too while the count is above rate.
+local function fw_charge(v, now, n, rate, per)
+  local start, count, packed = fw_state(v, per)
+  if count > 0 and now < start then now = start end
+  local ws = now - now % per
+  local c = 0
+  if count > 0 and start == ws then c = count end
+  local e = ws + per - now
+  local c2 = math.min(c + n, 4503599627370496)
+  local ok, retry, reset = 1, 0, 0
+  if c + n > rate then ok, retry = 0, e end
+  if c2 > 0 then reset = e end
+  if n == 0 then return ok, math.max(rate - c2, 0), retry, reset, now end
+  local keep = packed and c > 0
+  local s = fw_val(ws, c2, per)
+  return ok, math.max(rate - c2, 0), retry, e, now, s, keep and c2 < per and c2 - c
+end
+
+-- fw_return gives back n units taken at at (false: now, as a decision
+-- would use it): they leave the count when the key still holds at's
+-- window.
+local function fw_return(key, now, at, n, _, per)
   local v = redis.call('GET', key)
   local start, count = fw_state(v, per)
+  at = at or math.max(now, start)
   if count > 0 and at - at % per == start then
     redis.call('SET', key, fw_val(start, math.max(count - n, 0), per), 'KEEPTTL')
   end

@@ -1,5 +1,5 @@
--- gcra.lua: GCRA, internal/algo.GCRAStep (gcra_step) and GCRAReturn
--- (gcra_return), and the token bucket, which is kept as a TAT too
+-- gcra.lua: GCRA, internal/algo.GCRAStep (gcra_step), GCRACharge
+-- (gcra_charge) and GCRAReturn (gcra_return), and the token bucket, which is kept as a TAT too
 -- (internal/algo.Bucket: TokenBucketStep and TokenBucketReturn are GCRA's
 -- math), under its own key letter. The value is the theoretical arrival
 -- time TAT + frac/R: one integer (µs) when frac is 0, "tat:frac" otherwise.
@@ -56,16 +56,55 @@ local function gcra_step(v, now, n, full, P, R)
   return 1, rem, 0, reset, now, s, false
 end
 
--- gcra_return gives back n emission intervals taken at at: the TAT moves
--- back by what they are still worth at now (n*P less the refill since, in
--- scaled units); a TAT at or before now is an untouched key.
+-- gcra_charge is gcra_step for a limit that counts every hit: the TAT
+-- moves on by n emission intervals, up to a scaled deficit of 2^52
+-- (internal/algo.MaxBucketDebt) ahead of now, whatever the decision,
+-- which denies a cost of 0 too while the TAT is beyond the burst. A denial
+-- waits until a cost of 1 (of 0 for a cost of 0) is admitted. n*P is
+-- inexact only far above 2^52, where the bound takes over.
+local function gcra_charge(v, now, n, full, P, R)
+  local d = 0
+  if v then
+    local at, frac = split(v)
+    frac = frac or 0
+    if not (at == 0 and frac == 0) then
+      at, frac = gcra_norm(at, frac, R)
+      if at > now or (at == now and frac > 0) then
+        if at - now > floor(4503599627370496 / R) then
+          d = 4503599627370496
+        else
+          d = math.min((at - now) * R + frac, 4503599627370496)
+        end
+      end
+    end
+  end
+  local d2 = math.min(d + n * P, 4503599627370496)
+  local ok, retry = 1, 0
+  if d + n * P > full then
+    ok = 0
+    retry = floor((d2 + math.min(n, 1) * P - full + R - 1) / R)
+  end
+  local rem = floor(math.max(full - d2, 0) / P)
+  local reset = floor((d2 + R - 1) / R)
+  if n == 0 then return ok, rem, retry, reset, now end
+  local q = floor(d2 / R)
+  local s = gcra_val(now + q, d2 - q * R, R)
+  return ok, rem, retry, reset, now, s, false
+end
+
+-- gcra_return gives back n emission intervals taken at at (false: now):
+-- the TAT moves back by what they are still worth at now (n*P less the
+-- refill since, in scaled units; n is at most the bound of a charged
+-- deficit's worth, so that n*P stays exact); a TAT at or before now is an
+-- untouched key.
 local function gcra_return(key, now, at, n, _, P, R)
   local v = redis.call('GET', key)
   if not v then return end
   local t, frac = split(v)
   frac = frac or 0
   if t == 0 and frac == 0 then return end
-  local c = n * P
+  at = at or now
+  local c = math.min(n, floor(4503599627370496 / P) + 2) * P
   local el = now - at
   if el > 0 then
     if el >= floor((c + R - 1) / R) then return end

@@ -61,8 +61,14 @@ local function ms_write(key, now, n, _, W, rnd)
   redis.call('PEXPIRE', key, W + slack)
 end
 
--- ms_return gives back up to n entries stamped in at's millisecond.
+-- ms_return gives back up to n entries stamped in at's millisecond (a
+-- false at: the n newest entries).
 local function ms_return(key, _, at, n)
+  if not at then
+    local ms = redis.call('ZREVRANGE', key, '0', F('%d', n - 1))
+    if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end
+    return
+  end
   local s = F('%d', floor(at / 1000))
   local ms = redis.call('ZRANGEBYSCORE', key, s, s, 'LIMIT', 0, n)
   if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end

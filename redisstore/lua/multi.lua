@@ -8,7 +8,12 @@
 -- any is denied nothing is written, and the requests that did not block
 -- report a peek of their state as it is (allowed 0, retry 0): not counting
 -- the earlier requests of the call, which are not counted either.
-local STEP = {fw_step, false, sw_step, gcra_step, gcra_step, false}
+-- A request of a limit that counts every hit (kind 7 and after, its
+-- algorithm's charge) is counted whatever the call decides, and its denial
+-- denies the call: on a denial its value is written all the same, and its
+-- decision reported denied. Requests on one key share their Counting
+-- (multi.go), so such a key holds no admission of the others.
+local STEP = {fw_step, false, sw_step, gcra_step, gcra_step, false, fw_charge, false, sw_charge, gcra_charge, gcra_charge}
 local LOG = {false, {sl_decide, sl_write}, false, false, false, {ms_decide, ms_write}}
 -- Per key: the value read (false: absent), the value and reset the call's
 -- admissions leave (counters), or the units they add, the time they are
@@ -52,8 +57,14 @@ for i = 1, #KEYS do
 end
 if out[1] == 0 then
   for i = 1, #KEYS do
-    local o = 2 + (i - 1) * 4
-    if out[o + 1] == 1 then
+    local key, o = KEYS[i], 2 + (i - 1) * 4
+    if tonumber(ARGV[3 + (i - 1) * 5]) > 6 then
+      out[o + 1] = 0
+      if value[key] then
+        redis.call('SET', key, value[key], 'PX', px(reset[key]))
+        value[key] = nil
+      end
+    elseif out[o + 1] == 1 then
       local _, rem, _, rs = decide(i, 0, true)
       out[o + 1], out[o + 2], out[o + 4] = 0, rem, rs
     end

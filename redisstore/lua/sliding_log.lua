@@ -100,7 +100,18 @@ end
 -- entries stamped at, and the log may still hold them (it trims at every
 -- 8th admission). Otherwise, with the newest entry returned, nothing would
 -- keep a later decision on a clock that ran back from counting them again.
+-- A false at (a refund whose admission time is unknown) gives back the n
+-- newest entries.
 local function sl_return(key, _, at, n, _, per)
+  if not at then
+    local ms = redis.call('ZREVRANGE', key, '0', F('%d', n))
+    local out = {}
+    for _, m in ipairs(ms) do
+      if m ~= '#' and #out < n then out[#out + 1] = m end
+    end
+    if #out > 0 then redis.call('ZREM', key, unpack(out)) end
+    return
+  end
   local ms = redis.call('ZRANGEBYSCORE', key, F('%d', at), F('%d', at), 'LIMIT', 0, n)
   if #ms == 0 then return end
   redis.call('ZREM', key, unpack(ms))

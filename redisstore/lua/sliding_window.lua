@@ -1,11 +1,27 @@
 -- sliding_window.lua: the sliding-window counter,
--- internal/algo.SlidingWindowStep (sw_step) and SlidingWindowReturn
--- (sw_return). The value is "start:prev:cur".
+-- internal/algo.SlidingWindowStep (sw_step), SlidingWindowCharge
+-- (sw_charge) and SlidingWindowReturn (sw_return). The value is
+-- "start:prev:cur".
 
 local function sw_reset(ws, now, prev, cur, P)
   if cur > 0 then return ws + 2 * P - now end
   if prev > 0 then return ws + P - now end
   return 0
+end
+
+-- sw_retry is the closed form of the earliest time at which the counts
+-- admit n: floor(x*(P-e)/P) <= a exactly when e >= P - floor(((a+1)*P-1)/x).
+-- Within the current window, or else in the next one, where the current
+-- count is the previous window's and nothing is counted yet.
+local function sw_retry(ws, now, prev, cur, rate, P, n)
+  local a = rate - n - cur
+  if a >= 0 and prev > 0 then
+    local e2 = math.max(P - floor(((a + 1) * P - 1) / prev), 0)
+    if e2 < P then return ws + e2 - now end
+  end
+  local e3 = 0
+  if cur > 0 then e3 = math.min(math.max(P - floor(((rate - n + 1) * P - 1) / cur), 0), P) end
+  return ws + P + e3 - now
 end
 
 -- sw_step decides n at now on the value v (false: absent) under rate per
@@ -26,19 +42,7 @@ local function sw_step(v, now, n, rate, P)
   local e = now - ws
   local count = floor(prev * (P - e) / P) + cur
   if n > 0 and count + n > rate then
-    -- The closed form of the earliest admitting time: floor(x*(P-e)/P) <= a
-    -- exactly when e >= P - floor(((a+1)*P-1)/x).
-    local retry
-    local a = rate - n - cur
-    if a >= 0 and prev > 0 then
-      local e2 = math.max(P - floor(((a + 1) * P - 1) / prev), 0)
-      if e2 < P then retry = ws + e2 - now end
-    end
-    if not retry then
-      local e2 = 0
-      if cur > 0 then e2 = math.min(math.max(P - floor(((rate - n + 1) * P - 1) / cur), 0), P) end
-      retry = ws + P + e2 - now
-    end
+    local retry = sw_retry(ws, now, prev, cur, rate, P, n)
     local reset = sw_reset(ws, now, prev, cur, P)
     return 0, math.max(rate - count, 0), retry, reset, now
   end
@@ -53,12 +57,45 @@ local function sw_step(v, now, n, rate, P)
   return 1, rate - count - n, 0, ws + 2 * P - now, now, string.format('%d:%d:%d', ws, prev, cur), keep
 end
 
--- sw_return gives back n units taken at at: they leave the count of at's
--- window, when the key still holds it (current or previous).
-local function sw_return(key, _, at, n, _, P)
+-- sw_charge is sw_step for a limit that counts every hit: n is counted in
+-- the current window, up to floor((2^53-1)/P) - 1 (so that a count times
+-- P stays exact), whatever the decision, which denies a cost of 0 too
+-- while the weighted count is above rate. A denial waits until a cost of 1
+-- (of 0 for a cost of 0) is admitted.
+local function sw_charge(v, now, n, rate, P)
+  local start, sprev, scur = 0, 0, 0
+  if v then
+    start, sprev, scur = split(v)
+  end
+  if (sprev > 0 or scur > 0) and now < start then now = start end
+  local ws = now - now % P
+  local prev, cur = 0, 0
+  if start == ws then
+    prev, cur = sprev, scur
+  elseif start == ws - P then
+    prev = scur
+  end
+  local w = floor(prev * (P - (now - ws)) / P)
+  local cur2 = math.min(cur + n, floor(9007199254740991 / P) - 1)
+  local ok, retry = 1, 0
+  if w + cur + n > rate then
+    ok = 0
+    retry = sw_retry(ws, now, prev, cur2, rate, P, math.min(n, 1))
+  end
+  local rem = math.max(rate - w - cur2, 0)
+  local reset = sw_reset(ws, now, prev, cur2, P)
+  if n == 0 then return ok, rem, retry, reset, now end
+  return ok, rem, retry, reset, now, string.format('%d:%d:%d', ws, prev, cur2), start == ws and scur > 0
+end
+
+-- sw_return gives back n units taken at at (false: now, as a decision
+-- would use it): they leave the count of at's window, when the key still
+-- holds it (current or previous).
+local function sw_return(key, now, at, n, _, P)
   local v = redis.call('GET', key)
   if not v then return end
   local start, prev, cur = split(v)
+  at = at or math.max(now, start)
   local w = at - at % P
   if w == start then
     cur = math.max(cur - n, 0)
