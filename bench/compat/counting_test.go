@@ -14,11 +14,14 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // TestCompatCountingAll runs sluice with --counting all, the reference's
 // counting (every hit recorded, a denied one and one above the limit
-// included), next to the reference on the random sequences of TestCompat,
+// included), on its memory store and on Redis, each next to its own
+// reference, on the random sequences of TestCompat,
 // and requires the same answers, every field of every response, denials
 // included: the sequences go on past the reference's denials, where the
 // default counting differs by design (COMPAT.md item 1). With every limit
@@ -42,46 +45,62 @@ func TestCompatCountingAll(t *testing.T) {
 		}
 	}
 	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences", seed, seed, sequences)
-	ref := startReference(t, yaml)
-	sl := startSluice(t, "sluice --counting all", yaml, "--counting", "all")
-	c := newChecker(ref, sl)
-	tok := tokens(rand.New(rand.NewPCG(seed, 400)))
-	t.Run("denied hits are counted", func(t *testing.T) {
-		awayFromBoundary()
-		x := d("plain", tok()) // 5 per minute
-		for range 5 {
-			c.same(t, newSequence("denied hits"), rq(x))
-		}
-		for range 2 {
-			ref, sl := call(t, c, rq(x))
-			statusIs(t, "reference", ref, 0, overLimit, 0)
-			statusIs(t, "sluice", sl, 0, overLimit, 0)
-		}
-		// A peek: both counters are at 7 > 5.
-		ref, sl := call(t, c, rq(withHits(x, 0)))
-		statusIs(t, "reference", ref, 0, overLimit, 0)
-		statusIs(t, "sluice", sl, 0, overLimit, 0)
-	})
-	t.Run("hits above the limit are counted", func(t *testing.T) {
-		awayFromBoundary()
-		x := d("plain", tok())
-		seq := newSequence("above the limit")
-		for _, req := range []*pb.RateLimitRequest{rq(withHits(x, 9)), rq(withHits(x, 0)), rq(x, d("plain", tok()))} {
-			if o := c.same(t, seq, req); !o.denied {
-				t.Errorf("%s: not denied, want OVER_LIMIT in both", text(req))
-			}
-		}
-	})
-	t.Run("random", func(t *testing.T) {
-		testRandomAll(t, c, rand.New(rand.NewPCG(seed, 500)), sequences)
-	})
-	t.Run("json", func(t *testing.T) {
-		cj := newChecker(ref, sl)
-		cj.json = true
-		testRandomAll(t, cj, rand.New(rand.NewPCG(seed, 600)), max(sequences/5, 1))
-		cj.summary(t)
-	})
-	c.summary(t)
+	stores := []struct {
+		name  string
+		flags func(t *testing.T) []string
+	}{
+		{"memory", func(*testing.T) []string { return nil }},
+		{"redis", func(t *testing.T) []string {
+			rd := redistest.Server(t)
+			return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
+		}},
+	}
+	for k, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ref := startReference(t, yaml)
+			sl := startSluice(t, "sluice --counting all, "+st.name, yaml, append([]string{"--counting", "all"}, st.flags(t)...)...)
+			k := uint64(k)
+			c := newChecker(ref, sl)
+			tok := tokens(rand.New(rand.NewPCG(seed, 400+k)))
+			t.Run("denied hits are counted", func(t *testing.T) {
+				awayFromBoundary()
+				x := d("plain", tok()) // 5 per minute
+				for range 5 {
+					c.same(t, newSequence("denied hits"), rq(x))
+				}
+				for range 2 {
+					ref, sl := call(t, c, rq(x))
+					statusIs(t, "reference", ref, 0, overLimit, 0)
+					statusIs(t, "sluice", sl, 0, overLimit, 0)
+				}
+				// A peek: both counters are at 7 > 5.
+				ref, sl := call(t, c, rq(withHits(x, 0)))
+				statusIs(t, "reference", ref, 0, overLimit, 0)
+				statusIs(t, "sluice", sl, 0, overLimit, 0)
+			})
+			t.Run("hits above the limit are counted", func(t *testing.T) {
+				awayFromBoundary()
+				x := d("plain", tok())
+				seq := newSequence("above the limit")
+				for _, req := range []*pb.RateLimitRequest{rq(withHits(x, 9)), rq(withHits(x, 0)), rq(x, d("plain", tok()))} {
+					if o := c.same(t, seq, req); !o.denied {
+						t.Errorf("%s: not denied, want OVER_LIMIT in both", text(req))
+					}
+				}
+			})
+			t.Run("random", func(t *testing.T) {
+				testRandomAll(t, c, rand.New(rand.NewPCG(seed, 500+k)), sequences)
+			})
+			t.Run("json", func(t *testing.T) {
+				cj := newChecker(ref, sl)
+				cj.json = true
+				testRandomAll(t, cj, rand.New(rand.NewPCG(seed, 600+k)), max(sequences/5, 1))
+				cj.summary(t)
+			})
+			c.summary(t)
+		})
+	}
 }
 
 // same sends req to both services and requires the same answer in full
