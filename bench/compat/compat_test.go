@@ -251,7 +251,7 @@ func testDocumented(t *testing.T, c *checker, tok func() string) {
 			t.Errorf("sluice: %v, want InvalidArgument", slErr)
 		}
 	})
-	t.Run("is_negative_hits (item 3)", func(t *testing.T) {
+	t.Run("is_negative_hits (item 10)", func(t *testing.T) {
 		x := d("plain", tok())
 		neg := proto.Clone(x).(*rlpb.RateLimitDescriptor)
 		neg.IsNegativeHits = true

@@ -123,9 +123,9 @@ func testHTTP(t *testing.T, c *checker, tok func() string) {
 		// The reference's API (go-control-plane envoy v1.32.4) has no
 		// is_negative_hits: an unknown field, which protojson rejects (over
 		// gRPC it is ignored, and the hit counted); sluice gives the hits
-		// back (COMPAT.md item 3).
+		// back (COMPAT.md item 10).
 		{name: "is_negative_hits", method: "POST", path: "/json", body: `{"domain":"compat","descriptors":[{"entries":[{"key":"plain","value":"` + tok() + `"}],"isNegativeHits":true}]}`,
-			ref: badRequest, sl: okStatus, why: "COMPAT.md item 3: sluice's API has is_negative_hits and gives the hits back (200 OK); " +
+			ref: badRequest, sl: okStatus, why: "COMPAT.md item 10: sluice's API has is_negative_hits and gives the hits back (200 OK); " +
 				"the reference's API has no such field, which protojson rejects (400)"},
 		{name: "override unitMultiplier", method: "POST", path: "/json", body: `{"domain":"compat","descriptors":[{"entries":[{"key":"ovr","value":"` + tok() + `"}],"limit":{"requestsPerUnit":3,"unit":"MINUTE","unitMultiplier":2}}]}`,
 			ref: badRequest, sl: okStatus, why: "the reference's API (go-control-plane envoy v1.32.4) has no RateLimitOverride.unit_multiplier: " +
