@@ -140,10 +140,10 @@ func (s *Service) Engine() *engine.Engine { return s.eng }
 
 // ShouldRateLimit implements pb.RateLimitServiceServer.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
-	er := Request(req)
+	er := request(req)
 	res, err := s.eng.Decide(ctx, &er)
 	if err != nil {
-		return nil, Error(err)
+		return nil, grpcError(err)
 	}
 	resp := &pb.RateLimitResponse{
 		OverallCode: code(res.Code),
@@ -170,9 +170,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	return resp, nil
 }
 
-// Request translates a RateLimitRequest into the engine's. The entries of
+// request translates a RateLimitRequest into the engine's. The entries of
 // all descriptors share one array.
-func Request(req *pb.RateLimitRequest) engine.Request {
+func request(req *pb.RateLimitRequest) engine.Request {
 	descs := req.GetDescriptors()
 	er := engine.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend()}
 	if len(descs) == 0 {
@@ -206,10 +206,10 @@ func Request(req *pb.RateLimitRequest) engine.Request {
 	return er
 }
 
-// Error is the gRPC status of an engine error: InvalidArgument for a
+// grpcError is the gRPC status of an engine error: InvalidArgument for a
 // request that cannot be decided as sent, the context's code when it
 // ended, Unavailable when the store made no decision.
-func Error(err error) error {
+func grpcError(err error) error {
 	var re *engine.RequestError
 	if errors.As(err, &re) {
 		return status.Error(codes.InvalidArgument, re.Error())
