@@ -45,22 +45,65 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		be := err.(*BoundError)
 		return Result{}, &RequestError{Field: be.Field, Msg: be.Error(), Err: be}
 	}
+	domain := req.Domain
+	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
+	replaced, known, err := e.match(req, res.Statuses)
+	if err != nil {
+		return Result{}, err
+	}
+	if !known {
+		// The reference answers OK, with no limit, for a domain it does not
+		// know: Envoy's filter may be configured before the service is.
+		for i := range res.Statuses {
+			res.Statuses[i] = Status{Code: OK}
+			e.obs.Unmatched("")
+		}
+		return res, nil
+	}
+	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
+	if e.multi != nil && len(enforced) > sluice.MaxMultiRequests {
+		// One all-or-nothing decision takes at most MaxMultiRequests limits.
+		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
+	}
+	// Refunds first, so that a request that gives back and spends sees
+	// what it gave back.
+	if err := e.refund(ctx, refunds); err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	admitted, err := e.decideEnforced(ctx, enforced)
+	if err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	if err := e.decideAdvisory(ctx, advisory, admitted); err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	e.report(domain, res.Statuses, enforced, advisory, refunds, admitted)
+	if !admitted {
+		res.Code, res.Denied = OverLimit, true
+	}
+	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
+	if e.shadowMode {
+		res.Code = OK
+	}
+	return res, nil
+}
+
+// match matches every descriptor of req in the configuration in force and
+// keeps its match and cost in sts. It returns the names that the matched
+// rules replace, and false when the domain is not configured.
+func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, known bool, err error) {
 	reqHits := uint64(max(req.Hits, 1))
 	cfg := e.cfg.Load()
-	domain := req.Domain
-
-	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
-	known := cfg != nil
-	var replaced map[string]bool
-	for i := range descs {
-		d := &descs[i]
-		st := &res.Statuses[i]
+	known = cfg != nil
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		st := &sts[i]
 		st.Code = OK
 		if len(d.Entries) == 0 {
-			return Result{}, invalid("descriptors["+strconv.Itoa(i)+"]", fmt.Sprintf("descriptors[%d] has no entries", i))
+			return nil, false, invalid("descriptors["+strconv.Itoa(i)+"]", fmt.Sprintf("descriptors[%d] has no entries", i))
 		}
 		if d.NegativeHits && e.leaser == nil {
-			return Result{}, invalid(field(i, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", i))
+			return nil, false, invalid(field(i, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", i))
 		}
 		h := reqHits
 		if d.HasHits {
@@ -70,7 +113,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		if !known {
 			continue
 		}
-		m, ok := cfg.Match(domain, d.Entries)
+		m, ok := cfg.Match(req.Domain, d.Entries)
 		if !ok {
 			known = false
 			continue
@@ -78,12 +121,12 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		if d.Limit != nil {
 			r, err := overrideRule(d.Limit)
 			if err != nil {
-				return Result{}, invalid(field(i, "limit"), fmt.Sprintf("descriptors[%d].limit: %v", i, err))
+				return nil, false, invalid(field(i, "limit"), fmt.Sprintf("descriptors[%d].limit: %v", i, err))
 			}
 			// The reference counts an override on the counter of the
 			// descriptor's entries and unit, which the configured limit of
 			// the same entries and unit shares.
-			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(domain, d.Entries)}
+			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries)}
 		}
 		st.m = m
 		for _, r := range m.Rules {
@@ -95,19 +138,16 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			}
 		}
 	}
-	if !known {
-		// The reference answers OK, with no limit, for a domain it does not
-		// know: Envoy's filter may be configured before the service is.
-		for i := range res.Statuses {
-			res.Statuses[i] = Status{Code: OK}
-			e.obs.Unmatched("")
-		}
-		return res, nil
-	}
+	return replaced, known, nil
+}
 
-	var enforced, advisory, refunds []check
-	for i := range res.Statuses {
-		st := &res.Statuses[i]
+// checks lists the limits that apply to each descriptor, in descriptor
+// order: the enforcing ones, the shadow and quota-mode ones (advisory), and
+// those of the descriptors that give hits back. An unlimited rule marks its
+// status instead.
+func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+	for i := range sts {
+		st := &sts[i]
 		m := st.m
 		for j, r := range m.Rules {
 			if r.ConfiguredName != "" && replaced[r.ConfiguredName] {
@@ -136,31 +176,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			}
 		}
 	}
-	if e.multi != nil && len(enforced) > sluice.MaxMultiRequests {
-		// One all-or-nothing decision takes at most MaxMultiRequests limits.
-		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
-	}
-	// Refunds first, so that a request that gives back and spends sees
-	// what it gave back.
-	if err := e.refund(ctx, refunds); err != nil {
-		return Result{}, e.storeError(ctx, err)
-	}
-	admitted, err := e.decideEnforced(ctx, enforced)
-	if err != nil {
-		return Result{}, e.storeError(ctx, err)
-	}
-	if err := e.decideAdvisory(ctx, advisory, admitted); err != nil {
-		return Result{}, e.storeError(ctx, err)
-	}
-	e.report(domain, res.Statuses, enforced, advisory, refunds, admitted)
-	if !admitted {
-		res.Code, res.Denied = OverLimit, true
-	}
-	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
-	if e.shadowMode {
-		res.Code = OK
-	}
-	return res, nil
+	return enforced, advisory, refunds
 }
 
 // detail is the detailed stats name of match m when its path asks for it
@@ -199,6 +215,16 @@ func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
 	if len(cs) == 0 {
 		return true, nil
 	}
+	admitted, err := e.chargeAll(ctx, cs)
+	if err != nil {
+		return false, err
+	}
+	return e.decideAdmitted(ctx, cs, admitted)
+}
+
+// chargeAll charges each enforcing limit that counts all its hits, and
+// reports whether they all admitted.
+func (e *Engine) chargeAll(ctx context.Context, cs []check) (bool, error) {
 	admitted := true
 	for k := range cs {
 		c := &cs[k]
@@ -221,6 +247,14 @@ func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
 			c.over, admitted = true, false
 		}
 	}
+	return admitted, nil
+}
+
+// decideAdmitted decides the enforcing limits that count admitted hits,
+// all or nothing; admitted is false when a limit counting all denied the
+// request, and they then only peek. It reports whether the request is
+// admitted.
+func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) (bool, error) {
 	// Some limits deny without asking the store whether they would admit:
 	// a requests_per_unit: 0 rule asked for a cost above 0, and a cost that
 	// the limit could never admit at once, with the request's earlier costs
