@@ -766,11 +766,24 @@ var kinds = []kind{
 	{name: "value_to_metric", make: fixed("vm", "v$v", "sub", "$w")},
 }
 
-// testRandom runs random sequences: each draws 1 to 4 descriptors with
-// fresh values, then sends 1 to 12 requests, each a random choice of them
-// (repeats included) with random hits_addend, compared by checker.step until
-// the reference's first denial.
+// testRandom runs random sequences (randomSequences) compared by
+// checker.step until the reference's first denial.
 func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
+	requests, denied, stopped := randomSequences(t, r, sequences, c.step)
+	if t.Failed() {
+		return
+	}
+	t.Logf("%d sequences, %d requests: %d ended at the reference's first denial, %d stopped (denial, or quota/shadow over the limit)",
+		sequences, requests, denied, stopped)
+}
+
+// randomSequences runs random sequences: each draws 1 to 4 descriptors with
+// fresh values, then sends 1 to 12 requests, each a random choice of them
+// (repeats included) with random hits_addend, through step, until step
+// says the sequence may not go on. It returns the requests sent, the steps
+// that saw a denial and the sequences stopped before their end; at the
+// first failure, it stops.
+func randomSequences(t *testing.T, r *rand.Rand, sequences int, step func(*testing.T, *sequence, *pb.RateLimitRequest) outcome) (requests, denied, stopped int) {
 	var safe, unsafe []kind
 	for _, k := range kinds {
 		if k.safe {
@@ -781,7 +794,6 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 		}
 	}
 	tok := tokens(r)
-	var denied, stopped, requests int
 	for s := range sequences {
 		reqDomain := domain
 		pool := unsafe
@@ -836,7 +848,7 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 			}
 			seq.label = fmt.Sprintf("sequence %d (%s), request %d of %d", s, strings.Join(names, ", "), i+1, n)
 			requests++
-			o := c.step(t, seq, req)
+			o := step(t, seq, req)
 			if o.failed {
 				break
 			}
@@ -850,11 +862,10 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 		}
 		if t.Failed() {
 			t.Log("stopped the random sequences at the first failure; replay with the seed logged above")
-			return
+			return requests, denied, stopped
 		}
 	}
-	t.Logf("%d sequences, %d requests: %d ended at the reference's first denial, %d stopped (denial, or quota/shadow over the limit)",
-		sequences, requests, denied, stopped)
+	return requests, denied, stopped
 }
 
 // randomHits is a per-descriptor hits_addend: often a peek (0) or a few,

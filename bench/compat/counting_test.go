@@ -1,19 +1,15 @@
 package compat
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -145,87 +141,10 @@ func (c *checker) same(t *testing.T, seq *sequence, req *pb.RateLimitRequest) ou
 	return outcome{goOn: true, denied: denied}
 }
 
-// testRandomAll runs random sequences as testRandom draws them (the same
-// kinds of descriptor, costs and domains), compared in full by
-// checker.same, and goes on past denials to the sequence's last request.
+// testRandomAll runs the random sequences of testRandom, compared in full
+// by checker.same, past denials to each sequence's last request.
 func testRandomAll(t *testing.T, c *checker, r *rand.Rand, sequences int) {
-	var safe, unsafe []kind
-	for _, k := range kinds {
-		if k.safe {
-			safe = append(safe, k)
-		}
-		if !k.shared {
-			unsafe = append(unsafe, k)
-		}
-	}
-	tok := tokens(r)
-	var requests, denials, abandoned int
-	for s := range sequences {
-		reqDomain, pool, sharedOK := domain, unsafe, false
-		switch p := r.IntN(100); {
-		case p < 5:
-			reqDomain = "compat-unknown"
-		case p < 20:
-			pool, sharedOK = safe, true
-		}
-		descs := make([]*rlpb.RateLimitDescriptor, 1+r.IntN(4))
-		names := make([]string, len(descs))
-		seqTok, second := tok(), false
-		var k kind
-		for i := range descs {
-			if i == 0 || r.IntN(3) != 0 {
-				k = pool[r.IntN(len(pool))]
-			}
-			descs[i], names[i] = k.make(r, tok(), tok(), seqTok), k.name
-			second = second || k.second
-		}
-		awayFromBoundary()
-		if second {
-			awayFromSecondBoundary()
-		}
-		seq := newSequence("")
-		if second {
-			seq.window = time.Second
-		}
-		n := 1 + r.IntN(12)
-		for i := range n {
-			req := &pb.RateLimitRequest{Domain: reqDomain}
-			for range 1 + r.IntN(min(4, len(descs)+1)) {
-				x := proto.Clone(descs[r.IntN(len(descs))]).(*rlpb.RateLimitDescriptor)
-				if r.IntN(5) == 0 {
-					x.HitsAddend = wrapperspb.UInt64(randomHits(r, sharedOK))
-				}
-				req.Descriptors = append(req.Descriptors, x)
-			}
-			switch p := r.IntN(100); {
-			case p < 60:
-			case p < 85:
-				req.HitsAddend = 1
-			case p < 97:
-				req.HitsAddend = uint32(2 + r.IntN(2))
-			default:
-				if !sharedOK {
-					req.HitsAddend = uint32(10 + r.IntN(1<<20))
-				}
-			}
-			seq.label = fmt.Sprintf("sequence %d (%s), request %d of %d", s, strings.Join(names, ", "), i+1, n)
-			requests++
-			o := c.same(t, seq, req)
-			if o.denied {
-				denials++
-			}
-			if o.abandoned {
-				abandoned++
-			}
-			if !o.goOn {
-				break
-			}
-		}
-		if t.Failed() {
-			t.Log("stopped the random sequences at the first failure; replay with the seed logged above")
-			return
-		}
-	}
+	requests, denied, stopped := randomSequences(t, r, sequences, c.same)
 	t.Logf("%d sequences, %d requests compared in full, %d of them denied; %d sequences abandoned at a window boundary",
-		sequences, requests, denials, abandoned)
+		sequences, requests, denied, stopped)
 }
