@@ -38,18 +38,7 @@ func TestCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
-		}
-	}
-	sequences := defaultSequences
-	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
-		if sequences, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
-		}
-	}
+	seed, sequences := randomSettings(t)
 	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences per store", seed, seed, sequences)
 	// SLUICE_COMPAT_SLUICE_CONFIG gives sluice another YAML than the
 	// reference: to see that the comparison fails when they differ.
@@ -61,17 +50,7 @@ func TestCompat(t *testing.T) {
 		t.Logf("sluice runs with %s, the reference with %s", slYAML, yaml)
 	}
 
-	stores := []struct {
-		name  string
-		flags func(t *testing.T) []string
-	}{
-		{"memory", func(*testing.T) []string { return nil }},
-		{"redis", func(t *testing.T) []string {
-			rd := redistest.Server(t)
-			return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
-		}},
-	}
-	for k, st := range stores {
+	for k, st := range compatStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ref := startReference(t, yaml)
@@ -105,6 +84,39 @@ func TestCompat(t *testing.T) {
 			})
 		})
 	}
+}
+
+// randomSettings returns the seed of the random sequences
+// (SLUICE_COMPAT_SEED, else the time) and their number per store
+// (SLUICE_COMPAT_SEQUENCES, else defaultSequences).
+func randomSettings(t *testing.T) (seed uint64, sequences int) {
+	t.Helper()
+	seed, sequences = uint64(time.Now().UnixNano()), defaultSequences
+	var err error
+	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
+		}
+	}
+	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
+		if sequences, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
+		}
+	}
+	return seed, sequences
+}
+
+// compatStores are the stores sluice runs on next to the reference: its
+// memory store, and Redis (a redis-server of the test's own).
+var compatStores = []struct {
+	name  string
+	flags func(t *testing.T) []string
+}{
+	{"memory", func(*testing.T) []string { return nil }},
+	{"redis", func(t *testing.T) []string {
+		rd := redistest.Server(t)
+		return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
+	}},
 }
 
 // tokens returns a generator of fresh descriptor values, so that no two

@@ -2,16 +2,12 @@ package compat
 
 import (
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // TestCompatCountingAll runs sluice with --counting all, the reference's
@@ -28,30 +24,9 @@ func TestCompatCountingAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
-		}
-	}
-	sequences := defaultSequences
-	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
-		if sequences, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
-		}
-	}
+	seed, sequences := randomSettings(t)
 	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences", seed, seed, sequences)
-	stores := []struct {
-		name  string
-		flags func(t *testing.T) []string
-	}{
-		{"memory", func(*testing.T) []string { return nil }},
-		{"redis", func(t *testing.T) []string {
-			rd := redistest.Server(t)
-			return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
-		}},
-	}
-	for k, st := range stores {
+	for k, st := range compatStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ref := startReference(t, yaml)
