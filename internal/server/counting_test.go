@@ -146,7 +146,7 @@ func TestGRPCNearLimitMetrics(t *testing.T) {
 	ask(t, c, rlDesc("fw", "m", 2, true)) // a refund counts in no hits metric
 	out := do(t, s, "GET", "/metrics", "").Body.String()
 	for _, want := range []string{
-		`sluice_rls_total_hits_total{domain="c",rule="c.fw"} 15`,
+		`sluice_rls_hits_total{domain="c",rule="c.fw"} 15`,
 		`sluice_rls_within_limit_hits_total{domain="c",rule="c.fw"} 10`,
 		`sluice_rls_near_limit_hits_total{domain="c",rule="c.fw"} 2`,
 		`sluice_rls_over_limit_hits_total{domain="c",rule="c.fw"} 5`,

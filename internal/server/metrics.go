@@ -60,7 +60,7 @@ func NewMetrics() *Metrics {
 	m.shadowHits = m.counterVec("sluice_rls_shadow_mode_hits_total",
 		"Hits that a shadow_mode rule would have denied, by domain and rule.",
 		"domain", "rule")
-	m.totalHits = m.counterVec("sluice_rls_total_hits_total",
+	m.totalHits = m.counterVec("sluice_rls_hits_total",
 		"Hits asked of each limit (the reference's total_hits), by domain and rule.",
 		"domain", "rule")
 	m.withinHits = m.counterVec("sluice_rls_within_limit_hits_total",
