@@ -38,18 +38,7 @@ func TestCompat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
-		}
-	}
-	sequences := defaultSequences
-	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
-		if sequences, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
-		}
-	}
+	seed, sequences := randomSettings(t)
 	t.Logf("seed %d (replay with SLUICE_COMPAT_SEED=%d), %d random sequences per store", seed, seed, sequences)
 	// SLUICE_COMPAT_SLUICE_CONFIG gives sluice another YAML than the
 	// reference: to see that the comparison fails when they differ.
@@ -61,17 +50,7 @@ func TestCompat(t *testing.T) {
 		t.Logf("sluice runs with %s, the reference with %s", slYAML, yaml)
 	}
 
-	stores := []struct {
-		name  string
-		flags func(t *testing.T) []string
-	}{
-		{"memory", func(*testing.T) []string { return nil }},
-		{"redis", func(t *testing.T) []string {
-			rd := redistest.Server(t)
-			return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
-		}},
-	}
-	for k, st := range stores {
+	for k, st := range compatStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			ref := startReference(t, yaml)
@@ -105,6 +84,39 @@ func TestCompat(t *testing.T) {
 			})
 		})
 	}
+}
+
+// randomSettings returns the seed of the random sequences
+// (SLUICE_COMPAT_SEED, else the time) and their number per store
+// (SLUICE_COMPAT_SEQUENCES, else defaultSequences).
+func randomSettings(t *testing.T) (seed uint64, sequences int) {
+	t.Helper()
+	seed, sequences = uint64(time.Now().UnixNano()), defaultSequences
+	var err error
+	if s := os.Getenv("SLUICE_COMPAT_SEED"); s != "" {
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEED: %v", err)
+		}
+	}
+	if s := os.Getenv("SLUICE_COMPAT_SEQUENCES"); s != "" {
+		if sequences, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("SLUICE_COMPAT_SEQUENCES: %v", err)
+		}
+	}
+	return seed, sequences
+}
+
+// compatStores are the stores sluice runs on next to the reference: its
+// memory store, and Redis (a redis-server of the test's own).
+var compatStores = []struct {
+	name  string
+	flags func(t *testing.T) []string
+}{
+	{"memory", func(*testing.T) []string { return nil }},
+	{"redis", func(t *testing.T) []string {
+		rd := redistest.Server(t)
+		return []string{"--redis", "redis://" + rd.Addr, "--redis-timeout", "2s"}
+	}},
 }
 
 // tokens returns a generator of fresh descriptor values, so that no two
@@ -251,12 +263,12 @@ func testDocumented(t *testing.T, c *checker, tok func() string) {
 			t.Errorf("sluice: %v, want InvalidArgument", slErr)
 		}
 	})
-	t.Run("is_negative_hits (item 3)", func(t *testing.T) {
+	t.Run("is_negative_hits (item 10)", func(t *testing.T) {
 		x := d("plain", tok())
 		neg := proto.Clone(x).(*rlpb.RateLimitDescriptor)
 		neg.IsNegativeHits = true
 		ref, refErr := c.ref.should(rq(neg))
-		_, slErr := c.sl.should(rq(neg))
+		sl, slErr := c.sl.should(rq(neg))
 		if refErr != nil {
 			t.Fatalf("reference: %v", refErr)
 		}
@@ -264,8 +276,10 @@ func testDocumented(t *testing.T, c *checker, tok func() string) {
 		// is_negative_hits: an unknown field, ignored over gRPC (and
 		// rejected by protojson on /json: see json/http).
 		statusIs(t, "reference (counts it as a hit)", ref, 0, ok, 4)
-		if status.Code(slErr) != codes.InvalidArgument {
-			t.Errorf("sluice: %v, want InvalidArgument", slErr)
+		// sluice gives the hit back: OK with its limit, nothing
+		// remaining and no reset.
+		if slErr != nil || sl.Statuses[0].Code != ok || sl.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 || sl.Statuses[0].DurationUntilReset != nil {
+			t.Errorf("sluice: %v %s, want OK with its limit and no reset (a refund)", slErr, text(sl))
 		}
 	})
 	t.Run("override of rate 0 (item 3)", func(t *testing.T) {
@@ -764,11 +778,24 @@ var kinds = []kind{
 	{name: "value_to_metric", make: fixed("vm", "v$v", "sub", "$w")},
 }
 
-// testRandom runs random sequences: each draws 1 to 4 descriptors with
-// fresh values, then sends 1 to 12 requests, each a random choice of them
-// (repeats included) with random hits_addend, compared by checker.step until
-// the reference's first denial.
+// testRandom runs random sequences (randomSequences) compared by
+// checker.step until the reference's first denial.
 func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
+	requests, denied, stopped := randomSequences(t, r, sequences, c.step)
+	if t.Failed() {
+		return
+	}
+	t.Logf("%d sequences, %d requests: %d ended at the reference's first denial, %d stopped (denial, or quota/shadow over the limit)",
+		sequences, requests, denied, stopped)
+}
+
+// randomSequences runs random sequences: each draws 1 to 4 descriptors with
+// fresh values, then sends 1 to 12 requests, each a random choice of them
+// (repeats included) with random hits_addend, through step, until step
+// says the sequence may not go on. It returns the requests sent, the steps
+// that saw a denial and the sequences stopped before their end; at the
+// first failure, it stops.
+func randomSequences(t *testing.T, r *rand.Rand, sequences int, step func(*testing.T, *sequence, *pb.RateLimitRequest) outcome) (requests, denied, stopped int) {
 	var safe, unsafe []kind
 	for _, k := range kinds {
 		if k.safe {
@@ -779,7 +806,6 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 		}
 	}
 	tok := tokens(r)
-	var denied, stopped, requests int
 	for s := range sequences {
 		reqDomain := domain
 		pool := unsafe
@@ -834,7 +860,7 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 			}
 			seq.label = fmt.Sprintf("sequence %d (%s), request %d of %d", s, strings.Join(names, ", "), i+1, n)
 			requests++
-			o := c.step(t, seq, req)
+			o := step(t, seq, req)
 			if o.failed {
 				break
 			}
@@ -848,11 +874,10 @@ func testRandom(t *testing.T, c *checker, r *rand.Rand, sequences int) {
 		}
 		if t.Failed() {
 			t.Log("stopped the random sequences at the first failure; replay with the seed logged above")
-			return
+			return requests, denied, stopped
 		}
 	}
-	t.Logf("%d sequences, %d requests: %d ended at the reference's first denial, %d stopped (denial, or quota/shadow over the limit)",
-		sequences, requests, denied, stopped)
+	return requests, denied, stopped
 }
 
 // randomHits is a per-descriptor hits_addend: often a peek (0) or a few,

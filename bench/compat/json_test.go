@@ -122,10 +122,11 @@ func testHTTP(t *testing.T, c *checker, tok func() string) {
 			ref: okStatus, sl: badRequest, why: "COMPAT.md item 3: a descriptor with no entries is InvalidArgument in sluice (400 on /json)"},
 		// The reference's API (go-control-plane envoy v1.32.4) has no
 		// is_negative_hits: an unknown field, which protojson rejects (over
-		// gRPC it is ignored, and the hit counted); sluice rejects the
-		// field (COMPAT.md item 3).
+		// gRPC it is ignored, and the hit counted); sluice gives the hits
+		// back (COMPAT.md item 10).
 		{name: "is_negative_hits", method: "POST", path: "/json", body: `{"domain":"compat","descriptors":[{"entries":[{"key":"plain","value":"` + tok() + `"}],"isNegativeHits":true}]}`,
-			ref: badRequest, sl: badRequest},
+			ref: badRequest, sl: okStatus, why: "COMPAT.md item 10: sluice's API has is_negative_hits and gives the hits back (200 OK); " +
+				"the reference's API has no such field, which protojson rejects (400)"},
 		{name: "override unitMultiplier", method: "POST", path: "/json", body: `{"domain":"compat","descriptors":[{"entries":[{"key":"ovr","value":"` + tok() + `"}],"limit":{"requestsPerUnit":3,"unit":"MINUTE","unitMultiplier":2}}]}`,
 			ref: badRequest, sl: okStatus, why: "the reference's API (go-control-plane envoy v1.32.4) has no RateLimitOverride.unit_multiplier: " +
 				"protojson rejects the unknown field (400); sluice's API has it and accepts the request (and, as the reference over gRPC, " +

@@ -540,7 +540,6 @@ type refMode struct {
 	on        bool
 	applied   []refAssign
 	overruled []refAssign // dropped: the user set the flag
-	missing   []refAssign // dropped: this build has no such flag (a default only)
 	ignored   []refNote
 }
 
@@ -592,16 +591,9 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 			m.overruled = append(m.overruled, a)
 			continue
 		}
-		f := fs.Lookup(a.Flag)
-		if f == nil {
-			if a.Default {
-				m.missing = append(m.missing, a)
-			} else {
-				errs = append(errs, fmt.Sprintf("%s: this build of sluice has no --%s to honour it", a.Var, a.Flag))
-			}
-			continue
-		}
-		if err := f.Value.Set(a.Value); err != nil {
+		// Every flag of the plan is one of serve's
+		// (TestReferencePlanFlagsExist).
+		if err := fs.Lookup(a.Flag).Value.Set(a.Value); err != nil {
 			name := a.Var
 			if a.Default {
 				name = "the default of " + name
@@ -642,9 +634,6 @@ func (m *refMode) log(log *slog.Logger) {
 		if !a.Default {
 			log.Info("envoyproxy/ratelimit variable overruled by a flag or SLUICE_* variable", "var", a.Var, "flag", "--"+a.Flag)
 		}
-	}
-	for _, a := range m.missing {
-		log.Warn("envoyproxy/ratelimit default not applied: this build has no such flag", "flag", "--"+a.Flag, "value", a.Value)
 	}
 	for _, n := range m.ignored {
 		log.Warn("envoyproxy/ratelimit variable ignored", "var", n.Var, "reason", n.Msg)

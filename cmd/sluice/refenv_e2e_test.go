@@ -34,13 +34,6 @@ func envList(m map[string]string) []string {
 	return env
 }
 
-// hasServeFlag reports whether serve has the flag (in this build: the
-// binary the tests start is built from the same source).
-func hasServeFlag(name string) bool {
-	var f serveFlags
-	return serveFlagSet(&f, io.Discard).Lookup(name) != nil
-}
-
 const refEnvConfig = `domain: eg
 descriptors:
   - key: generic_key
@@ -145,31 +138,18 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 	rls := rlsOverTLS(t, p.grpc, g)
 	should := func(hits uint32) pb.RateLimitResponse_Code { t.Helper(); return rls(hits, "generic_key", "default") }
 	// 3 a minute: 2 hits, then 2 more (over), then 1. The reference counts
-	// the denied 2 (4, then 5: over); counting only what is admitted, the
-	// last is within the limit (2, then 3).
+	// the denied 2 (4, then 5: over).
 	if got := should(2); got != pb.RateLimitResponse_OK {
 		t.Fatalf("2 hits: %v, want OK", got)
 	}
 	if got := should(2); got != pb.RateLimitResponse_OVER_LIMIT {
 		t.Fatalf("2 more hits: %v, want OVER_LIMIT", got)
 	}
-	third := should(1)
-	if hasServeFlag("counting") {
-		if third != pb.RateLimitResponse_OVER_LIMIT {
-			t.Errorf("1 more hit after a denied 2: %v, want OVER_LIMIT (the reference counts denied hits)", third)
-		}
-		if !strings.Contains(log, "--counting=all") {
-			t.Errorf("log lacks the reference's counting, --counting=all")
-		}
-	} else {
-		// This build has no --counting: the reference's default is skipped
-		// and logged, and a denied hit is not counted.
-		if third != pb.RateLimitResponse_OK {
-			t.Errorf("1 more hit after a denied 2: %v, want OK without --counting", third)
-		}
-		if !strings.Contains(log, `"flag":"--counting"`) {
-			t.Errorf("log does not tell that --counting is missing")
-		}
+	if got := should(1); got != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("1 more hit after a denied 2: %v, want OVER_LIMIT (the reference counts denied hits)", got)
+	}
+	if !strings.Contains(log, "--counting=all") {
+		t.Errorf("log lacks the reference's counting, --counting=all")
 	}
 	// The counters are in Redis.
 	keys, err := rd.Do("KEYS", "sluice:*")
@@ -323,14 +303,10 @@ func TestE2EReferenceEnvXDS(t *testing.T) {
 	}
 
 	// An update replaces the configuration: 10 a minute now, the same
-	// counter (4 hits so far, or 3 when denied hits are not counted).
+	// counter (4 hits so far: the denied one is counted).
 	cp.Set(t, node, "v2", egLimits("v2", 10))
 	inForce("v2")
-	used := 4
-	if !hasServeFlag("counting") {
-		used = 3
-	}
-	for i := used; i < 11; i++ {
+	for i := 4; i < 11; i++ {
 		want := pb.RateLimitResponse_OK
 		if i == 10 {
 			want = pb.RateLimitResponse_OVER_LIMIT

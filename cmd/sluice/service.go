@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // serviceFlags say how the rate-limit service answers: its response
-// headers, and the shadow and quota modes.
+// headers, the shadow and quota modes, the counting of the rules that do
+// not set their own, and the near-limit threshold of the metrics.
 type serviceFlags struct {
 	responseHeaders bool
 	headerNames     [3]string // limit, remaining, reset
 	shadowMode      bool
 	quotaMode       bool
+	counting        sluice.Counting
+	nearLimitRatio  float64
 }
 
 func (g *serviceFlags) register(fs *flag.FlagSet) {
@@ -24,6 +29,8 @@ func (g *serviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.headerNames[2], "reset-header", rls.HeaderReset, "`name` of --response-headers' reset header (the reference's LIMIT_RESET_HEADER)")
 	fs.BoolVar(&g.shadowMode, "shadow-mode", false, "answer every ShouldRateLimit OK, as the reference's SHADOW_MODE: statuses and metrics still tell which limits are over (for trying limits on live traffic)")
 	fs.BoolVar(&g.quotaMode, "quota-mode", false, "put every limit in quota_mode, as the reference's QUOTA_MODE: over its limit, a descriptor is reported but does not deny")
+	fs.TextVar(&g.counting, "counting", sluice.CountAdmitted, "`mode` of the rules without a counting key: admitted (a denied request counts nothing) or all (every hit, also a denied one, as the reference counts; sliding_log rules still count admitted hits)")
+	fs.Float64Var(&g.nearLimitRatio, "near-limit-ratio", engine.DefaultNearLimitRatio, "the fraction of a limit above which its hits count as near the limit in the metrics (the reference's NEAR_LIMIT_RATIO), 0 < r <= 1")
 }
 
 func (g *serviceFlags) validate() error {
@@ -31,6 +38,9 @@ func (g *serviceFlags) validate() error {
 		if !headerName(g.headerNames[i]) {
 			return fmt.Errorf("%s %q: want an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", flag, g.headerNames[i])
 		}
+	}
+	if !(g.nearLimitRatio > 0 && g.nearLimitRatio <= 1) {
+		return fmt.Errorf("--near-limit-ratio %v: want a number above 0 and at most 1", g.nearLimitRatio)
 	}
 	return nil
 }
@@ -41,6 +51,7 @@ func (g *serviceFlags) options() []rls.Option {
 		rls.WithResponseHeaders(g.responseHeaders),
 		rls.WithHeaderNames(g.headerNames[0], g.headerNames[1], g.headerNames[2]),
 		rls.WithShadowMode(g.shadowMode), rls.WithQuotaMode(g.quotaMode),
+		rls.WithCounting(g.counting), rls.WithNearLimitRatio(g.nearLimitRatio),
 	}
 }
 

@@ -26,8 +26,13 @@ type Rule struct {
 	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
 	// Rate (requests_per_unit), Period (unit or window), Burst and
 	// FailureMode (failure_mode: FailOpen or FailClosed, or FailDefault, the
-	// process's default, when unset). It is the zero Limit when Unlimited.
+	// process's default, when unset) and Counting (counting: CountAdmitted
+	// or CountAll; see CountingSet). It is the zero Limit when Unlimited.
 	Limit sluice.Limit
+	// CountingSet says that the rule sets its counting (`counting:`);
+	// otherwise the service's default applies (sluice serve --counting),
+	// except to a sliding_log rule, which counts what it admits.
+	CountingSet bool
 	// Unit is the Name of the rule's Unit ("SECOND", "MINUTE", "HOUR",
 	// "DAY", "WEEK", "MONTH", "YEAR"), or "" when the period came from the
 	// `window` extension or the rule is unlimited. RLS answers report it in
@@ -78,6 +83,9 @@ type Match struct {
 	// detailed_metric and value_to_metric nodes. Label metrics with the
 	// Rule.Name unless the operator asked for these detailed names.
 	Metric string
+	// Detailed reports that Metric carries the request's values: a node of
+	// the path has detailed_metric or value_to_metric.
+	Detailed bool
 }
 
 // Config is a loaded, validated configuration: a set of domains. It is

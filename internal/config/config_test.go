@@ -464,7 +464,7 @@ descriptors:
   - key: k
     rate_limit:
       unit: second
-      requestsperunit: 5`, `t.yaml:7: descriptors[0].rate_limit.requestsperunit: unknown key (want one of unit, unit_multiplier, requests_per_unit, unlimited, name, replaces, algorithm, window, burst, failure_mode)`},
+      requestsperunit: 5`, `t.yaml:7: descriptors[0].rate_limit.requestsperunit: unknown key (want one of unit, unit_multiplier, requests_per_unit, unlimited, name, replaces, algorithm, window, burst, failure_mode, counting)`},
 		{"non-string key", `
 domain: a
 descriptors:
@@ -713,6 +713,30 @@ domain: a
 descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "default"`},
+		{"bad counting", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5, counting: most}`, `t.yaml:5: descriptors[0].rate_limit.counting: want admitted or all, got "most"`},
+		{"empty counting", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 5, counting: ""}`, `t.yaml:5: descriptors[0].rate_limit.counting: want admitted or all, got ""`},
+		{"sliding_log counting all", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit:
+      algorithm: sliding_log
+      unit: second
+      requests_per_unit: 5
+      counting: all`, `t.yaml:9: descriptors[0].rate_limit.counting: sliding_log keeps one entry per admitted unit and cannot count hits beyond its Rate; use sliding_window to count every hit`},
+		{"counting on an unlimited rule", `
+domain: a
+descriptors:
+  - key: k
+    rate_limit: {unlimited: true, counting: all}`, `t.yaml:5: descriptors[0].rate_limit.counting: must not be set when unlimited`},
 		{"sliding window too large with a window", `
 domain: a
 descriptors:
@@ -1223,5 +1247,38 @@ func TestYAMLSyntaxLines(t *testing.T) {
 				t.Errorf("Parse(%q) = %v, want %s", tt.give, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestCounting: a rule's counting key sets its Limit.Counting and
+// CountingSet; a rule without one leaves the service's default to apply.
+func TestCounting(t *testing.T) {
+	c, err := Parse("t.yaml", []byte(`
+domain: a
+descriptors:
+  - key: all
+    rate_limit: {unit: second, requests_per_unit: 5, counting: all}
+  - key: adm
+    rate_limit: {unit: second, requests_per_unit: 5, counting: admitted}
+  - key: none
+    rate_limit: {unit: second, requests_per_unit: 5}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		key     string
+		wantC   sluice.Counting
+		wantSet bool
+	}{
+		{"all", sluice.CountAll, true},
+		{"adm", sluice.CountAdmitted, true},
+		{"none", sluice.CountAdmitted, false},
+	}
+	for _, tt := range tests {
+		m, _ := c.Match("a", []Descriptor{{Key: tt.key, Value: "v"}})
+		if len(m.Rules) != 1 || m.Rules[0].Limit.Counting != tt.wantC || m.Rules[0].CountingSet != tt.wantSet {
+			t.Errorf("%s: rules %+v, want Counting %v, CountingSet %v", tt.key, m.Rules, tt.wantC, tt.wantSet)
+		}
 	}
 }

@@ -88,7 +88,8 @@ func (c *Config) Match(domain string, entries []Descriptor) (Match, bool) {
 	if len(n.rules) == 0 {
 		return Match{}, true
 	}
-	return Match{Rules: n.rules, Key: countingKey(domain, entries, steps), Metric: metricName(domain, entries, steps)}, true
+	metric, detailed := metricName(domain, entries, steps)
+	return Match{Rules: n.rules, Key: countingKey(domain, entries, steps), Metric: metric, Detailed: detailed}, true
 }
 
 type step struct {
@@ -174,8 +175,9 @@ func escape(b *strings.Builder, s string) {
 // for a key-only default), except that the request's value is written for
 // value_to_metric nodes and, when the matched node has detailed_metric, for
 // every entry. A share_threshold wildcard match always writes its pattern,
-// like its counter.
-func metricName(domain string, entries []Descriptor, steps []step) string {
+// like its counter. detailed reports that the name carries request values
+// (a detailed_metric or value_to_metric node on the path).
+func metricName(domain string, entries []Descriptor, steps []step) (name string, detailed bool) {
 	last := steps[len(steps)-1].n
 	plain := !last.detailed
 	for _, s := range steps {
@@ -185,7 +187,7 @@ func metricName(domain string, entries []Descriptor, steps []step) string {
 		}
 	}
 	if plain {
-		return last.path
+		return last.path, false
 	}
 	var b strings.Builder
 	b.WriteString(domain)
@@ -203,5 +205,5 @@ func metricName(domain string, entries []Descriptor, steps []step) string {
 			b.WriteString(v)
 		}
 	}
-	return b.String()
+	return b.String(), true
 }

@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	rateLimitKeys = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "failure_mode"}
+	rateLimitKeys = []string{"unit", "unit_multiplier", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "failure_mode", "counting"}
 	replacesKeys  = []string{"name"}
 )
 
@@ -149,10 +149,11 @@ func (f descFlags) rule(name string) *Rule {
 type limitKeys struct {
 	unit, mult, rate, replaces  *field
 	alg, window, burst, failure *field
+	counting                    *field
 	extension                   []*field // the sluice keys given, in file order
 
-	unitName, windowS, algName, failureName string
-	rateV, multV, burstV                    int64
+	unitName, windowS, algName, failureName, countingName string
+	rateV, multV, burstV                                  int64
 }
 
 // readLimit reads the keys of a rate_limit: the rule's own (unlimited, name,
@@ -199,6 +200,10 @@ func (p *parser) readLimit(fields []field, path string, r *Rule) (*limitKeys, er
 			k.failure = f
 			k.extension = append(k.extension, f)
 			k.failureName, err = p.str(f.v, fp)
+		case "counting":
+			k.counting = f
+			k.extension = append(k.extension, f)
+			k.countingName, err = p.str(f.v, fp)
 		default:
 			err = p.unknown(f, path, rateLimitKeys)
 		}
@@ -298,6 +303,13 @@ func (p *parser) limit(r *Rule, k *limitKeys, n *yaml.Node, path string) error {
 		}
 		r.Limit.FailureMode = m
 	}
+	if k.counting != nil {
+		c, err := sluice.ParseCounting(k.countingName)
+		if err != nil || k.countingName == "" {
+			return p.errorf(k.counting.v, join(path, "counting"), "want admitted or all, got %q", k.countingName)
+		}
+		r.Limit.Counting, r.CountingSet = c, true
+	}
 	check := r.Limit
 	if k.rateV == 0 {
 		// requests_per_unit: 0 is the reference's block-all limit: check the
@@ -338,6 +350,8 @@ func (k *limitKeys) limitField(err error, n *yaml.Node, path string) (*yaml.Node
 		f = k.window
 	case "Rate":
 		f = k.rate
+	case "Counting":
+		f = k.counting
 	}
 	if f == nil {
 		return n, path

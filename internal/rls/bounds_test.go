@@ -74,9 +74,7 @@ func TestBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newService(t, WithBounds(b))
-			calls := &countingStore{Store: s.store}
-			s.store, s.multi = calls, nil
+			s, calls := countingService(t, WithBounds(b))
 			_, err := s.ShouldRateLimit(context.Background(), tt.give)
 			if tt.wantErr == "" {
 				if err != nil {
@@ -92,6 +90,20 @@ func TestBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingService is a Service of testConfig on a memory store that counts
+// its AllowN calls (and has no AllowMulti).
+func countingService(t *testing.T, opts ...Option) (*Service, *countingStore) {
+	t.Helper()
+	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := memstore.New()
+	t.Cleanup(func() { ms.Close() })
+	calls := &countingStore{Store: ms}
+	return New(calls, cfg, opts...), calls
 }
 
 // countingStore counts AllowN calls.
@@ -161,9 +173,7 @@ func TestCheckLimit(t *testing.T) {
 // request's costs per counter and of reporting each descriptor grows
 // linearly: BenchmarkManyDescriptors compares 1k and 10k.
 func TestManyDescriptorsLinear(t *testing.T) {
-	s, _ := newService(t, WithBounds(Bounds{}))
-	calls := &countingStore{Store: s.store}
-	s.store, s.multi = calls, nil
+	s, calls := countingService(t, WithBounds(Bounds{}))
 	ds := make([]*rlpb.RateLimitDescriptor, 20_000)
 	for i := range ds {
 		ds[i] = desc("key1", "same")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -182,7 +183,7 @@ func TestShadowMode(t *testing.T) {
 		want := &pb.RateLimitResponse{OverallCode: ok, Statuses: []*pb.RateLimitResponse_DescriptorStatus{status1(ok, shadow, rem, 50*time.Second)}}
 		diff(t, "shadow call "+string(rune('1'+i)), got, want)
 	}
-	if got, want := obs.count("test.shadow", ResultShadowOverLimit), 2; got != want {
+	if got, want := obs.count("test.shadow", engine.OutcomeShadowOverLimit), 2; got != want {
 		t.Errorf("shadow_over_limit decisions = %d, want %d", got, want)
 	}
 }
@@ -341,8 +342,6 @@ func TestCurrentLimitOfWindows(t *testing.T) {
 
 func TestInvalidArgument(t *testing.T) {
 	s, _ := newService(t)
-	neg := desc("key1", "a")
-	neg.IsNegativeHits = true
 	tests := []struct {
 		name string
 		give *pb.RateLimitRequest
@@ -351,7 +350,6 @@ func TestInvalidArgument(t *testing.T) {
 		{"no descriptors", &pb.RateLimitRequest{Domain: "test"}},
 		{"empty descriptor", req(desc("key1", "a"), &rlpb.RateLimitDescriptor{})},
 		{"nil descriptor", req(nil)},
-		{"negative hits", req(neg)},
 		{"override with no unit", req(&rlpb.RateLimitDescriptor{Entries: desc("key1", "a").Entries, Limit: &rlpb.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 3}})},
 	}
 	for _, tt := range tests {
@@ -432,16 +430,16 @@ type recorder struct {
 	n  map[string]int
 }
 
-func (r *recorder) Decided(domain, rule string, res Result, hits int) {
+func (r *recorder) Decided(rep engine.Report) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == nil {
 		r.n = map[string]int{}
 	}
-	r.n[rule+"/"+string(res)]++
+	r.n[rep.Rule+"/"+string(rep.Outcome)]++
 }
 
-func (r *recorder) count(rule string, res Result) int {
+func (r *recorder) count(rule string, res engine.Outcome) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[rule+"/"+string(res)]

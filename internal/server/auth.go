@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,10 +10,8 @@ import (
 	"strings"
 	"time"
 
-	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-
 	"github.com/sluicehq/sluice/internal/clientip"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
@@ -248,7 +247,10 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 	if denyStatus == 0 {
 		denyStatus = http.StatusTooManyRequests
 	}
-	req := &pb.RateLimitRequest{Domain: s.auth.Domain}
+	// One entry per source, each its own descriptor: the entries share one
+	// array.
+	entries := make([]engine.Entry, 0, len(s.auth.Sources))
+	req := engine.Request{Domain: s.auth.Domain, Descriptors: make([]engine.Descriptor, 0, len(s.auth.Sources))}
 	for _, src := range s.auth.Sources {
 		var v string
 		if src.Address {
@@ -269,34 +271,48 @@ func (s *Server) handleAuth(w http.ResponseWriter, r *http.Request) {
 			v = src.value(r.Header)
 		}
 		if v != "" {
-			req.Descriptors = append(req.Descriptors, &rlpb.RateLimitDescriptor{
-				Entries: []*rlpb.RateLimitDescriptor_Entry{{Key: src.Key, Value: v}},
-			})
+			entries = append(entries, engine.Entry{Key: src.Key, Value: v})
+			req.Descriptors = append(req.Descriptors, engine.Descriptor{Entries: entries[len(entries)-1:]})
 		}
 	}
 	if len(req.Descriptors) == 0 {
 		w.WriteHeader(http.StatusOK) // nothing to limit on
 		return
 	}
-	resp, err := s.svc.ShouldRateLimit(r.Context(), req)
+	res, err := s.eng.Decide(r.Context(), &req)
 	if err != nil {
 		s.log.Warn("auth: decision failed", "err", err)
-		writeProblem(w, http.StatusServiceUnavailable, "", err.Error())
+		writeProblem(w, errorStatus(err), "", err.Error())
 		return
 	}
 	h := w.Header()
-	if st := rls.Closest(resp); st != nil {
-		reset := rls.CeilSeconds(st.DurationUntilReset.AsDuration())
-		h.Set(rls.HeaderLimit, strconv.FormatUint(uint64(st.CurrentLimit.RequestsPerUnit), 10))
-		h.Set(rls.HeaderRemaining, strconv.FormatUint(uint64(st.LimitRemaining), 10))
+	if i := res.Closest(res.Code == engine.OverLimit); i >= 0 {
+		st := &res.Statuses[i]
+		reset := engine.CeilSeconds(st.UntilReset)
+		h.Set(rls.HeaderLimit, strconv.FormatUint(uint64(engine.LimitOf(st.Rule).RequestsPerUnit), 10))
+		h.Set(rls.HeaderRemaining, strconv.FormatUint(uint64(st.Remaining), 10))
 		h.Set(rls.HeaderReset, strconv.FormatInt(reset, 10))
-		if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+		if res.Code == engine.OverLimit {
 			h.Set("Retry-After", strconv.FormatInt(max(reset, 1), 10))
 		}
 	}
-	if resp.OverallCode == pb.RateLimitResponse_OVER_LIMIT {
+	if res.Code == engine.OverLimit {
 		writeProblem(w, denyStatus, "", "rate limit exceeded")
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// errorStatus is the HTTP status of an engine error: 400 for a request
+// that cannot be decided as sent, 504 when the request's context ended, 503
+// when the store made no decision.
+func errorStatus(err error) int {
+	var re *engine.RequestError
+	if errors.As(err, &re) {
+		return http.StatusBadRequest
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusServiceUnavailable
 }

@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // checkKeyPrefix puts /v1/check keys in their own namespace: configured RLS
@@ -56,7 +56,7 @@ func (e *fieldError) Error() string {
 
 // parseCheck decodes and validates a /v1/check body against b (checked
 // before the store is asked anything).
-func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int, bad *fieldError) {
+func parseCheck(body []byte, b engine.Bounds) (key string, lim sluice.Limit, n int, bad *fieldError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var req CheckRequest
@@ -94,7 +94,7 @@ func parseCheck(body []byte, b rls.Bounds) (key string, lim sluice.Limit, n int,
 		n = *req.Cost
 	}
 	// The server's bounds first: they name the flag an operator can change.
-	var be *rls.BoundError
+	var be *engine.BoundError
 	if err := b.CheckLimit(lim, n); errors.As(err, &be) {
 		return "", lim, 0, &fieldError{be.Field, err.Error()}
 	}
@@ -195,9 +195,9 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		s.bodyError(w, err)
 		return
 	}
-	bounds := rls.DefaultBounds
-	if s.svc != nil {
-		bounds = s.svc.Bounds()
+	bounds := engine.DefaultBounds
+	if s.eng != nil {
+		bounds = s.eng.Bounds()
 	}
 	key, lim, n, fe := parseCheck(body, bounds)
 	if fe != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,18 +9,27 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
-	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Metrics are the service's Prometheus metrics, on a registry they own.
 // Labels are configured names (domains, rule names, algorithms, policies),
-// never request keys or values. Metrics implements rls.Observer and
-// failover.Observer.
+// never request keys or values, but for the rules with detailed_metric or
+// value_to_metric, whose detailed names are bounded (MaxDetailedNames).
+// Metrics implements engine.Observer and failover.Observer.
 type Metrics struct {
 	reg *prometheus.Registry
 
 	decisions  *prometheus.CounterVec
 	shadowHits *prometheus.CounterVec
+	totalHits  *prometheus.CounterVec
+	withinHits *prometheus.CounterVec
+	nearHits   *prometheus.CounterVec
+	overHits   *prometheus.CounterVec
+	detailed   *prometheus.CounterVec
+
+	mu         sync.RWMutex
+	rules      map[ruleKey]*ruleSeries // the series of each (domain, rule) seen
 	unmatched  *prometheus.CounterVec
 	checks     *prometheus.CounterVec
 	storeDur   prometheus.Histogram
@@ -37,20 +47,35 @@ type Metrics struct {
 }
 
 var (
-	_ rls.Observer      = (*Metrics)(nil)
+	_ engine.Observer   = (*Metrics)(nil)
 	_ failover.Observer = (*Metrics)(nil)
 )
 
 // NewMetrics returns the metrics registered on a new registry, together
 // with the Go runtime and process collectors.
 func NewMetrics() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+	m := &Metrics{reg: prometheus.NewRegistry(), rules: map[ruleKey]*ruleSeries{}}
 	m.decisions = m.counterVec("sluice_rls_decisions_total",
-		"Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited).",
+		"Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited, refunded).",
 		"domain", "rule", "result")
 	m.shadowHits = m.counterVec("sluice_rls_shadow_mode_hits_total",
 		"Hits that a shadow_mode rule would have denied, by domain and rule.",
 		"domain", "rule")
+	m.totalHits = m.counterVec("sluice_rls_hits_total",
+		"Hits asked of each limit (the reference's total_hits), by domain and rule.",
+		"domain", "rule")
+	m.withinHits = m.counterVec("sluice_rls_within_limit_hits_total",
+		"Hits a limit admitted (the reference's within_limit), by domain and rule.",
+		"domain", "rule")
+	m.nearHits = m.counterVec("sluice_rls_near_limit_hits_total",
+		"Hits that took a limit's count above --near-limit-ratio of its capacity, and not above the limit (the reference's near_limit), by domain and rule.",
+		"domain", "rule")
+	m.overHits = m.counterVec("sluice_rls_over_limit_hits_total",
+		"Hits above a limit (the reference's over_limit), by domain and rule.",
+		"domain", "rule")
+	m.detailed = m.counterVec("sluice_rls_detailed_decisions_total",
+		"Limits applied, by domain, rule, the descriptor's detailed name (for the rules with detailed_metric or value_to_metric; at most 100 names per rule, the others counted as _other) and result.",
+		"domain", "rule", "descriptor", "result")
 	m.unmatched = m.counterVec("sluice_rls_unmatched_descriptors_total",
 		"Descriptors that matched no limit, by domain (\"\" for a domain that is not configured).",
 		"domain")
@@ -115,18 +140,135 @@ func (m *Metrics) MemoryEvicted() { m.evictions.Inc() }
 // Registry returns the registry the metrics are registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Decided implements rls.Observer.
-func (m *Metrics) Decided(domain, rule string, r rls.Result, hits int) {
-	m.decisions.WithLabelValues(domain, rule, string(r)).Inc()
-	if r == rls.ResultShadowOverLimit {
-		m.shadowHits.WithLabelValues(domain, rule).Add(float64(hits))
+// MaxDetailedNames bounds the detailed names (the descriptor label of
+// sluice_rls_detailed_decisions_total) kept per rule: the names past it
+// are counted under OtherDetail.
+const MaxDetailedNames = 100
+
+// OtherDetail is the descriptor label of the detailed names past
+// MaxDetailedNames.
+const OtherDetail = "_other"
+
+// ruleKey names a rule's series.
+type ruleKey struct{ domain, rule string }
+
+// ruleSeries are the series of one rule, resolved once: a decision costs
+// one map look-up, not one per metric.
+type ruleSeries struct {
+	decisions                      [nOutcomes]prometheus.Counter // by outcome, resolved on first use
+	shadow                         prometheus.Counter            // resolved on first use
+	total, within, near, overLimit prometheus.Counter
+	details                        map[string]struct{} // detailed names seen, at most MaxDetailedNames
+}
+
+// outcomes are the engine's outcomes, indexed for ruleSeries.decisions.
+var outcomes = [...]engine.Outcome{engine.OutcomeOK, engine.OutcomeOverLimit, engine.OutcomeShadowOverLimit,
+	engine.OutcomeNotCounted, engine.OutcomeUnlimited, engine.OutcomeRefunded}
+
+const nOutcomes = len(outcomes)
+
+func outcomeIndex(o engine.Outcome) int {
+	for i, x := range outcomes {
+		if x == o {
+			return i
+		}
+	}
+	return 0
+}
+
+// series returns the series of rule in domain, made on first use.
+func (m *Metrics) series(domain, rule string) *ruleSeries {
+	k := ruleKey{domain, rule}
+	m.mu.RLock()
+	rs := m.rules[k]
+	m.mu.RUnlock()
+	if rs != nil {
+		return rs
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if rs = m.rules[k]; rs == nil {
+		rs = &ruleSeries{
+			total:     m.totalHits.WithLabelValues(domain, rule),
+			within:    m.withinHits.WithLabelValues(domain, rule),
+			near:      m.nearHits.WithLabelValues(domain, rule),
+			overLimit: m.overHits.WithLabelValues(domain, rule),
+		}
+		m.rules[k] = rs
+	}
+	return rs
+}
+
+// Decided implements engine.Observer.
+func (m *Metrics) Decided(r engine.Report) {
+	rs := m.series(r.Domain, r.Rule)
+	i := outcomeIndex(r.Outcome)
+	m.mu.RLock()
+	c, shadow := rs.decisions[i], rs.shadow
+	m.mu.RUnlock()
+	if c == nil || shadow == nil && r.Outcome == engine.OutcomeShadowOverLimit {
+		m.mu.Lock()
+		if rs.decisions[i] == nil {
+			rs.decisions[i] = m.decisions.WithLabelValues(r.Domain, r.Rule, string(r.Outcome))
+		}
+		if rs.shadow == nil && r.Outcome == engine.OutcomeShadowOverLimit {
+			rs.shadow = m.shadowHits.WithLabelValues(r.Domain, r.Rule)
+		}
+		c, shadow = rs.decisions[i], rs.shadow
+		m.mu.Unlock()
+	}
+	c.Inc()
+	if r.Outcome == engine.OutcomeShadowOverLimit {
+		shadow.Add(float64(r.Hits))
+	}
+	if r.Outcome != engine.OutcomeRefunded && r.Outcome != engine.OutcomeUnlimited {
+		rs.total.Add(float64(r.Hits))
+	}
+	if r.Within > 0 {
+		rs.within.Add(float64(r.Within))
+	}
+	if r.Near > 0 {
+		rs.near.Add(float64(r.Near))
+	}
+	if r.Over > 0 {
+		rs.overLimit.Add(float64(r.Over))
+	}
+	if r.Detail != "" {
+		m.detailed.WithLabelValues(r.Domain, r.Rule, m.detail(rs, r.Detail), string(r.Outcome)).Inc()
 	}
 }
 
-// Unmatched implements rls.Observer.
+// detail returns the descriptor label of detailed name d of a rule: d
+// itself for the first MaxDetailedNames names, OtherDetail past them.
+func (m *Metrics) detail(rs *ruleSeries, d string) string {
+	m.mu.RLock()
+	_, seen := rs.details[d]
+	full := len(rs.details) >= MaxDetailedNames
+	m.mu.RUnlock()
+	switch {
+	case seen:
+		return d
+	case full:
+		return OtherDetail
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, seen := rs.details[d]; !seen {
+		if len(rs.details) >= MaxDetailedNames {
+			return OtherDetail
+		}
+		if rs.details == nil {
+			rs.details = map[string]struct{}{}
+		}
+		rs.details[d] = struct{}{}
+	}
+	return d
+}
+
+// Unmatched implements engine.Observer.
 func (m *Metrics) Unmatched(domain string) { m.unmatched.WithLabelValues(domain).Inc() }
 
-// StoreCall implements rls.Observer.
+// StoreCall implements engine.Observer.
 func (m *Metrics) StoreCall(d time.Duration, err error) {
 	m.storeDur.Observe(d.Seconds())
 	if err != nil {

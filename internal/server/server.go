@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
@@ -23,6 +24,7 @@ const DefaultMaxBody = 1 << 20
 // Server serves the HTTP endpoints. Create it with New.
 type Server struct {
 	svc     *rls.Service
+	eng     *engine.Engine // svc's
 	store   sluice.Store
 	metrics *Metrics
 	log     *slog.Logger
@@ -62,6 +64,9 @@ func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
 	s := &Server{svc: svc, store: store, log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody, auth: DefaultAuth()}
 	for _, o := range opts {
 		o(s)
+	}
+	if svc != nil {
+		s.eng = svc.Engine()
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /json", s.handleJSON)
