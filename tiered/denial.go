@@ -13,6 +13,7 @@ import (
 // found it, or nil.
 func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, e *entry, n int) (sluice.Decision, error) {
 	sent := s.mono()
+	refunds := sh.refunds.Load()
 	d, err := s.shared.AllowN(ctx, ck.key, ck.lim, n)
 	s.shared_.Add(1)
 	if err != nil || d.Degraded || d.Allowed && e == nil {
@@ -25,26 +26,36 @@ func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, e *entry, n int)
 		e = nil
 	}
 	if e != nil {
-		e.record(n, sent, d)
+		e.record(n, sent, d, sh.refunds.Load() != refunds)
 		e.lastUse = sent
 	}
 	sh.mu.Unlock()
 	return d, nil
 }
 
-// record caches a denial of n, or clears the cache on an admission.
-func (e *entry) record(n int, sent time.Duration, d sluice.Decision) {
-	if d.Allowed {
+// MaxCachedDenial bounds how long a denial is cached. A refund (Return) on
+// another process can free a key long before the store's RetryAfter (for a
+// daily window, the rest of the day), and no process hears of another's
+// refund: each asks the store again at least this often.
+const MaxCachedDenial = time.Second
+
+// record caches a denial of n, or clears the cache on an admission. A
+// denial decided while a refund of the shard was on its way (refunded) is
+// not cached: it may predate the refund.
+func (e *entry) record(n int, sent time.Duration, d sluice.Decision, refunded bool) {
+	if d.Allowed || refunded {
 		e.denyN = 0
 		return
 	}
-	e.denyN, e.denySent, e.denyUntil, e.deny = n, sent, sent+d.RetryAfter, d
+	e.denyN, e.denySent, e.deny = n, sent, d
+	e.denyUntil = sent + d.RetryAfter
+	e.denyStop = sent + min(d.RetryAfter, MaxCachedDenial)
 }
 
 // cachedDenial denies a request of the cached size until the cached
 // RetryAfter has passed.
 func (e *entry) cachedDenial(now time.Duration, n int) (sluice.Decision, bool) {
-	if e.denyN != n || now >= e.denyUntil {
+	if e.denyN != n || now >= e.denyStop {
 		return sluice.Decision{}, false
 	}
 	d := e.deny

@@ -14,8 +14,12 @@
 // denies: it cannot admit what the shared store would deny. And it denies
 // no longer than r, which is the store's exact wait absent other traffic;
 // other processes' traffic can only make the store deny longer, except
-// their returned lease units, which can free quota before r (a cached
-// denial may then outlast what is free, never beyond r).
+// their returned lease units and their refunds (Return), which can free
+// quota before r. So a denial is cached for at most MaxCachedDenial (a
+// second): a key that another process's refund freed is asked again within
+// that time, even when r is the rest of a daily window. A denial decided
+// while this store was passing a refund of the same shard of keys may
+// predate it and is not cached.
 //
 // # Limits that count every hit
 //

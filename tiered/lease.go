@@ -68,6 +68,7 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 	old := e.g
 	e.g = grant{}
 	k := s.size(e, now, n, ck.lim)
+	refunds := sh.refunds.Load()
 	sh.mu.Unlock()
 
 	d, g, err := s.fetch(ctx, ck, n, k, old, now)
@@ -85,11 +86,18 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 		// decision meanwhile passes the store once, by AllowN.
 		e.noLeaseUntil = now + d.RetryAfter
 	case d.Allowed:
+		if cur := e.g; cur.units > 0 {
+			// While this lease was on its way, the key's lease taken
+			// ahead moved in (take) and was spent from: this one
+			// replaces it, and its units go back, or they would stay
+			// counted in the store for the rest of its window.
+			s.queueBack(ck, cur, s.mono())
+		}
 		e.g = g
 		e.denyN = 0
 		e.refreshOff = false
 	default:
-		e.record(g.denied, now, d)
+		e.record(g.denied, now, d, sh.refunds.Load() != refunds)
 	}
 	sh.mu.Unlock()
 	if err == nil && d.Degraded {
@@ -111,13 +119,19 @@ func (s *Store) take(e *entry, ck ckey, now time.Duration, n int) (sluice.Decisi
 	if e.next.units < int64(n) || now >= e.next.expires {
 		return sluice.Decision{}, false
 	}
-	if g := e.g; g.units > 0 && (g.returnBy == 0 || now < g.returnBy) {
+	s.queueBack(ck, e.g, now)
+	e.g, e.next = e.next, grant{}
+	return e.spend(now, n, ck.lim)
+}
+
+// queueBack queues the units g has left for the sweeper to give back, when
+// giving them back still changes something at now.
+func (s *Store) queueBack(ck ckey, g grant, now time.Duration) {
+	if g.units > 0 && (g.returnBy == 0 || now < g.returnBy) {
 		s.pendMu.Lock()
 		s.pending = append(s.pending, giveBack{ck, g.units, g.at})
 		s.pendMu.Unlock()
 	}
-	e.g, e.next = e.next, grant{}
-	return e.spend(now, n, ck.lim)
 }
 
 // spend takes n units from the key's lease when it has them.

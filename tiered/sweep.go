@@ -73,7 +73,7 @@ func (s *Store) collect(all bool) []giveBack {
 					*g = grant{}
 				}
 			}
-			if e.g.units == 0 && e.next.units == 0 && !e.refreshing && now >= e.denyUntil && now-e.lastUse >= s.idle {
+			if e.g.units == 0 && e.next.units == 0 && !e.refreshing && now >= e.denyStop && now-e.lastUse >= s.idle {
 				forget(sh, ck, e)
 			}
 		}

@@ -74,7 +74,11 @@ type shard struct {
 	m      map[ckey]*entry
 	local  int64 // decisions served locally
 	denied int64 // of them, cached denials
-	_      [32]byte
+	// refunds counts the refunds (Return) begun on the shard's keys: a
+	// denial decided while one was on its way may predate it, and is not
+	// cached.
+	refunds atomic.Uint64
+	_       [24]byte
 }
 
 // ckey is the identity of a local state: the key and the whole limit, since
@@ -86,9 +90,11 @@ type ckey struct {
 
 type entry struct {
 	// The denial cache: a request of exactly denyN units is denied until
-	// denyUntil (local time).
+	// denyStop (local time), the store's RetryAfter denyUntil or
+	// MaxCachedDenial after the call was sent, whichever is sooner.
 	denyN     int
 	denyUntil time.Duration
+	denyStop  time.Duration
 	denySent  time.Duration
 	deny      sluice.Decision
 
@@ -393,6 +399,8 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		return fmt.Errorf("tiered: Return: shared store %T does not lease", s.shared)
 	}
 	s.shared_.Add(1)
+	sh := s.shardOf(key)
+	sh.refunds.Add(1) // before: a denial decided from now on may predate it
 	err := l.Return(ctx, key, lim, n, at)
 	// Dropped after the refund: a denial cached while it was in flight
 	// may predate it.

@@ -24,7 +24,7 @@ import (
 const patternsConfig = `domain: ai
 descriptors:
   - key: tenant
-    rate_limit: {unit: day, requests_per_unit: 20000, name: tokens}
+    rate_limit: {unit: day, requests_per_unit: 1000000, name: tokens}
   - key: streams
     rate_limit: {unit: day, requests_per_unit: 5, name: in_flight, counting: admitted}
 `
@@ -57,9 +57,13 @@ func TestE2EPatterns(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		// settle is how long the local tier may hold units it leased
+		// and did not spend before it gives them back (its lease
+		// lifetime and a sweep); 0 without a tier.
+		settle time.Duration
 	}{
-		{"redis", nil},
-		{"redis-tiered", []string{"--tiered", "--lease-max", "10", "--lease-fraction", "0.5"}},
+		{"redis", nil, 0},
+		{"redis-tiered", []string{"--tiered", "--lease-max", "10", "--lease-fraction", "0.5", "--lease-lifetime", "200ms"}, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := redistest.Server(t)
@@ -69,17 +73,17 @@ func TestE2EPatterns(t *testing.T) {
 			p := start(t, nil, args...)
 			awayFromDayEdge()
 			t.Run("TokenBudget", func(t *testing.T) { testTokenBudget(t, p) })
-			t.Run("InFlight", func(t *testing.T) { testInFlight(t, p) })
+			t.Run("InFlight", func(t *testing.T) { testInFlight(t, p, tc.settle) })
 		})
 	}
 }
 
-// testTokenBudget runs concurrent streams against a budget of 20,000
+// testTokenBudget runs concurrent streams against a budget of 1,000,000
 // tokens: each checks at hits_addend 0 and, when admitted, charges the
 // tokens it used. Every charge is recorded, the one that overdraws
 // included, and once the budget is overdrawn no check admits.
 func testTokenBudget(t *testing.T, p *proc) {
-	const budget, workers = 20000, 16
+	const budget, workers = 1000000, 16
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var (
@@ -111,7 +115,7 @@ func testTokenBudget(t *testing.T, p *proc) {
 				if wasOver {
 					lateAdmit.Add(1)
 				}
-				tokens := uint64(1 + rng.IntN(1500)) // the stream's usage, known after it
+				tokens := uint64(1 + rng.IntN(5000)) // the stream's usage, known after it
 				resp, err = p.decide(ctx, descHits("tenant", "acme", tokens, false))
 				if err != nil {
 					t.Errorf("charge of %d: %v", tokens, err)
@@ -160,7 +164,10 @@ func testTokenBudget(t *testing.T, p *proc) {
 // it back at its end: with every stream giving back, no more than 5 streams
 // are ever in flight, and the slots are reused. The limit counts admitted
 // hits only, so that a refused start holds nothing to give back.
-func testInFlight(t *testing.T, p *proc) {
+//
+// A local tier leases units ahead and spends them locally: until it gives
+// back those it did not spend (within settle), they count as taken.
+func testInFlight(t *testing.T, p *proc, settle time.Duration) {
 	const limit, workers, streams = 5, 16, 40
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -210,12 +217,19 @@ func testInFlight(t *testing.T, p *proc) {
 	if refused.Load() == 0 {
 		t.Errorf("no start was refused: %d workers never contended for %d slots", workers, limit)
 	}
-	// Every slot is back.
-	resp, err := p.decide(ctx, descHits("streams", "acme", 0, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := resp.Statuses[0]; st.LimitRemaining != limit {
-		t.Errorf("after all streams ended: remaining %d, want %d", st.LimitRemaining, limit)
+	// Every slot is back: at once on the shared store, once the tier has
+	// given back what it leased otherwise.
+	for deadline := time.Now().Add(settle); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := p.decide(ctx, descHits("streams", "acme", 0, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := resp.Statuses[0]
+		if st.LimitRemaining == limit {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after all streams ended (and %v): remaining %d, want %d", settle, st.LimitRemaining, limit)
+		}
 	}
 }
