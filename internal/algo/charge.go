@@ -43,14 +43,7 @@ func debtOf(k Kind, period int64) int64 {
 // FixedWindowCharge counts n in the window holding now, up to Params.Debt,
 // whatever it decides.
 func FixedWindowCharge(s Window, now int64, p Params, n int64) (Window, Result) {
-	if s.Count > 0 && now < s.Start {
-		now = s.Start
-	}
-	ws := floorWindow(now, p.Period)
-	count := int64(0)
-	if s.Count > 0 && s.Start == ws {
-		count = s.Count
-	}
+	now, ws, count := s.at(now, p.Period)
 	end := ws + p.Period - now
 	c2 := min(count+n, p.Debt)
 	r := Result{Allowed: count+n <= p.Rate, Remaining: max(p.Rate-c2, 0)}
@@ -69,18 +62,8 @@ func FixedWindowCharge(s Window, now int64, p Params, n int64) (Window, Result) 
 // SlidingWindowCharge counts n in the current window, up to Params.Debt,
 // whatever it decides.
 func SlidingWindowCharge(s Counter, now int64, p Params, n int64) (Counter, Result) {
-	if (s.Prev > 0 || s.Cur > 0) && now < s.Start {
-		now = s.Start
-	}
 	P := p.Period
-	ws := floorWindow(now, P)
-	var prev, cur int64
-	switch s.Start {
-	case ws:
-		prev, cur = s.Prev, s.Cur
-	case ws - P:
-		prev = s.Cur
-	}
+	now, ws, prev, cur := s.at(now, P)
 	w := prev * (P - (now - ws)) / P
 	cur2 := min(cur+n, p.Debt)
 	r := Result{Allowed: w+cur+n <= p.Rate, Remaining: max(p.Rate-w-cur2, 0), ResetAfter: slidingReset(ws, now, prev, cur2, P)}

@@ -7,18 +7,25 @@ type Window struct {
 	Count int64
 }
 
+// at is the state at now, for a period of P: now itself (never before the
+// state's start: time does not go backwards for a key), the start ws of
+// now's window, and its count.
+func (s Window) at(now, P int64) (_, ws, count int64) {
+	if s.Count > 0 && now < s.Start {
+		now = s.Start
+	}
+	ws = floorWindow(now, P)
+	if s.Count > 0 && s.Start == ws {
+		count = s.Count
+	}
+	return now, ws, count
+}
+
 // FixedWindowStep admits n when the epoch-aligned window [floor(now/P)*P, +P)
 // holds at most Rate-n events. A denied request waits for the window's end.
 // It returns the state to keep: s itself unless n > 0 was admitted.
 func FixedWindowStep(s Window, now int64, p Params, n int64) (Window, Result) {
-	if s.Count > 0 && now < s.Start {
-		now = s.Start // time never goes backwards for a key
-	}
-	ws := floorWindow(now, p.Period)
-	count := int64(0)
-	if s.Count > 0 && s.Start == ws {
-		count = s.Count
-	}
+	now, ws, count := s.at(now, p.Period)
 	end := ws + p.Period - now
 	if n > 0 && count+n > p.Rate {
 		return s, Result{Remaining: max(p.Rate-count, 0), RetryAfter: end, ResetAfter: end}

@@ -9,23 +9,30 @@ type Counter struct {
 	Cur   int64
 }
 
-// SlidingWindowStep admits n when floor(prev*(P-elapsed)/P) + cur + n <= Rate,
-// where elapsed is the time since the current window began. When denied,
-// RetryAfter is the closed-form earliest time at which the weighted count
-// admits n. It returns the state to keep: s itself unless n > 0 was admitted.
-func SlidingWindowStep(s Counter, now int64, p Params, n int64) (Counter, Result) {
+// at is the state at now, for a period of P: now itself (never before the
+// state's start: time does not go backwards for a key), the start ws of
+// now's window, and the counts of the window before it and of it.
+func (s Counter) at(now, P int64) (_, ws, prev, cur int64) {
 	if (s.Prev > 0 || s.Cur > 0) && now < s.Start {
 		now = s.Start
 	}
-	P := p.Period
-	ws := floorWindow(now, P)
-	var prev, cur int64
+	ws = floorWindow(now, P)
 	switch s.Start {
 	case ws:
 		prev, cur = s.Prev, s.Cur
 	case ws - P:
 		prev = s.Cur
 	}
+	return now, ws, prev, cur
+}
+
+// SlidingWindowStep admits n when floor(prev*(P-elapsed)/P) + cur + n <= Rate,
+// where elapsed is the time since the current window began. When denied,
+// RetryAfter is the closed-form earliest time at which the weighted count
+// admits n. It returns the state to keep: s itself unless n > 0 was admitted.
+func SlidingWindowStep(s Counter, now int64, p Params, n int64) (Counter, Result) {
+	P := p.Period
+	now, ws, prev, cur := s.at(now, P)
 	e := now - ws
 	count := prev*(P-e)/P + cur
 	if n > 0 && count+n > p.Rate {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -42,8 +43,11 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		return Result{}, invalid("descriptors", "rate limit descriptor list must not be empty")
 	}
 	if err := e.bounds.checkRequest(req); err != nil {
-		be := err.(*BoundError)
-		return Result{}, &RequestError{Field: be.Field, Msg: be.Error(), Err: be}
+		re := &RequestError{Msg: err.Error(), Err: err}
+		if be, ok := errors.AsType[*BoundError](err); ok {
+			re.Field = be.Field
+		}
+		return Result{}, re
 	}
 	domain := req.Domain
 	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
