@@ -87,8 +87,11 @@ func xdsConfig(t *testing.T, file string, rpu func(key string, n uint32) uint32)
 // (--xds-server) on one xDS control plane, which serves them
 // testdata/compat.yaml as a RateLimitConfig, and compares their answers to
 // random sequences; halfway, the control plane pushes an update (the
-// "plain" limit raised from 5 to 8 a minute) that both apply, and last an
-// invalid one (the domain in two resources) that both reject.
+// "plain" limit raised from 5 to 8 a minute) that both apply, then an
+// invalid one (the domain in two resources) that both reject. Last, a
+// second pair, sluice with --counting all (as under Envoy Gateway's
+// environment), must give the same answer to every request of the random
+// sequences, denials included.
 func TestCompatXDS(t *testing.T) {
 	referenceBin(t)
 	file, err := filepath.Abs(filepath.Join("testdata", "compat.yaml"))
@@ -158,6 +161,29 @@ func TestCompatXDS(t *testing.T) {
 	}
 	plainLimit(t, c, 8)
 	c.summary(t)
+
+	// The reference's counting (--counting all, the default when sluice
+	// runs with the reference's environment, as under Envoy Gateway): on
+	// the same control plane, beside a reference of its own (the random
+	// sequences share some counters), every answer is the same, denials
+	// included.
+	cp.Set(t, "ref-all", "v2", v2)
+	cp.Set(t, "sluice-all", "v2", v2)
+	refAll := startReference(t, file, "CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL="+cp.Addr, "CONFIG_GRPC_XDS_NODE_ID=ref-all",
+		"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL=100ms", "XDS_CLIENT_BACKOFF_MAX_INTERVAL=500ms")
+	all := startSluiceArgs(t, "sluice xds --counting all", "--xds-server", cp.Addr, "--xds-node-id", "sluice-all",
+		"--xds-backoff-initial", "100ms", "--xds-backoff-max", "500ms", "--counting", "all")
+	cp.WaitRequest(t, 30*time.Second, xdstest.ACKOf("sluice-all", "v2"))
+	for deadline := time.Now().Add(10 * time.Second); currentLimit(t, refAll, "plain") != 8; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second reference does not apply v2 within 10s")
+		}
+	}
+	ca := newChecker(refAll, all)
+	t.Run("random, counting all", func(t *testing.T) {
+		testRandomAll(t, ca, rand.New(rand.NewPCG(seed, 3)), sequences)
+	})
+	ca.summary(t)
 }
 
 // currentLimit is the requests_per_unit s answers for key=<a fresh value>.
