@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // defaultMemoryMaxKeys is the default of --memory-max-keys. A state of the
@@ -16,7 +16,7 @@ import (
 // 5 GB for a million; lower the bound on a small machine.
 const defaultMemoryMaxKeys = 1_000_000
 
-// limitsFlags are the bounds on what callers send (rls.Bounds) and on the
+// limitsFlags are the bounds on what callers send (engine.Bounds) and on the
 // memory store; docs/bounds.md explains each default.
 type limitsFlags struct {
 	maxRate, maxBurst, maxHits           int
@@ -26,7 +26,7 @@ type limitsFlags struct {
 }
 
 func (g *limitsFlags) register(fs *flag.FlagSet) {
-	d := rls.DefaultBounds
+	d := engine.DefaultBounds
 	fs.IntVar(&g.maxRate, "max-rate", d.MaxRate, "largest `rate` a caller may send: /v1/check's rate, an RLS descriptor's limit override")
 	fs.IntVar(&g.maxBurst, "max-burst", d.MaxBurst, "largest `burst` of a /v1/check limit")
 	fs.DurationVar(&g.maxPeriod, "max-period", d.MaxPeriod, "longest `period` a caller may send: /v1/check's period, an override's unit")
@@ -58,8 +58,8 @@ func (g *limitsFlags) validate() error {
 }
 
 // bounds are the bounds of the RLS service and the HTTP server.
-func (g *limitsFlags) bounds() rls.Bounds {
-	return rls.Bounds{
+func (g *limitsFlags) bounds() engine.Bounds {
+	return engine.Bounds{
 		MaxRate: g.maxRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
 		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries,
 	}

@@ -32,7 +32,7 @@ type reloader struct {
 // when its files change, until stop is called. It runs also without
 // --config, so that SIGHUP does not kill the process.
 func startReloader(g *configFlags, sum [32]byte, check func(*config.Config) error, c *core) (stop func()) {
-	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, apply: c.svc.SetConfig, sum: sum, check: check}
+	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, apply: c.eng.SetConfig, sum: sum, check: check}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.run(ctx) })

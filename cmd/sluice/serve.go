@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/certs"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
@@ -143,8 +144,9 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	st.wrapForTest()
 	c := &core{st: st, metrics: metrics, log: log}
-	c.svc = rls.New(st.store, cfg, append(f.service.options(),
-		rls.WithObserver(metrics), rls.WithLogger(log), rls.WithBounds(f.limits.bounds()))...)
+	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
+		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()))...)
+	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *xdsSource
 	if f.xds.server == "" {
 		source, version := f.config.info(sum)
@@ -164,7 +166,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		return 1
 	}
 	log.Info("sluice listening", "http", srv.ls.http.Addr().String(), "grpc", srv.ls.grpc.Addr().String(), "tls", certs != nil,
-		"store", st.name, "config", f.configName(), "domains", strings.Join(c.svc.Config().Domains(), ","))
+		"store", st.name, "config", f.configName(), "domains", strings.Join(c.eng.Config().Domains(), ","))
 	if f.listen.readyFile != "" {
 		if err := writeReadyFile(f.listen.readyFile, srv.ls.addrs()); err != nil {
 			log.Error("writing ready file", "err", err)
@@ -190,6 +192,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 // through it, and their metrics and log.
 type core struct {
 	st      *storeSet
+	eng     *engine.Engine // the decision, which svc and api translate into
 	svc     *rls.Service
 	metrics *server.Metrics
 	log     *slog.Logger

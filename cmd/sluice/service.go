@@ -45,13 +45,20 @@ func (g *serviceFlags) validate() error {
 	return nil
 }
 
-// options are the service's options of these flags.
+// engineOptions are the engine's options of these flags: how it decides.
+func (g *serviceFlags) engineOptions() []engine.Option {
+	return []engine.Option{
+		engine.WithShadowMode(g.shadowMode), engine.WithQuotaMode(g.quotaMode),
+		engine.WithCounting(g.counting), engine.WithNearLimitRatio(g.nearLimitRatio),
+	}
+}
+
+// options are the gRPC service's options of these flags: its response
+// headers.
 func (g *serviceFlags) options() []rls.Option {
 	return []rls.Option{
 		rls.WithResponseHeaders(g.responseHeaders),
 		rls.WithHeaderNames(g.headerNames[0], g.headerNames[1], g.headerNames[2]),
-		rls.WithShadowMode(g.shadowMode), rls.WithQuotaMode(g.quotaMode),
-		rls.WithCounting(g.counting), rls.WithNearLimitRatio(g.nearLimitRatio),
 	}
 }
 

@@ -145,7 +145,7 @@ func startXDS(g *xdsFlags, check func(*config.Config) error, c *core) (*xdsSourc
 			c.metrics.Reloaded(err)
 			return err
 		}
-		c.svc.SetConfig(cfg)
+		c.eng.SetConfig(cfg)
 		c.metrics.Reloaded(nil)
 		c.metrics.ConfigLoaded("xds", u.Version, time.Now())
 		c.log.Info("configuration loaded from xds", "version", u.Version, "domains", strings.Join(cfg.Domains(), ","))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/clientip"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
@@ -163,7 +164,7 @@ func TestForwardAuthRequests(t *testing.T) {
 	trusted, _ := clientip.ParsePrefixes("172.18.0.2")
 	auth := server.DefaultAuth()
 	auth.Identity.Trusted = trusted
-	s := server.New(rls.New(st, cfg), st, server.WithAuth(auth))
+	s := server.New(rls.New(engine.New(st, cfg)), st, server.WithAuth(auth))
 
 	codes := map[string][]int{}
 	for i := range 25 {

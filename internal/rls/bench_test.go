@@ -22,7 +22,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	st := memstore.New()
 	defer st.Close()
-	s := New(st, cfg)
+	s := newTestService(st, cfg)
 	reqs := make([]*pb.RateLimitRequest, 1000)
 	for i := range reqs {
 		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{desc("user", "u"+strconv.Itoa(i))}}
@@ -53,7 +53,7 @@ func BenchmarkGRPC(b *testing.B) {
 		b.Fatal(err)
 	}
 	gs := grpc.NewServer()
-	Register(gs, New(st, cfg))
+	Register(gs, newTestService(st, cfg))
 	go gs.Serve(lis)
 	defer gs.Stop()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

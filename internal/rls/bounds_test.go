@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -32,7 +33,7 @@ func many(n int) []*rlpb.RateLimitDescriptor {
 // with InvalidArgument naming the field and the bound, before any store
 // call.
 func TestBounds(t *testing.T) {
-	b := Bounds{MaxRate: 100, MaxBurst: 10, MaxPeriod: time.Hour, MaxHits: 20, MaxDescriptors: 4, MaxDescriptorEntries: 3}
+	b := engine.Bounds{MaxRate: 100, MaxBurst: 10, MaxPeriod: time.Hour, MaxHits: 20, MaxDescriptors: 4, MaxDescriptorEntries: 3}
 	deep := func(n int) *rlpb.RateLimitDescriptor {
 		kv := []string{"nested", "x"}
 		for i := 1; i < n; i++ {
@@ -74,7 +75,7 @@ func TestBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, calls := countingService(t, WithBounds(b))
+			s, calls := countingService(t, withEngine(engine.WithBounds(b)))
 			_, err := s.ShouldRateLimit(context.Background(), tt.give)
 			if tt.wantErr == "" {
 				if err != nil {
@@ -94,7 +95,7 @@ func TestBounds(t *testing.T) {
 
 // countingService is a Service of testConfig on a memory store that counts
 // its AllowN calls (and has no AllowMulti).
-func countingService(t *testing.T, opts ...Option) (*Service, *countingStore) {
+func countingService(t *testing.T, opts ...option) (*Service, *countingStore) {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
@@ -103,7 +104,7 @@ func countingService(t *testing.T, opts ...Option) (*Service, *countingStore) {
 	ms := memstore.New()
 	t.Cleanup(func() { ms.Close() })
 	calls := &countingStore{Store: ms}
-	return New(calls, cfg, opts...), calls
+	return newTestService(calls, cfg, opts...), calls
 }
 
 // countingStore counts AllowN calls.
@@ -121,7 +122,7 @@ func (c *countingStore) AllowN(ctx context.Context, key string, lim sluice.Limit
 // one all-or-nothing decision takes is InvalidArgument; at the bound it is
 // decided.
 func TestMaxMultiRequests(t *testing.T) {
-	s, _ := newService(t, WithBounds(Bounds{}))
+	s, _ := newService(t, withEngine(engine.WithBounds(engine.Bounds{})))
 	if _, err := s.ShouldRateLimit(context.Background(), req(many(sluice.MaxMultiRequests)...)); err != nil {
 		t.Fatalf("ShouldRateLimit of %d limits = %v, want an answer", sluice.MaxMultiRequests, err)
 	}
@@ -131,21 +132,21 @@ func TestMaxMultiRequests(t *testing.T) {
 	}
 }
 
-// TestDefaultBounds: a Service without WithBounds has DefaultBounds.
+// TestDefaultBounds: an engine without WithBounds has DefaultBounds.
 func TestDefaultBounds(t *testing.T) {
 	s, _ := newService(t)
-	if s.Bounds() != DefaultBounds {
-		t.Errorf("Bounds() = %+v, want DefaultBounds %+v", s.Bounds(), DefaultBounds)
+	if s.Engine().Bounds() != engine.DefaultBounds {
+		t.Errorf("Bounds() = %+v, want DefaultBounds %+v", s.Engine().Bounds(), engine.DefaultBounds)
 	}
-	_, err := s.ShouldRateLimit(context.Background(), req(many(DefaultBounds.MaxDescriptors+1)...))
+	_, err := s.ShouldRateLimit(context.Background(), req(many(engine.DefaultBounds.MaxDescriptors+1)...))
 	if status.Code(err) != codes.InvalidArgument {
-		t.Errorf("ShouldRateLimit of %d descriptors = %v, want InvalidArgument", DefaultBounds.MaxDescriptors+1, err)
+		t.Errorf("ShouldRateLimit of %d descriptors = %v, want InvalidArgument", engine.DefaultBounds.MaxDescriptors+1, err)
 	}
 }
 
 // TestCheckLimit: the /v1/check bounds at their edges.
 func TestCheckLimit(t *testing.T) {
-	b := Bounds{MaxRate: 100, MaxBurst: 10, MaxPeriod: time.Hour, MaxHits: 20}
+	b := engine.Bounds{MaxRate: 100, MaxBurst: 10, MaxPeriod: time.Hour, MaxHits: 20}
 	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 100, Period: time.Hour, Burst: 10}
 	if err := b.CheckLimit(lim, 20); err != nil {
 		t.Errorf("CheckLimit at every bound = %v, want nil", err)
@@ -173,7 +174,7 @@ func TestCheckLimit(t *testing.T) {
 // request's costs per counter and of reporting each descriptor grows
 // linearly: BenchmarkManyDescriptors compares 1k and 10k.
 func TestManyDescriptorsLinear(t *testing.T) {
-	s, calls := countingService(t, WithBounds(Bounds{}))
+	s, calls := countingService(t, withEngine(engine.WithBounds(engine.Bounds{})))
 	ds := make([]*rlpb.RateLimitDescriptor, 20_000)
 	for i := range ds {
 		ds[i] = desc("key1", "same")
@@ -206,7 +207,7 @@ func BenchmarkManyDescriptors(b *testing.B) {
 		b.Run(fmt.Sprint("descriptors=", n), func(b *testing.B) {
 			st := memstore.New()
 			defer st.Close()
-			s := New(struct{ sluice.Store }{st}, cfg, WithBounds(Bounds{})) // one AllowN per limit
+			s := newTestService(struct{ sluice.Store }{st}, cfg, withEngine(engine.WithBounds(engine.Bounds{}))) // one AllowN per limit
 			ds := make([]*rlpb.RateLimitDescriptor, n)
 			for i := range ds {
 				ds[i] = desc("user", fmt.Sprint("u", i%100))

@@ -49,7 +49,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	defer fs.Close()
-	s := New(fs, cfg)
+	s := newTestService(fs, cfg)
 	r := func(keys ...string) *pb.RateLimitRequest {
 		req := &pb.RateLimitRequest{Domain: "f"}
 		for _, k := range keys {
@@ -80,7 +80,7 @@ func TestStoreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(down{}, cfg)
+	s := newTestService(down{}, cfg)
 	_, err = s.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "e", Descriptors: []*rlpb.RateLimitDescriptor{desc("k", "v")}})
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("store down: %v, want Unavailable naming the cause", err)

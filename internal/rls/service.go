@@ -3,11 +3,10 @@ package rls
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"math"
 	"strconv"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -16,51 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/engine"
 )
 
-// Observer receives every decision, for metrics (engine.Observer).
-type Observer = engine.Observer
-
-// NopObserver ignores everything; the default Observer.
-type NopObserver = engine.NopObserver
-
 // Option configures a Service.
 type Option func(*Service)
-
-// engineOption is an Option of the Service's engine.
-func engineOption(o engine.Option) Option {
-	return func(s *Service) { s.eopts = append(s.eopts, o) }
-}
-
-// WithObserver sets the Observer (default NopObserver).
-func WithObserver(o Observer) Option { return engineOption(engine.WithObserver(o)) }
-
-// WithLogger sets the logger (default: discard).
-func WithLogger(l *slog.Logger) Option { return engineOption(engine.WithLogger(l)) }
-
-// WithClock sets the clock that places fixed windows for the resets the
-// service computes itself (a requests_per_unit: 0 rule, a window with
-// nothing counted yet); default time.Now.
-func WithClock(now func() time.Time) Option { return engineOption(engine.WithClock(now)) }
-
-// WithShadowMode answers every request OK, as the reference's SHADOW_MODE
-// (engine.WithShadowMode).
-func WithShadowMode(on bool) Option { return engineOption(engine.WithShadowMode(on)) }
-
-// WithQuotaMode puts every limit in quota_mode, as the reference's
-// QUOTA_MODE (engine.WithQuotaMode).
-func WithQuotaMode(on bool) Option { return engineOption(engine.WithQuotaMode(on)) }
-
-// WithCounting sets the counting of the rules that do not set their own
-// (engine.WithCounting).
-func WithCounting(c sluice.Counting) Option { return engineOption(engine.WithCounting(c)) }
-
-// WithNearLimitRatio sets the near-limit threshold of the metrics
-// (engine.WithNearLimitRatio).
-func WithNearLimitRatio(r float64) Option { return engineOption(engine.WithNearLimitRatio(r)) }
 
 // WithResponseHeaders makes every response carry RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset in response_headers_to_add for the
@@ -93,50 +53,55 @@ const (
 
 // Service implements pb.RateLimitServiceServer: it translates each request
 // into an engine.Request and the engine's Result into the response. It is
-// safe for concurrent use; SetConfig swaps the configuration atomically.
+// safe for concurrent use; the engine's configuration may change between
+// any two requests (engine.SetConfig).
 type Service struct {
 	pb.UnimplementedRateLimitServiceServer
 
-	eng   *engine.Engine
-	eopts []engine.Option
+	eng *engine.Engine
 
 	headers                          bool
 	hdrLimit, hdrRemaining, hdrReset string
 
-	// limits caches the current_limit of each configured rule: protobuf
-	// messages are safe to marshal concurrently, so responses share them.
-	limits sync.Map // *config.Rule -> *pb.RateLimitResponse_RateLimit
+	// limits caches the current_limit of each rule of one configuration:
+	// protobuf messages are safe to marshal concurrently, so responses
+	// share them. A new configuration in the engine starts a new cache.
+	limits atomic.Pointer[limitCache]
+}
+
+// limitCache is the current_limit of each rule of cfg.
+type limitCache struct {
+	cfg *config.Config
+	m   sync.Map // *config.Rule -> *pb.RateLimitResponse_RateLimit
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
 
-// New returns a Service deciding through store with configuration cfg.
-func New(store sluice.Store, cfg *config.Config, opts ...Option) *Service {
-	s := &Service{hdrLimit: HeaderLimit, hdrRemaining: HeaderRemaining, hdrReset: HeaderReset}
+// New returns a Service that decides by eng.
+func New(eng *engine.Engine, opts ...Option) *Service {
+	s := &Service{eng: eng, hdrLimit: HeaderLimit, hdrRemaining: HeaderRemaining, hdrReset: HeaderReset}
 	for _, o := range opts {
 		o(s)
 	}
-	s.eng = engine.New(store, cfg, s.eopts...)
-	s.eopts = nil
 	return s
 }
 
-// SetConfig replaces the configuration; requests already being decided
-// finish with the one they started with.
-func (s *Service) SetConfig(c *config.Config) {
-	s.eng.SetConfig(c)
-	s.limits.Clear()
-}
-
-// Bounds returns the bounds of what callers send (WithBounds).
-func (s *Service) Bounds() Bounds { return s.eng.Bounds() }
-
-// Config returns the configuration in force.
-func (s *Service) Config() *config.Config { return s.eng.Config() }
-
-// Engine returns the engine that decides the Service's requests, for the
-// other protocols (the HTTP endpoints) to share.
+// Engine returns the engine that decides the Service's requests.
 func (s *Service) Engine() *engine.Engine { return s.eng }
+
+// cache returns the current_limit cache of the engine's configuration.
+func (s *Service) cache() *limitCache {
+	cfg := s.eng.Config()
+	c := s.limits.Load()
+	if c == nil || c.cfg != cfg {
+		n := &limitCache{cfg: cfg}
+		if s.limits.CompareAndSwap(c, n) {
+			return n
+		}
+		c = s.limits.Load()
+	}
+	return c
+}
 
 // ShouldRateLimit implements pb.RateLimitServiceServer.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
@@ -149,6 +114,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		OverallCode: code(res.Code),
 		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
 	}
+	var limits *limitCache
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
 		ps := &pb.RateLimitResponse_DescriptorStatus{Code: code(st.Code)}
@@ -156,7 +122,10 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		case st.Unlimited:
 			ps.LimitRemaining = math.MaxUint32
 		case st.Rule != nil:
-			ps.CurrentLimit = s.currentLimit(st.Rule)
+			if limits == nil {
+				limits = s.cache()
+			}
+			ps.CurrentLimit = limits.currentLimit(st.Rule)
 			ps.LimitRemaining = st.Remaining
 			if st.HasReset {
 				ps.DurationUntilReset = durationpb.New(st.UntilReset)
@@ -230,15 +199,15 @@ func code(c engine.Code) pb.RateLimitResponse_Code {
 
 // currentLimit returns the rule's current_limit, cached unless the rule is
 // a request's own override.
-func (s *Service) currentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
+func (c *limitCache) currentLimit(r *config.Rule) *pb.RateLimitResponse_RateLimit {
 	if r.Override {
 		return CurrentLimit(r)
 	}
-	if cl, ok := s.limits.Load(r); ok {
+	if cl, ok := c.m.Load(r); ok {
 		return cl.(*pb.RateLimitResponse_RateLimit)
 	}
 	cl := CurrentLimit(r)
-	s.limits.Store(r, cl)
+	c.m.Store(r, cl)
 	return cl
 }
 

@@ -74,7 +74,29 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newService(t testing.TB, opts ...Option) (*Service, *clock) {
+// setup is what a test's options configure: the engine and the Service.
+type setup struct {
+	eopts []engine.Option
+	opts  []Option
+}
+
+// option configures a test's engine (withEngine) or Service (withService).
+type option func(*setup)
+
+func withEngine(o engine.Option) option { return func(s *setup) { s.eopts = append(s.eopts, o) } }
+func withService(o Option) option       { return func(s *setup) { s.opts = append(s.opts, o) } }
+
+// newTestService returns a Service deciding through store with cfg, and
+// the options.
+func newTestService(store sluice.Store, cfg *config.Config, opts ...option) *Service {
+	var su setup
+	for _, o := range opts {
+		o(&su)
+	}
+	return New(engine.New(store, cfg, su.eopts...), su.opts...)
+}
+
+func newService(t testing.TB, opts ...option) (*Service, *clock) {
 	t.Helper()
 	cfg, err := config.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
@@ -84,7 +106,7 @@ func newService(t testing.TB, opts ...Option) (*Service, *clock) {
 	clk := &clock{t: time.Date(2026, 11, 29, 9, 0, 10, 0, time.UTC)}
 	st := memstore.New(memstore.WithClock(clk.now))
 	t.Cleanup(func() { st.Close() })
-	return New(st, cfg, append([]Option{WithClock(clk.now)}, opts...)...), clk
+	return newTestService(st, cfg, append([]option{withEngine(engine.WithClock(clk.now))}, opts...)...), clk
 }
 
 func desc(kv ...string) *rlpb.RateLimitDescriptor {
@@ -175,7 +197,7 @@ func TestUnmatchedUnlimitedUnknownDomain(t *testing.T) {
 
 func TestShadowMode(t *testing.T) {
 	obs := &recorder{}
-	s, _ := newService(t, WithObserver(obs))
+	s, _ := newService(t, withEngine(engine.WithObserver(obs)))
 	shadow := &pb.RateLimitResponse_RateLimit{RequestsPerUnit: 2, Unit: pb.RateLimitResponse_RateLimit_MINUTE}
 	wantRemaining := []uint32{1, 0, 0, 0}
 	for i, rem := range wantRemaining {
@@ -386,7 +408,7 @@ func TestOverride(t *testing.T) {
 }
 
 func TestResponseHeaders(t *testing.T) {
-	s, _ := newService(t, WithResponseHeaders(true))
+	s, _ := newService(t, withService(WithResponseHeaders(true)))
 	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
 	want := []string{"RateLimit-Limit: 1", "RateLimit-Remaining: 0", "RateLimit-Reset: 50"}
 	hs := headerLines(got)
@@ -398,7 +420,7 @@ func TestResponseHeaders(t *testing.T) {
 // With several descriptors over, the headers describe the last one, as the
 // reference's.
 func TestResponseHeadersLastOver(t *testing.T) {
-	s, _ := newService(t, WithResponseHeaders(true))
+	s, _ := newService(t, withService(WithResponseHeaders(true)))
 	call(t, s, req(desc("wild", "foo")))
 	call(t, s, req(desc("quota", "x")))
 	big := desc("key1", "a")
@@ -417,15 +439,21 @@ func TestSetConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetConfig(c)
+	old := call(t, s, req(desc("key1", "a"))).Statuses[0].CurrentLimit.GetRequestsPerUnit()
+	s.Engine().SetConfig(c)
 	got := call(t, s, req(desc("key1", "a")))
-	if got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 {
-		t.Errorf("after SetConfig: %v, want 7 per second", got.Statuses[0])
+	if got.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 7 || old == 7 {
+		t.Errorf("before SetConfig %d, after: %v, want 7 per second", old, got.Statuses[0])
+	}
+	// The current_limit cache is the new configuration's: the old one's
+	// rules are not kept across reloads.
+	if lc := s.limits.Load(); lc == nil || lc.cfg != c {
+		t.Errorf("current_limit cache of %p, want the new configuration's %p", lc.cfg, c)
 	}
 }
 
 type recorder struct {
-	NopObserver
+	engine.NopObserver
 	mu sync.Mutex
 	n  map[string]int
 }
@@ -539,7 +567,7 @@ func TestDeniedEarlyMarksFullDescriptors(t *testing.T) {
 // WithShadowMode: the request is answered OK, the statuses and headers still
 // tell the denying descriptor, and nothing of the denied request counts.
 func TestGlobalShadowMode(t *testing.T) {
-	s, _ := newService(t, WithShadowMode(true), WithResponseHeaders(true))
+	s, _ := newService(t, withEngine(engine.WithShadowMode(true)), withService(WithResponseHeaders(true)))
 	call(t, s, req(desc("wild", "foo"))) // full: 1 per minute
 	got := call(t, s, req(desc("key1", "a"), desc("wild", "foo")))
 	if got.OverallCode != ok || got.Statuses[0].Code != ok || got.Statuses[1].Code != over {
@@ -556,7 +584,7 @@ func TestGlobalShadowMode(t *testing.T) {
 
 // WithQuotaMode: every limit reports over its limit without denying.
 func TestGlobalQuotaMode(t *testing.T) {
-	s, _ := newService(t, WithQuotaMode(true))
+	s, _ := newService(t, withEngine(engine.WithQuotaMode(true)))
 	call(t, s, req(desc("wild", "foo")))
 	got := call(t, s, req(desc("wild", "foo"), desc("key1", "a")))
 	q := got.Statuses[0]
@@ -575,7 +603,7 @@ func TestGlobalQuotaMode(t *testing.T) {
 }
 
 func TestHeaderNames(t *testing.T) {
-	s, _ := newService(t, WithResponseHeaders(true), WithHeaderNames("X-RL-Limit", "", "X-RL-Reset"))
+	s, _ := newService(t, withService(WithResponseHeaders(true)), withService(WithHeaderNames("X-RL-Limit", "", "X-RL-Reset")))
 	got := call(t, s, req(desc("key1", "a")))
 	hs := headerLines(got)
 	if d := cmp.Diff([]string{"X-RL-Limit: 20", "RateLimit-Remaining: 19", "X-RL-Reset: 50"}, hs); d != "" {

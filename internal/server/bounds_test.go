@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -20,8 +21,8 @@ func TestCheckBounds(t *testing.T) {
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	b := rls.Bounds{MaxRate: 1000, MaxBurst: 50, MaxPeriod: time.Hour, MaxHits: 40}
-	s := New(rls.New(st, cfg, rls.WithBounds(b)), st)
+	b := engine.Bounds{MaxRate: 1000, MaxBurst: 50, MaxPeriod: time.Hour, MaxHits: 40}
+	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st)
 	tests := []struct {
 		give       string
 		wantCode   int
@@ -103,9 +104,9 @@ func TestJSONUTF8(t *testing.T) {
 func TestJSONBounds(t *testing.T) {
 	s, _ := newTestServer(t)
 	d := `{"entries":[{"key":"remote_address","value":"10.0.0.1"}]}`
-	many := strings.TrimSuffix(strings.Repeat(d+",", rls.DefaultBounds.MaxDescriptors+1), ",")
+	many := strings.TrimSuffix(strings.Repeat(d+",", engine.DefaultBounds.MaxDescriptors+1), ",")
 	w := do(t, s, "POST", "/json", `{"domain":"example","descriptors":[`+many+`]}`)
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "descriptors 17 exceeds --max-descriptors 16") {
-		t.Errorf("POST /json of %d descriptors = %d %s, want 400 naming --max-descriptors", rls.DefaultBounds.MaxDescriptors+1, w.Code, w.Body)
+		t.Errorf("POST /json of %d descriptors = %d %s, want 400 naming --max-descriptors", engine.DefaultBounds.MaxDescriptors+1, w.Code, w.Body)
 	}
 }

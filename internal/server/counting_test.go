@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -34,7 +35,7 @@ descriptors:
 
 // grpcService serves countingConfig over gRPC on loopback, on a memory
 // store, with the service's metrics, and returns a client.
-func grpcService(t *testing.T, opts ...rls.Option) (pb.RateLimitServiceClient, *Server) {
+func grpcService(t *testing.T, opts ...engine.Option) (pb.RateLimitServiceClient, *Server) {
 	t.Helper()
 	cfg, err := config.Parse("c.yaml", []byte(countingConfig))
 	if err != nil {
@@ -43,7 +44,7 @@ func grpcService(t *testing.T, opts ...rls.Option) (pb.RateLimitServiceClient, *
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	m := NewMetrics()
-	svc := rls.New(st, cfg, append([]rls.Option{rls.WithObserver(m)}, opts...)...)
+	svc := rls.New(engine.New(st, cfg, append([]engine.Option{engine.WithObserver(m)}, opts...)...))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ const (
 // limit is recorded and the budget denies, a peek included, until it is
 // refunded below the limit; a rule counting admitted keeps its own.
 func TestGRPCCountingAll(t *testing.T) {
-	c, _ := grpcService(t, rls.WithCounting(sluice.CountAll))
+	c, _ := grpcService(t, engine.WithCounting(sluice.CountAll))
 	steps := []struct {
 		give []*rlpb.RateLimitDescriptor
 		want []answer

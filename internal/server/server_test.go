@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -25,7 +26,7 @@ func newTestServer(t testing.TB, opts ...Option) (*Server, *Metrics) {
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	m := NewMetrics()
-	svc := rls.New(st, cfg, rls.WithObserver(m))
+	svc := rls.New(engine.New(st, cfg, engine.WithObserver(m)))
 	return New(svc, st, append([]Option{WithMetrics(m)}, opts...)...), m
 }
 
