@@ -77,6 +77,8 @@ func (s *Output) String() string {
 type Server struct {
 	HTTP string // host:port of the HTTP listener
 	GRPC string // host:port of the gRPC listener
+	// Admin is host:port of the admin listener, when args have --admin.
+	Admin string
 	cmd  *exec.Cmd
 	out  *Output
 }
@@ -114,11 +116,11 @@ func StartIn(t testing.TB, dir string, args ...string) *Server {
 	})
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if b, err := os.ReadFile(ready); err == nil {
-			var addrs struct{ HTTP, GRPC string }
+			var addrs struct{ HTTP, GRPC, Admin string }
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				t.Fatalf("ready file %q: %v", b, err)
 			}
-			s.HTTP, s.GRPC = addrs.HTTP, addrs.GRPC
+			s.HTTP, s.GRPC, s.Admin = addrs.HTTP, addrs.GRPC, addrs.Admin
 			return s
 		}
 		select {
