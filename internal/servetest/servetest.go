@@ -79,8 +79,8 @@ type Server struct {
 	GRPC string // host:port of the gRPC listener
 	// Admin is host:port of the admin listener, when args have --admin.
 	Admin string
-	cmd  *exec.Cmd
-	out  *Output
+	cmd   *exec.Cmd
+	out   *Output
 }
 
 // Log returns what the server wrote to stderr so far.
