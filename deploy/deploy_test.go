@@ -474,6 +474,8 @@ scrape_configs:
 		}
 	}
 
+	t.Logf("%d dashboard queries and %d alert expressions evaluated (%d empty when healthy: their inner part)", len(qs), len(rules), len(legitimatelyEmpty))
+
 	// The rules are loaded and the conditions the test created are seen.
 	waitFor(t, "the alerts loaded and pending", func() (bool, string) {
 		loaded, err := api.alertStates()
@@ -548,7 +550,25 @@ func waitMetric(t *testing.T, addr, series string, ok func(float64) bool) {
 // promAPI is a running Prometheus's HTTP API.
 type promAPI struct{ base string }
 
+// startPrometheus runs prometheus with dir/prometheus.yml on a free
+// loopback port, its data in dir, and kills it (by its pid) when the test
+// ends. The port is found free, then given to prometheus: should another
+// process take it in between, prometheus exits and is started again on
+// another.
 func startPrometheus(t *testing.T, bin, dir string) promAPI {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		api, out, ok := tryPrometheus(t, bin, dir)
+		if ok {
+			return api
+		}
+		if attempt == 3 || !strings.Contains(out, "address already in use") {
+			t.Fatalf("prometheus exited:\n%s", out)
+		}
+	}
+}
+
+func tryPrometheus(t *testing.T, bin, dir string) (api promAPI, output string, ok bool) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -556,13 +576,13 @@ func startPrometheus(t *testing.T, bin, dir string) promAPI {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	var out servetest.Output
+	out := &servetest.Output{}
 	cmd := exec.Command(bin,
 		"--config.file", filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path", filepath.Join(dir, "data"),
 		"--web.listen-address", addr,
 		"--log.level", "warn")
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -572,14 +592,16 @@ func startPrometheus(t *testing.T, bin, dir string) promAPI {
 		cmd.Process.Kill()
 		<-done
 		if t.Failed() {
-			t.Logf("prometheus output:\n%s", out.String())
+			t.Logf("prometheus output:\n%s", out)
 		}
 	})
-	api := promAPI{"http://" + addr}
+	api = promAPI{"http://" + addr}
+	exited := false
 	waitFor(t, "prometheus ready", func() (bool, string) {
 		select {
 		case <-done:
-			t.Fatalf("prometheus exited:\n%s", out.String())
+			exited = true
+			return true, ""
 		default:
 		}
 		resp, err := http.Get(api.base + "/-/ready")
@@ -589,7 +611,7 @@ func startPrometheus(t *testing.T, bin, dir string) promAPI {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
-	return api
+	return api, out.String(), !exited
 }
 
 func (p promAPI) get(path string, params url.Values, data any) error {
