@@ -23,6 +23,7 @@ LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 test: 
 	./scripts/ensure-redis.sh
 	./scripts/ensure-nginx.sh
+	./scripts/ensure-prometheus.sh
 	$(MAKE) check-format vet unit compat release-check
 
 check-format:
