@@ -39,8 +39,8 @@ type Report struct {
 	// values: an observer must bound what it keeps of it.
 	Detail string
 	// Key is the descriptor's counting key: the domain and the request's
-	// entries, domain/key=value/..., with '\\', '/', '=' and '*' escaped
-	// by a '\\'. It holds request values: an observer must bound what it
+	// entries, domain/key=value/..., with '\', '/', '=' and '*' escaped
+	// by a backslash. It holds request values: an observer must bound what it
 	// keeps of it, and never use it as a metric label.
 	Key     string
 	Outcome Outcome
