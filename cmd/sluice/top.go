@@ -217,17 +217,17 @@ func printTop(w io.Writer, a *topk.Answer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DOMAIN\tRULE\tDENIALS\tCOUNT\tERROR\tKEY\t")
+	fmt.Fprintln(tw, "DOMAIN\tRULE\tDENIALS\tCOUNT\tERROR\tKEY")
 	for _, r := range a.Rules {
 		if len(r.Keys) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t\t\t\t\n", clean(r.Domain), clean(r.Rule), r.Denials)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t\t\t\n", clean(r.Domain), clean(r.Rule), r.Denials)
 		}
 		for i, k := range r.Keys {
 			d, ru, n := "", "", ""
 			if i == 0 {
 				d, ru, n = clean(r.Domain), clean(r.Rule), strconv.FormatUint(r.Denials, 10)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t\n", d, ru, n, k.Count, k.Error, clean(k.Key))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", d, ru, n, k.Count, k.Error, clean(k.Key))
 		}
 	}
 	tw.Flush()
