@@ -81,7 +81,7 @@ h1{font-size:1.3rem;margin:0 0 .2rem}h2{font-size:1.05rem;margin:1.6rem 0 .5rem}
 table{border-collapse:collapse;background:#fff;border:1px solid #dde1e7;min-width:40rem}
 th,td{padding:.35rem .7rem;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}
 th{background:#eef0f4;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}
-code{font:12px ui-monospace,Menlo,Consolas,monospace}
+code{font:12px ui-monospace,Menlo,Consolas,monospace;word-break:break-all}
 svg polyline{fill:none;stroke:#3b6fd8;stroke-width:1.5}
 </style>
 </head>
