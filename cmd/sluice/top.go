@@ -19,6 +19,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/status"
 	"github.com/sluicehq/sluice/internal/topk"
 )
 
@@ -245,4 +247,44 @@ func clean(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// operatorRoutes are the admin routes of the keys denied most and of the
+// status page, for admin.Options.Routes: GET /admin/top and GET /admin/
+// (exactly). The page samples the metrics every few seconds until stop is
+// called.
+func operatorRoutes(c *core, api *server.Server) (routes map[string]http.Handler, stop func(), err error) {
+	brk := func() (open, ok bool) { return false, false } // no shared store, no breaker
+	if ready := c.st.ready; ready != nil {
+		brk = func() (bool, bool) { return !ready(), true }
+	}
+	page, err := status.New(status.Options{
+		Gatherer: c.metrics.Registry(),
+		Top:      c.metrics.Top(),
+		Config:   c.eng.Config,
+		Ready: func() error {
+			if ok, why := api.Ready(); !ok {
+				return errors.New(why)
+			}
+			return nil
+		},
+		BreakerOpen: brk,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		page.Run(ctx)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	return map[string]http.Handler{
+		"GET /admin/top": topk.Handler(c.metrics.Top(), ""),
+		"GET /admin/{$}": page,
+	}, stop, nil
 }

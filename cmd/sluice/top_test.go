@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/internal/topk"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 // topServer serves /admin/top from a tracker with known denials, asking
@@ -131,5 +137,53 @@ func TestTopWatch(t *testing.T) {
 	}
 	if c := strings.Count(out.String(), "tenant=acme"); c < 2 {
 		t.Errorf("table printed %d times, want at least 2", c)
+	}
+}
+
+// TestOperatorRoutes serves the routes of a core on the memory store:
+// /admin/top answers its denials, /admin/ the page.
+func TestOperatorRoutes(t *testing.T) {
+	cfg, err := config.Parse("shop.yaml", []byte("domain: shop\ndescriptors:\n  - key: tenant\n    rate_limit: {name: per_tenant, unit: minute, requests_per_unit: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	defer st.Close()
+	m := server.NewMetrics()
+	c := &core{st: &storeSet{store: st}, metrics: m}
+	c.eng = engine.New(st, cfg, engine.WithObserver(m))
+	c.svc = rls.New(c.eng)
+	api := server.New(c.svc, st, server.WithMetrics(m))
+	routes, stop, err := operatorRoutes(c, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for range 3 {
+		req := &engine.Request{Domain: "shop", Hits: 1, Descriptors: []engine.Descriptor{{Entries: []engine.Entry{{Key: "tenant", Value: "acme"}}}}}
+		if _, err := c.eng.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mux := http.NewServeMux()
+	for p, h := range routes {
+		mux.Handle(p, h)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	var out, errb strings.Builder
+	if code := run([]string{"top", "--addr", srv.URL}, &out, &errb); code != 0 || !strings.Contains(out.String(), "tenant=acme") {
+		t.Errorf("sluice top: exit %d %s\n%s", code, errb.String(), out.String())
+	}
+	res, err := http.Get(srv.URL + "/admin/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{`data-ready="true"`, `data-breaker="none"`, `data-key="tenant=acme" data-count="2"`, `data-rule="per_tenant"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/admin/ lacks %s", want)
+		}
 	}
 }
