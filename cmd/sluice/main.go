@@ -4,6 +4,7 @@
 //	                         /v1/check, /v1/auth, probes and metrics
 //	sluice check FILE|DIR…   validate configuration files
 //	sluice config example    print the built-in example configuration
+//	sluice top [--watch]     print the keys denied most, from a running serve
 //	sluice version           print the version (also sluice --version)
 //
 // Every flag of serve can also be set from the environment: --failure-mode
@@ -52,6 +53,7 @@ Usage:
   sluice serve [flags]       serve gRPC ShouldRateLimit and the HTTP API
   sluice check FILE|DIR...   validate envoyproxy/ratelimit configuration files
   sluice config example      print the built-in example configuration
+  sluice top [--watch]       print the keys denied most, from a running serve
   sluice version             print the version (also sluice --version)
 
 Run "sluice <command> -h" for the flags of a command.
@@ -69,6 +71,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args[1:], stdout, stderr)
 	case "config":
 		return configCmd(args[1:], stdout, stderr)
+	case "top":
+		return top(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		return printVersion(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":

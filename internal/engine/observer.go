@@ -37,7 +37,12 @@ type Report struct {
 	// descriptor's path with the request's values) when the rule has
 	// detailed_metric or value_to_metric, else "". It holds request
 	// values: an observer must bound what it keeps of it.
-	Detail  string
+	Detail string
+	// Key is the descriptor's counting key: the domain and the request's
+	// entries, domain/key=value/..., with '\', '/', '=' and '*' escaped
+	// by a backslash. It holds request values: an observer must bound what it
+	// keeps of it, and never use it as a metric label.
+	Key     string
 	Outcome Outcome
 	// Hits is the limit's cost in the request. Within, Near and Over split
 	// it as the reference's within_limit, near_limit and over_limit

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/topk"
 )
 
 // Metrics are the service's Prometheus metrics, on a registry they own.
@@ -44,6 +45,7 @@ type Metrics struct {
 
 	evictions prometheus.Counter // memstore states evicted by --memory-max-keys
 	info      *configInfo        // the configuration in force (configinfo.go)
+	top       *topk.Tracker      // the keys denied most, never in a label
 }
 
 var (
@@ -111,6 +113,7 @@ func NewMetrics() *Metrics {
 	m.evictions = m.counter("sluice_memory_evictions_total",
 		"Live states the memory store evicted to stay within --memory-max-keys (each forgets what it counted).")
 	m.info = newConfigInfo(m.reg)
+	m.top, _ = topk.New(topk.Options{}) // the defaults are valid
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -136,6 +139,10 @@ func (m *Metrics) gauge(name, help string) prometheus.Gauge {
 // MemoryEvicted counts a live state the memory store evicted
 // (memstore.WithOnEvict).
 func (m *Metrics) MemoryEvicted() { m.evictions.Inc() }
+
+// Top returns the summary of the keys denied most, fed by Decided with
+// every over-limit decision (GET /admin/top: topk.Handler).
+func (m *Metrics) Top() *topk.Tracker { return m.top }
 
 // Registry returns the registry the metrics are registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
@@ -232,6 +239,9 @@ func (m *Metrics) Decided(r engine.Report) {
 	}
 	if r.Over > 0 {
 		rs.overLimit.Add(float64(r.Over))
+	}
+	if r.Outcome == engine.OutcomeOverLimit {
+		m.top.Denied(r.Domain, r.Rule, r.Key)
 	}
 	if r.Detail != "" {
 		m.detailed.WithLabelValues(r.Domain, r.Rule, m.detail(rs, r.Detail), string(r.Outcome)).Inc()
