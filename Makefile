@@ -24,6 +24,7 @@ test:
 	./scripts/ensure-redis.sh
 	./scripts/ensure-nginx.sh
 	./scripts/ensure-prometheus.sh
+	./scripts/ensure-chromium.sh
 	$(MAKE) check-format vet unit compat release-check
 
 check-format:
