@@ -307,12 +307,12 @@ func (a *api) inspect(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	if s.key != "" {
-		d, err := a.store.AllowN(ctx, checkKeyPrefix+s.key, s.lim, 0)
+		d, over, err := a.eng.InspectKey(ctx, checkKeyPrefix+s.key, s.lim)
 		if err != nil {
 			a.storeProblem(w, ctx, err)
 			return
 		}
-		writeJSON(w, inspectJSON{Key: s.key, Limit: limitOf(s.lim), State: stateOf(s.lim, d, !d.Allowed || d.Remaining == 0)})
+		writeJSON(w, inspectJSON{Key: s.key, Limit: limitOf(s.lim), State: stateOf(s.lim, d, over)})
 		return
 	}
 	out := inspectJSON{Domain: s.domain}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
@@ -38,8 +39,10 @@ type RuleState struct {
 	CounterLimit sluice.Limit
 	HasCounter   bool
 	// Decision is the counter's state, peeked (a cost of 0: nothing is
-	// counted). For a requests_per_unit: 0 rule it is the denial any cost
-	// above 0 gets.
+	// counted); when Over, its RetryAfter is the time until one hit is
+	// admitted again (exact for fixed_window, token_bucket and gcra, the
+	// time to full, an upper bound, for the sliding algorithms). For a
+	// requests_per_unit: 0 rule it is the denial any cost above 0 gets.
 	Decision sluice.Decision
 	// Over reports that the next hit would be denied: nothing remains.
 	Over bool
@@ -109,9 +112,27 @@ func (e *Engine) peek(ctx context.Context, rs *RuleState) error {
 	if err != nil {
 		return e.storeError(ctx, err)
 	}
-	rs.Decision = d
 	rs.Over = !d.Allowed || d.Remaining == 0
+	if rs.Over && d.RetryAfter == 0 {
+		d.RetryAfter = retryAfter(rs.Limit, d)
+	}
+	rs.Decision = d
 	return nil
+}
+
+// retryAfter is the time until a used-up counter admits a hit again, from
+// a peek (which admits its cost of 0 and tells no retry): the window's end
+// for a fixed window; for a token bucket and GCRA, the time to full less
+// the refill of all but one hit; for the sliding algorithms, which the
+// peek does not tell, the time to full, an upper bound.
+func retryAfter(lim sluice.Limit, d sluice.Decision) time.Duration {
+	switch lim.Algorithm {
+	case sluice.TokenBucket, sluice.GCRA:
+		interval := lim.Period / time.Duration(max(lim.Rate, 1))
+		return max(d.ResetAfter-time.Duration(lim.Capacity()-1)*interval, 0)
+	default:
+		return d.ResetAfter
+	}
 }
 
 // stateKey is the counter key of the j-th rule of match m: the match's
@@ -128,3 +149,20 @@ func stateKey(m config.Match, j int) string {
 	return m.Key
 }
 
+
+// InspectKey peeks at the state of key under lim in the engine's store,
+// counting nothing: the state a caller deciding with that key and limit
+// counts on (POST /v1/check's, with its key's namespace). It reports the
+// decision (with RetryAfter as Inspect's) and whether the next hit would
+// be denied. lim must be valid.
+func (e *Engine) InspectKey(ctx context.Context, key string, lim sluice.Limit) (sluice.Decision, bool, error) {
+	d, err := e.allowN(ctx, key, lim, 0)
+	if err != nil {
+		return sluice.Decision{}, false, e.storeError(ctx, err)
+	}
+	over := !d.Allowed || d.Remaining == 0
+	if over && d.RetryAfter == 0 {
+		d.RetryAfter = retryAfter(lim, d)
+	}
+	return d, over, nil
+}
