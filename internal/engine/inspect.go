@@ -149,7 +149,6 @@ func stateKey(m config.Match, j int) string {
 	return m.Key
 }
 
-
 // InspectKey peeks at the state of key under lim in the engine's store,
 // counting nothing: the state a caller deciding with that key and limit
 // counts on (POST /v1/check's, with its key's namespace). It reports the
