@@ -84,6 +84,50 @@ func New(o Options) (_ http.Handler, err error) {
 	for pattern, h := range o.Routes {
 		closed.Handle(pattern, h)
 	}
-	open.Handle("/", a.wrap(closed))
+	open.Handle("/", a.wrap(problems(closed)))
 	return open, nil
+}
+
+// problems answers the requests that mux has no route for (404, 405) with
+// problem+json.
+func problems(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusOnly{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if allow := rec.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+		code := rec.code
+		if code == 0 || code < 400 {
+			mux.ServeHTTP(w, r) // a redirect, say: as the mux answers it
+			return
+		}
+		detail := "no admin endpoint at " + r.URL.Path
+		if code == http.StatusMethodNotAllowed {
+			detail = r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + rec.header.Get("Allow") + ")"
+		}
+		writeProblem(w, code, "", detail)
+	})
+}
+
+// statusOnly keeps a response's status and headers, and drops its body.
+type statusOnly struct {
+	header http.Header
+	code   int
+}
+
+func (s *statusOnly) Header() http.Header { return s.header }
+func (s *statusOnly) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+}
+func (s *statusOnly) Write(b []byte) (int, error) {
+	s.WriteHeader(http.StatusOK)
+	return len(b), nil
 }

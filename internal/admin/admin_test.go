@@ -437,3 +437,19 @@ func TestNewRejectsTakenRoute(t *testing.T) {
 		t.Error("New with a route taking /admin/v1/config = nil error")
 	}
 }
+
+func TestUnknownRouteProblems(t *testing.T) {
+	f := newFixture(t, memstore.New(), Auth{})
+	code, body, h := f.do(t, "GET", "/admin/v1/reset?domain=api&descriptor=a=b", "")
+	if code != http.StatusMethodNotAllowed || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(h.Get("Allow"), "POST") || !strings.Contains(body, "GET is not allowed") {
+		t.Errorf("GET /admin/v1/reset = %d %v %s, want 405 problem+json with Allow", code, h, body)
+	}
+	code, body, h = f.do(t, "GET", "/admin/v1/nothing", "")
+	if code != http.StatusNotFound || h.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("GET /admin/v1/nothing = %d %v %s, want 404 problem+json", code, h, body)
+	}
+	// Unknown paths are behind the authentication too.
+	if code, _, _ := f.do(t, "GET", "/admin/v1/nothing", "", "RemoteAddr", "10.9.9.9:1"); code != http.StatusForbidden {
+		t.Errorf("GET /admin/v1/nothing from 10.9.9.9 = %d, want 403", code)
+	}
+}
