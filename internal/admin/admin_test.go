@@ -205,6 +205,11 @@ func TestTokenFileRotates(t *testing.T) {
 	if !strings.Contains(f.log.String(), "shorter than 16 bytes") {
 		t.Errorf("log does not tell the broken token file: %s", f.log)
 	}
+	// A file holding no token revokes them all.
+	writeFile(t, file, "# revoked\n")
+	if code, _ := caller("dddddddddddddddddddd"); code != http.StatusUnauthorized {
+		t.Errorf("after revoking every token = %d, want 401", code)
+	}
 }
 
 func TestParseTokens(t *testing.T) {
