@@ -170,6 +170,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"Lease", s.testLease},
 		{"CountAll", s.testCountAll},
 		{"CountAllMulti", s.testCountAllMulti},
+		{"PeekCountAll", s.testPeekCountAll},
 		{"RefundNow", s.testRefundNow},
 		{"Reset", s.testReset},
 	}
