@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/stack"
 )
 
 const testYAML = `
@@ -456,5 +457,20 @@ func TestUnknownRouteProblems(t *testing.T) {
 	// Unknown paths are behind the authentication too.
 	if code, _, _ := f.do(t, "GET", "/admin/v1/nothing", "", "RemoteAddr", "10.9.9.9:1"); code != http.StatusForbidden {
 		t.Errorf("GET /admin/v1/nothing from 10.9.9.9 = %d, want 403", code)
+	}
+}
+
+// TestResetUnsupportedLayer checks that a wrapper whose shared store cannot
+// reset answers 501 too, naming the store.
+func TestResetUnsupportedLayer(t *testing.T) {
+	s, err := stack.New(plainStore{memstore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := newFixture(t, s, Auth{})
+	code, body, _ := f.do(t, "POST", "/admin/v1/reset?domain=api&descriptor=user=u1", "")
+	if code != http.StatusNotImplemented || !strings.Contains(body, "admin.plainStore") {
+		t.Errorf("reset through a stack over a store without Reset = %d %s, want 501 naming the store", code, body)
 	}
 }

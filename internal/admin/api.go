@@ -449,6 +449,10 @@ func (a *api) engineProblem(w http.ResponseWriter, ctx context.Context, i int, e
 // storeProblem answers a store call that made no decision: 504 when the
 // deadline passed, 503 otherwise.
 func (a *api) storeProblem(w http.ResponseWriter, ctx context.Context, err error) {
+	if errors.Is(err, sluice.ErrResetUnsupported) {
+		writeProblem(w, http.StatusNotImplemented, "", err.Error())
+		return
+	}
 	var re *engine.RequestError
 	if errors.As(err, &re) || errors.Is(err, sluice.ErrInvalidKey) || errors.Is(err, sluice.ErrInvalidLimit) {
 		writeProblem(w, http.StatusBadRequest, "", err.Error())

@@ -19,7 +19,7 @@ import (
 
 // TestRedisInspectReset inspects and resets a rule's counter in a real
 // Redis, through redisstore and through the stack sluice serve --redis
-// builds (when its layers can reset), and checks that a second engine on
+// --tiered builds, and checks that a second engine on
 // the same Redis, another replica, sees the reset.
 func TestRedisInspectReset(t *testing.T) {
 	srv := redistest.Server(t)
@@ -47,7 +47,7 @@ func TestRedisInspectReset(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, mk(t), Auth{})
 			if _, ok := f.store.(sluice.Resetter); !ok {
-				t.Skipf("%T cannot reset", f.store)
+				t.Fatalf("%T cannot reset", f.store)
 			}
 			replica := engine.New(open(t), f.eng.Config())
 			user := engine.Entry{Key: "user", Value: "redis-" + name}
