@@ -11,12 +11,22 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/certs/certstest"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
-// TestAdminE2E runs sluice serve with --admin and --admin-token-file:
-// inspect shows a used-up key, a reset puts it back, and the next decisions
-// admit the full limit.
+// TestAdminE2E runs sluice serve with --admin and --admin-token-file, on
+// the memory store and on Redis through the tiered stack: inspect shows a
+// used-up key, a reset puts it back, and the next decisions admit the full
+// limit.
 func TestAdminE2E(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { adminE2E(t) })
+	t.Run("redis-tiered", func(t *testing.T) {
+		srv := redistest.Server(t)
+		adminE2E(t, "--redis", srv.URL(), "--tiered")
+	})
+}
+
+func adminE2E(t *testing.T, extra ...string) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "adm.yaml")
 	if err := os.WriteFile(cfg, []byte("domain: adm\ndescriptors:\n  - key: user\n    rate_limit:\n      name: per_user\n      unit: hour\n      requests_per_unit: 3\n"), 0o600); err != nil {
@@ -26,7 +36,7 @@ func TestAdminE2E(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("ops:e2e-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, nil, "--config", cfg, "--admin", "127.0.0.1:0", "--admin-token-file", tokens)
+	p := start(t, nil, append([]string{"--config", cfg, "--admin", "127.0.0.1:0", "--admin-token-file", tokens}, extra...)...)
 	admin := "http://" + p.logAddr(t, "admin listener")
 	call := func(method, path, token string) (int, string) {
 		t.Helper()
