@@ -1,6 +1,9 @@
 package sluice
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Resetter is a Store that can put a key back to untouched: an operator
 // lifting a limit (a customer limited by mistake, a quota raised mid
@@ -8,11 +11,25 @@ import "context"
 // through the store sees the reset at once.
 //
 // Reset forgets the state of key under lim's algorithm and period (the
-// state AllowN counts on; the limit's Rate and Burst do not matter):
-// afterwards the key is as if it had never been asked for. A key with no
-// state is reset already: Reset returns nil. The key is validated as
-// AllowN validates it; the limit's Algorithm and Period must be valid.
+// state AllowN counts on; the limit's Rate, Burst and Counting do not
+// choose it): afterwards the key is as if it had never been asked for,
+// a debt of a limit that counts every hit included, and its states under
+// other algorithms or periods are untouched. A key with no state is reset
+// already: Reset returns nil. key and lim are validated as AllowN
+// validates them (a *LimitError naming the field), before any lock or
+// call to a backend.
+//
+// To read a key's state without counting anything, call AllowN with n = 0:
+// Remaining, RetryAfter and ResetAfter describe the state (a limit that
+// counts every hit denies it while the key is in debt).
+//
+// memstore, redisstore, tiered, failover and stack implement it; a wrapper
+// over a store that does not returns an error wrapping ErrResetUnsupported.
 type Resetter interface {
 	Store
 	Reset(ctx context.Context, key string, lim Limit) error
 }
+
+// ErrResetUnsupported is returned by the Reset of a wrapper (tiered,
+// failover, stack) whose shared store is not a Resetter.
+var ErrResetUnsupported = errors.New("sluice: store does not support Reset")

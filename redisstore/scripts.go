@@ -25,7 +25,8 @@ type script struct {
 // and its write, and its Return), one shared prologue (lua/prologue.lua:
 // the test clock's ARGV, Redis TIME, formatting helpers) and one driver per
 // script: single.lua (single_log.lua for the logs) decides one AllowN,
-// batch.lua a batch of them, multi.lua an AllowMulti, return.lua a Return.
+// batch.lua a batch of them, multi.lua an AllowMulti, return.lua a Return
+// (reset.lua, Reset's DEL, stands alone).
 // So each algorithm is written once, and the differential tests that hold
 // every script to internal/algo hold that one definition. The batch, multi
 // and return scripts call the algorithms' functions; the single scripts,
@@ -38,6 +39,7 @@ var (
 	multiScript   *script
 	returnScript  *script
 	batchScript   *script
+	resetScript   *script
 )
 
 // kindMsLog numbers the sliding log in the millisecond layout
@@ -141,4 +143,5 @@ func init() {
 	multiScript = assemble("multi", 1, all, "multi")
 	returnScript = assemble("return", 1, all, "return")
 	batchScript = assemble("batch", 1, all, "batch")
+	resetScript = newScript("reset", luaFile("reset"))
 }

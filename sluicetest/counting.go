@@ -200,3 +200,40 @@ func (s *suite) testRefundNow(t *testing.T) {
 		}
 	})
 }
+
+// testPeekCountAll: a cost of 0 on a limit that counts every hit counts
+// nothing either: it reports what is left, and in debt it denies with the
+// same RetryAfter however often it is asked.
+func (s *suite) testPeekCountAll(t *testing.T) {
+	for _, a := range countingAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			e := s.env(t, 0)
+			lim, key := countAllLimit(a), newKey(t)
+			c := lim.Capacity()
+			e.allow(key, lim, c-1)
+			for range 3 {
+				if d := e.allow(key, lim, 0); !d.Allowed || d.Remaining != 1 {
+					t.Fatalf("AllowN(0) with 1 left = %+v, want allowed, Remaining 1", d)
+				}
+			}
+			if d := e.allow(key, lim, 1); !d.Allowed {
+				t.Fatalf("AllowN(1) after peeks with 1 left = %+v, want allowed", d)
+			}
+			first := e.allow(key, lim, c) // in debt
+			if first.Allowed {
+				t.Fatalf("AllowN(%d) on a used key = %+v, want denied", c, first)
+			}
+			var retry time.Duration
+			for i := range 3 {
+				d := e.allow(key, lim, 0)
+				if d.Allowed {
+					t.Fatalf("AllowN(0) in debt = %+v, want denied", d)
+				}
+				if e.exact() && i > 0 && d.RetryAfter != retry {
+					t.Errorf("AllowN(0) in debt, asked again at the same time: RetryAfter %v, then %v: a peek counted", retry, d.RetryAfter)
+				}
+				retry = d.RetryAfter
+			}
+		})
+	}
+}

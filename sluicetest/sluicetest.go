@@ -43,7 +43,9 @@
 // AllowMulti is all-or-nothing, requests on one state are decided one after
 // the other, and costs on one state whose sum exceeds its capacity are
 // ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
-// key exactly, never beyond untouched.
+// key exactly, never beyond untouched. Reset puts a key back to untouched
+// under one limit's algorithm and period (its debt too), and no other
+// state of the key.
 //
 // A limit that counts every hit (sluice.CountAll) records a charge over
 // what is left and one over its capacity (which it denies), denies a cost
@@ -56,7 +58,7 @@
 // MayDenyEarly for a store that may deny where an exact store admits (a
 // tiered store holding leases). AllowMulti cases run when the store
 // implements sluice.MultiStore, Lease cases when it implements
-// sluice.Leaser.
+// sluice.Leaser, Reset cases when it implements sluice.Resetter.
 package sluicetest
 
 import (
@@ -168,7 +170,9 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"Lease", s.testLease},
 		{"CountAll", s.testCountAll},
 		{"CountAllMulti", s.testCountAllMulti},
+		{"PeekCountAll", s.testPeekCountAll},
 		{"RefundNow", s.testRefundNow},
+		{"Reset", s.testReset},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)

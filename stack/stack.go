@@ -42,6 +42,7 @@ var (
 	_ sluice.Store      = (*Store)(nil)
 	_ sluice.MultiStore = (*Store)(nil)
 	_ sluice.Leaser     = (*Store)(nil)
+	_ sluice.Resetter   = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -69,7 +70,8 @@ func WithTiered(opts ...tiered.Option) Option {
 	}
 }
 
-// Store is the stack: a sluice.Store and sluice.MultiStore, safe for
+// Store is the stack: a sluice.Store, sluice.MultiStore, sluice.Leaser and
+// sluice.Resetter (each as far as the shared store is one), safe for
 // concurrent use.
 type Store struct {
 	fs *failover.Store
@@ -115,8 +117,6 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	return s.fs.AllowMulti(ctx, reqs)
 }
 
-// Close closes the local tier (returning its unspent leased units through
-// failover) and then failover. Later calls return sluice.ErrClosed.
 // Lease implements sluice.Leaser through the layers (tiered passes it to
 // failover, which gives it its deadline and breaker): a reservation that
 // sluice.Limiter.Reserve settles later. While the shared store cannot
@@ -139,6 +139,23 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	return s.fs.Return(ctx, key, lim, n, at)
 }
 
+// Reset implements sluice.Resetter through the layers: the local tier
+// drops its leases and cached denials of the key, failover resets its
+// local share and passes the reset to the shared store under its deadline
+// and breaker. While the shared store does not answer, Reset returns an
+// error wrapping failover.ErrUnavailable (failover.ErrBreakerOpen while
+// the breaker is open): the shared state was not reset, and the caller
+// should try again. Over a shared store that cannot reset, the error wraps
+// sluice.ErrResetUnsupported.
+func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
+	if s.ts != nil {
+		return s.ts.Reset(ctx, key, lim)
+	}
+	return s.fs.Reset(ctx, key, lim)
+}
+
+// Close closes the local tier (returning its unspent leased units through
+// failover) and then failover. Later calls return sluice.ErrClosed.
 func (s *Store) Close() error {
 	var err error
 	if s.ts != nil {

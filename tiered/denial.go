@@ -13,7 +13,7 @@ import (
 // found it, or nil.
 func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, e *entry, n int) (sluice.Decision, error) {
 	sent := s.mono()
-	refunds := sh.refunds.Load()
+	refunds, resets := sh.refunds.Load(), sh.resetMark()
 	d, err := s.shared.AllowN(ctx, ck.key, ck.lim, n)
 	s.shared_.Add(1)
 	if err != nil || d.Degraded || d.Allowed && e == nil {
@@ -26,7 +26,7 @@ func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, e *entry, n int)
 		e = nil
 	}
 	if e != nil {
-		e.record(n, sent, d, sh.refunds.Load() != refunds)
+		e.record(n, sent, d, sh.refunds.Load() != refunds || sh.resetSince(resets))
 		e.lastUse = sent
 	}
 	sh.mu.Unlock()
@@ -40,8 +40,8 @@ func (s *Store) direct(ctx context.Context, sh *shard, ck ckey, e *entry, n int)
 const MaxCachedDenial = time.Second
 
 // record caches a denial of n, or clears the cache on an admission. A
-// denial decided while a refund of the shard was on its way (refunded) is
-// not cached: it may predate the refund.
+// denial decided while a refund or a reset of the shard was on its way
+// (refunded) is not cached: it may predate it.
 func (e *entry) record(n int, sent time.Duration, d sluice.Decision, refunded bool) {
 	if d.Allowed || refunded {
 		e.denyN = 0

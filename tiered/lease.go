@@ -68,7 +68,10 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 	old := e.g
 	e.g = grant{}
 	k := s.size(e, now, n, ck.lim)
-	refunds := sh.refunds.Load()
+	refunds, resets := sh.refunds.Load(), sh.resetMark()
+	if sh.resetSince(resets) {
+		old = grant{} // its units may be in a state being reset: never given back
+	}
 	sh.mu.Unlock()
 
 	d, g, err := s.fetch(ctx, ck, n, k, old, now)
@@ -77,6 +80,10 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 	e.fetching = nil
 	close(ch)
 	switch {
+	case e.dead && err == nil && !d.Degraded:
+		// A reset forgot the entry while the lease was on its way: the
+		// lease may predate it (its units deleted with the state) and is
+		// not kept, nor given back. The request itself was decided.
 	case err != nil:
 		if validate.IsInput(err) && e.leases <= 1 && e.denyN == 0 && e.next.units == 0 && !e.refreshing {
 			forget(sh, ck, e) // a new key's invalid request keeps no state
@@ -97,7 +104,7 @@ func (s *Store) lease(ctx context.Context, sh *shard, ck ckey, e *entry, n int, 
 		e.denyN = 0
 		e.refreshOff = false
 	default:
-		e.record(g.denied, now, d, sh.refunds.Load() != refunds)
+		e.record(g.denied, now, d, sh.refunds.Load() != refunds || sh.resetSince(resets))
 	}
 	sh.mu.Unlock()
 	if err == nil && d.Degraded {

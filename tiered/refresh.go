@@ -45,6 +45,9 @@ func (s *Store) refreshLease(ck ckey, k int) {
 		at  time.Time
 		err = sluice.ErrClosed
 	)
+	sh.mu.Lock()
+	e0 := sh.m[ck] // the entry that asked; a reset forgets it
+	sh.mu.Unlock()
 	sent := s.mono()
 	if !s.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.returnTimeout)
@@ -60,6 +63,11 @@ func (s *Store) refreshLease(ck ckey, k int) {
 	}
 	sh.mu.Lock()
 	e := sh.m[ck]
+	if e0 == nil || e0.dead {
+		// A reset forgot the entry while the lease was on its way: the
+		// lease may predate it, and is neither kept nor given back.
+		e, granted = nil, false
+	}
 	if e != nil {
 		e.refreshing = false
 		e.refreshOff = !granted

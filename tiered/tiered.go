@@ -78,7 +78,11 @@ type shard struct {
 	// denial decided while one was on its way may predate it, and is not
 	// cached.
 	refunds atomic.Uint64
-	_       [24]byte
+	// resetsBegun and resetsDone count the resets (Reset) of the shard's
+	// keys begun and done: a denial decided while one was on its way is
+	// not cached (resetMark, resetSince).
+	resetsBegun, resetsDone atomic.Uint64
+	_                       [8]byte
 }
 
 // ckey is the identity of a local state: the key and the whole limit, since

@@ -54,7 +54,7 @@ type listeners struct {
 // listen opens the listeners, capped by tf's --max-connections, with TLS
 // when c is not nil (on gRPC's only with grpcOnly); on an error it closes
 // those already open.
-func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Server, grpcOnly bool) (*listeners, error) {
+func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Server, grpcOnly bool, adminTLS func(*tls.Config) *tls.Config) (*listeners, error) {
 	var ls listeners
 	open := func(flagName, name, addr string, protos ...string) (net.Listener, error) {
 		l, err := net.Listen("tcp", addr)
@@ -63,7 +63,11 @@ func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Serve
 		}
 		l = tf.limit(l, name, cm)
 		if c != nil && (!grpcOnly || name == "grpc") {
-			l = tls.NewListener(l, c.Config(protos...))
+			cfg := c.Config(protos...)
+			if name == "admin" {
+				cfg = adminTLS(cfg)
+			}
+			l = tls.NewListener(l, cfg)
 		}
 		return l, nil
 	}

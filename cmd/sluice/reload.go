@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/server"
 )
@@ -23,6 +24,7 @@ type reloader struct {
 	interval time.Duration
 	log      *slog.Logger
 	metrics  *server.Metrics
+	info     *admin.ConfigState // nil: none
 	apply    func(*config.Config)
 	check    func(*config.Config) error // nil: none; an error keeps the running configuration
 	sum      [32]byte
@@ -32,7 +34,7 @@ type reloader struct {
 // when its files change, until stop is called. It runs also without
 // --config, so that SIGHUP does not kill the process.
 func startReloader(g *configFlags, sum [32]byte, check func(*config.Config) error, c *core) (stop func()) {
-	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, apply: c.eng.SetConfig, sum: sum, check: check}
+	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, info: c.config, apply: c.eng.SetConfig, sum: sum, check: check}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.run(ctx) })
@@ -82,12 +84,14 @@ func (r *reloader) reload(force bool) {
 	}
 	if lerr != nil {
 		r.metrics.Reloaded(lerr)
+		r.info.Failed(lerr, time.Now())
 		r.log.Error("configuration reload failed; keeping the running configuration", "err", lerr)
 		return
 	}
 	r.apply(c)
 	r.metrics.Reloaded(nil)
 	r.metrics.ConfigLoaded("file", fileVersion(sum), time.Now())
+	r.info.Loaded("file", fileVersion(sum), time.Now())
 	r.log.Info("configuration reloaded", "domains", strings.Join(c.Domains(), ","))
 }
 

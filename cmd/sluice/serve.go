@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/certs"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/engine"
@@ -30,6 +31,7 @@ import (
 // their own; validate adds the rules across groups.
 type serveFlags struct {
 	listen    listenFlags    // --http, --grpc, --admin, --ready-file
+	admin     adminFlags     // --admin-token-file, --admin-client-ca, --admin-auth-metrics
 	transport transportFlags // the HTTP and gRPC servers' limits and workers
 	tls       tlsFlags       // --tls-*, --redis-tls-*
 	config    configFlags    // --config, --reload-interval
@@ -67,7 +69,7 @@ type flagGroup interface {
 // groups are f's groups, in the order validate checks them.
 func (f *serveFlags) groups() []flagGroup {
 	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.xds, &f.shutdown,
-		&f.listen, &f.transport, &f.tls, &f.limits, &f.runtime}
+		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime}
 }
 
 // validate checks each group, then the rule across groups: the TLS flags
@@ -85,7 +87,7 @@ func (f *serveFlags) validate() error {
 	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") {
 		return errors.New("--redis-tls-* need a rediss:// --redis URL")
 	}
-	return nil
+	return f.admin.check(&f.tls)
 }
 
 func serve(args []string, stdout, stderr io.Writer) int {
@@ -143,7 +145,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: metrics, log: log}
+	c := &core{st: st, metrics: metrics, log: log, config: &admin.ConfigState{}}
 	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
 		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()))...)
 	c.svc = rls.New(c.eng, f.service.options()...)
@@ -151,6 +153,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	if f.xds.server == "" {
 		source, version := f.config.info(sum)
 		metrics.ConfigLoaded(source, version, time.Now())
+		c.config.Loaded(source, version, time.Now())
 	} else if src, err = waitXDS(ctx, f, check, c); err != nil {
 		st.close()
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
@@ -196,6 +199,7 @@ type core struct {
 	svc     *rls.Service
 	metrics *server.Metrics
 	log     *slog.Logger
+	config  *admin.ConfigState // the configuration in force, for the admin API
 	// configReady is /readyz's condition on the configuration: nil when
 	// it is in force from the start (files).
 	configReady func() (bool, string)
@@ -209,6 +213,8 @@ type servers struct {
 	http   []*http.Server // the data plane's, then the admin listener's
 	grpc   *grpc.Server
 	errc   chan error // a server that stopped serving
+	// stopPage stops the status page's sampling (a no-op without --admin).
+	stopPage func()
 }
 
 // startServers opens the listeners and serves the HTTP API, the gRPC
@@ -222,12 +228,29 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 		// call without one a timer (about 5% of a memory-store call).
 		tf.requestTimeout = 0
 	}
-	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts, f.tls.grpcOnly)
+	var adminH http.Handler
+	stopPage := func() {}
+	if addr, _ := f.listen.adminAddr(); addr != "" {
+		// The keys denied most and the status page, behind the admin
+		// API's authentication.
+		routes, stop, err := operatorRoutes(c, api)
+		if err != nil {
+			return nil, err
+		}
+		h, err := adminHandler(&f.admin, c, routes)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		adminH, stopPage = h, stop
+	}
+	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
 	if err != nil {
+		stopPage()
 		return nil, err
 	}
 	_, split := f.listen.adminAddr()
-	s := &servers{ls: ls, api: api, errc: make(chan error, 3)}
+	s := &servers{ls: ls, api: api, errc: make(chan error, 3), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
 	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics)...)
@@ -238,7 +261,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	go func() { s.errc <- fmt.Errorf("http: %w", dataPlane.Serve(ls.http)) }()
 	go func() { s.errc <- fmt.Errorf("grpc: %w", s.grpc.Serve(ls.grpc)) }()
 	if ls.admin != nil {
-		as := tf.httpServer(adminHandler(c.metrics.Registry(), c.log, c.metrics), c.log, true)
+		as := tf.httpServer(adminH, c.log, true)
 		s.http = append(s.http, as)
 		go func() { s.errc <- fmt.Errorf("admin: %w", as.Serve(ls.admin)) }()
 		c.log.Info("admin listener", "addr", ls.admin.Addr().String(), "metrics_on_http", !split)
@@ -296,6 +319,7 @@ func (s *servers) drain(g *shutdownFlags, log *slog.Logger) (deadline time.Time)
 	if err := shutdown(s.http, s.grpc, deadline); err != nil {
 		log.Warn("drain incomplete", "err", err)
 	}
+	s.stopPage()
 	return deadline
 }
 

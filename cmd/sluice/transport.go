@@ -10,13 +10,11 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
@@ -230,18 +228,6 @@ func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.M
 		})
 	}
 	return server.Recover(h, log, m)
-}
-
-// adminHandler serves /metrics and Go's /debug/pprof.
-func adminHandler(reg *prometheus.Registry, log *slog.Logger, m *server.Metrics) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return server.Recover(mux, log, m)
 }
 
 // connMetrics count the connections of each listener.

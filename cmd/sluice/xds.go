@@ -143,11 +143,13 @@ func startXDS(g *xdsFlags, check func(*config.Config) error, c *core) (*xdsSourc
 		}
 		if err != nil {
 			c.metrics.Reloaded(err)
+			c.config.Failed(err, time.Now())
 			return err
 		}
 		c.eng.SetConfig(cfg)
 		c.metrics.Reloaded(nil)
 		c.metrics.ConfigLoaded("xds", u.Version, time.Now())
+		c.config.Loaded("xds", u.Version, time.Now())
 		c.log.Info("configuration loaded from xds", "version", u.Version, "domains", strings.Join(cfg.Domains(), ","))
 		s.loaded.Store(true)
 		s.once.Do(func() { close(s.first) })

@@ -162,14 +162,7 @@ func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replace
 				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
-			key := m.Key
-			for _, p := range m.Rules[:j] { // two limits of one node sharing a state
-				if p.Limit.Algorithm == r.Limit.Algorithm && p.Limit.Period == r.Limit.Period {
-					key += "#" + strconv.Itoa(j)
-					break
-				}
-			}
-			c := check{desc: i, rule: r, lim: e.limit(r), key: key, n: st.hits}
+			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
 			switch {
 			case descs[i].NegativeHits:
 				refunds = append(refunds, c)
