@@ -253,3 +253,87 @@ func TestResetLocalShare(t *testing.T) {
 		t.Errorf("%d of 5 admissions after Reset came from the local share, want 5 (its count reset)", got)
 	}
 }
+
+// TestRefreshRacingResetNotKept: a lease taken ahead (refresh) decided
+// before a reset and answered after it is neither kept nor given back,
+// even when the key has a new entry by then.
+func TestRefreshRacingResetNotKept(t *testing.T) {
+	clock := sluicetest.NewClock(sluicetest.Epoch())
+	m := memstore.New(memstore.WithClock(clock.Now))
+	defer m.Close()
+	// Leases 1 and 2 are the callers'; the third, taken ahead, is held.
+	h := &heldLease{Store: m, gate: 3, entered: make(chan struct{}), release: make(chan struct{})}
+	s := newTiered(t, h, tiered.WithClock(clock.Now), tiered.WithLeases(10, 0.5, time.Hour), tiered.WithRefreshAhead(0.5))
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 40, Period: 24 * time.Hour}
+	// 1, then 1 of a lease of 10, then 4 more: 5 left, the low water.
+	for range 6 {
+		if d, err := s.AllowN(ctx, "k", lim, 1); err != nil || !d.Allowed {
+			t.Fatalf("AllowN = %+v, %v", d, err)
+		}
+	}
+	<-h.entered // the refresh of 10 was decided: 21 counted
+	if err := s.Reset(ctx, "k", lim); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.AllowN(ctx, "k", lim, 1); err != nil || !d.Allowed { // a new entry, 1 counted
+		t.Fatalf("AllowN after Reset = %+v, %v", d, err)
+	}
+	close(h.release)
+	if err := s.Close(); err != nil { // waits for the refresh, returns what is kept
+		t.Fatal(err)
+	}
+	if d, _ := m.AllowN(ctx, "k", lim, 0); d.Remaining != 39 || s.Stats().Refreshes != 1 {
+		t.Errorf("shared Remaining after Close = %d, want 39 (and one refresh): the refresh from before the reset was kept and given back (stats %+v)", d.Remaining, s.Stats())
+	}
+}
+
+// resetThenHold is a memstore whose Reset applies and then waits until
+// released: the shared state is fresh while the local tier has not yet
+// dropped its own.
+type resetThenHold struct {
+	*memstore.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *resetThenHold) Reset(ctx context.Context, key string, lim sluice.Limit) error {
+	err := h.Store.Reset(ctx, key, lim)
+	close(h.entered)
+	<-h.release
+	return err
+}
+
+// TestSweepDuringResetGivesNothingBack: a sweep while a reset is on its
+// way does not give back the leases the reset is about to drop (the fresh
+// key would be credited what another process counted on it).
+func TestSweepDuringResetGivesNothingBack(t *testing.T) {
+	clock := sluicetest.NewClock(sluicetest.Epoch())
+	m := memstore.New(memstore.WithClock(clock.Now))
+	defer m.Close()
+	h := &resetThenHold{Store: m, entered: make(chan struct{}), release: make(chan struct{})}
+	s := newTiered(t, h, tiered.WithClock(clock.Now), tiered.WithLeases(10, 0.5, time.Second))
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 20, Period: 24 * time.Hour}
+	for range 2 { // the second leases 10, leaving 9 here
+		if d, err := s.AllowN(ctx, "k", lim, 1); err != nil || !d.Allowed {
+			t.Fatalf("AllowN = %+v, %v", d, err)
+		}
+	}
+	clock.Advance(2 * time.Second) // the lease has ended: a sweep gives it back
+	done := make(chan error)
+	go func() { done <- s.Reset(ctx, "k", lim) }()
+	<-h.entered
+	if d, _ := m.AllowN(ctx, "k", lim, 5); !d.Allowed { // another process, after the reset
+		t.Fatalf("shared AllowN(5) = %+v", d)
+	}
+	s.SweepNow()
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.AllowN(ctx, "k", lim, 0); d.Remaining != 15 {
+		t.Errorf("shared Remaining = %d, want 15: a lease from before the reset was given back (stats %+v)", d.Remaining, s.Stats())
+	}
+}

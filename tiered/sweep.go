@@ -51,16 +51,30 @@ func (s *Store) sweep() {
 }
 
 // collect ends the leases that have ended (all of them when all is true),
-// takes the pending returns, and forgets idle entries.
+// takes the pending returns, and forgets idle entries. It leaves alone the
+// shards with a reset on its way (Reset), and their pending returns.
 func (s *Store) collect(all bool) []giveBack {
 	now := s.mono()
 	s.pendMu.Lock()
-	rets := s.pending
-	s.pending = nil
+	var rets, keep []giveBack
+	for _, r := range s.pending {
+		if sh := s.shardOf(r.ck.key); sh.resetsBegun.Load() != sh.resetsDone.Load() {
+			keep = append(keep, r) // for the next sweep, unless the reset drops it
+		} else {
+			rets = append(rets, r)
+		}
+	}
+	s.pending = keep
 	s.pendMu.Unlock()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
+		if sh.resetsBegun.Load() != sh.resetsDone.Load() {
+			// A reset is on its way: the leases it is about to drop must
+			// not be given back after it. The next sweep takes the rest.
+			sh.mu.Unlock()
+			continue
+		}
 		for ck, e := range sh.m {
 			if e.fetching != nil {
 				continue
