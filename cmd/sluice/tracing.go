@@ -28,7 +28,7 @@ func (g *tracingFlags) register(fs *flag.FlagSet) {
 }
 
 func (g *tracingFlags) validate() error {
-	if g.sampleRatio != -1 && (g.sampleRatio < 0 || g.sampleRatio > 1) {
+	if g.sampleRatio != -1 && !(g.sampleRatio >= 0 && g.sampleRatio <= 1) {
 		return fmt.Errorf("--tracing-sample-ratio %v: want 0 to 1 (or -1 for OTEL_TRACES_SAMPLER)", g.sampleRatio)
 	}
 	switch g.protocol {

@@ -134,7 +134,7 @@ func Start(ctx context.Context, c Config, log *slog.Logger) (*Provider, error) {
 	if !c.On() {
 		return nil, nil
 	}
-	if c.SampleRatio > 1 {
+	if c.SampleRatio > 1 || c.SampleRatio != c.SampleRatio {
 		return nil, fmt.Errorf("sample ratio %v: want 0 to 1", c.SampleRatio)
 	}
 	exp, err := c.exporter(ctx)
