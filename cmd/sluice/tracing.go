@@ -36,9 +36,6 @@ func (g *tracingFlags) validate() error {
 	default:
 		return fmt.Errorf("--tracing-protocol %q: want grpc or http/protobuf", g.protocol)
 	}
-	if len(g.endpoint) > 2048 {
-		return fmt.Errorf("--tracing-endpoint: %d bytes, longer than 2048", len(g.endpoint))
-	}
 	return nil
 }
 

@@ -204,6 +204,16 @@ func TestTracingInProcess(t *testing.T) {
 	}
 }
 
+// OTLP over HTTP: --tracing-protocol http/protobuf and a base URL.
+func TestTracingHTTPProtocol(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	r := otlptest.Start(t)
+	p := serveInProcess(t, nil, "--config", tracingConfigDir(t), "--tracing-endpoint", "http://"+r.HTTPAddr,
+		"--tracing-protocol", "http/protobuf", "--tracing-service-name", "over-http")
+	sendTraced(t, p.grpc, p.http)
+	checkTraced(t, r.Wait(t, 10*time.Second, tracedComplete), "over-http")
+}
+
 func TestTracingKeys(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
 	r := otlptest.Start(t)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"strings"
 	"sync"
@@ -176,6 +177,12 @@ func (c Config) exporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 		var opts []otlptracehttp.Option
 		switch {
 		case url:
+			// As OTEL_EXPORTER_OTLP_ENDPOINT: a base URL gets the traces'
+			// path.
+			if u, err := neturl.Parse(ep); err == nil && (u.Path == "" || u.Path == "/") {
+				u.Path = "/v1/traces"
+				ep = u.String()
+			}
 			opts = append(opts, otlptracehttp.WithEndpointURL(ep))
 		case ep != "":
 			opts = append(opts, otlptracehttp.WithEndpoint(ep))
@@ -229,7 +236,7 @@ type Tracer struct {
 func New(tp trace.TracerProvider, keys bool) *Tracer {
 	return &Tracer{
 		tr:   tp.Tracer(ScopeName),
-		prop: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
+		prop: propagation.TraceContext{}, // W3C traceparent and tracestate; no baggage: sluice reads none
 		keys: keys,
 	}
 }
@@ -262,7 +269,7 @@ func Annotate(ctx context.Context, attrs ...attribute.KeyValue) {
 // UnaryInterceptor starts a server span for every unary call of the
 // rate-limit service (the health checks are not traced), continuing the
 // caller's trace context from the call's metadata (traceparent,
-// tracestate, baggage).
+// tracestate).
 func (t *Tracer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		name := strings.TrimPrefix(info.FullMethod, "/")

@@ -1,13 +1,15 @@
 // Package otlptest is an OTLP trace receiver for tests: a gRPC server on
-// loopback implementing the collector's TraceService, which records every
-// span it is sent. It is a normal package so that tests of any package in
+// loopback implementing the collector's TraceService, and the same over
+// OTLP/HTTP, which record every span they are sent. It is a normal package so that tests of any package in
 // the module can import it; nothing outside tests should.
 package otlptest
 
 import (
 	"context"
 	"encoding/hex"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	common "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 )
 
 // Span is one received span, its ids in lower-case hex.
@@ -33,8 +36,10 @@ type Span struct {
 // Receiver records the spans exported to it.
 type Receiver struct {
 	coltrace.UnimplementedTraceServiceServer
-	// Addr is the receiver's host:port on loopback.
+	// Addr is the receiver's gRPC host:port on loopback.
 	Addr string
+	// HTTPAddr is its OTLP/HTTP host:port (POST /v1/traces, protobuf).
+	HTTPAddr string
 
 	mu      sync.Mutex
 	spans   []Span
@@ -54,6 +59,30 @@ func Start(t testing.TB) *Receiver {
 	coltrace.RegisterTraceServiceServer(gs, r)
 	go gs.Serve(l)
 	t.Cleanup(gs.Stop)
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.HTTPAddr = hl.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/traces", func(w http.ResponseWriter, req *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
+		var in coltrace.ExportTraceServiceRequest
+		if err == nil {
+			err = proto.Unmarshal(b, &in)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Export(req.Context(), &in)
+		out, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	})
+	hs := &http.Server{Handler: mux}
+	go hs.Serve(hl)
+	t.Cleanup(func() { hs.Close() })
 	return r
 }
 
