@@ -143,7 +143,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		fmt.Fprintf(stderr, "sluice serve: tracing: %v\n", err)
 		return 2
 	}
-	defer shutdownTracing(tp, log)
+	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
 
 	metrics := server.NewMetrics()
 	st, err := openStore(ctx, *f, metrics, log)
@@ -325,12 +325,12 @@ type storeSet struct {
 	waitBound time.Duration
 }
 
-// shutdownTracing flushes the spans still queued, within 5 seconds.
-func shutdownTracing(tp *tracing.Provider, log *slog.Logger) {
+// shutdownTracing flushes the spans still queued, within d.
+func shutdownTracing(tp *tracing.Provider, d time.Duration, log *slog.Logger) {
 	if tp == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := tp.Shutdown(ctx); err != nil {
 		log.Warn("tracing: flushing the last spans", "err", err)

@@ -73,7 +73,9 @@ type Config struct {
 	// Keys adds the descriptors' entries and the counters' keys to the
 	// spans: callers' data, off by default.
 	Keys bool
-	// Lookup reads the environment (os.LookupEnv when nil).
+	// Lookup reads the variables that decide On and the protocol
+	// (os.LookupEnv when nil); the exporter and the SDK read the process's
+	// environment themselves.
 	Lookup func(string) (string, bool)
 }
 
@@ -152,8 +154,13 @@ func Start(ctx context.Context, c Config, log *slog.Logger) (*Provider, error) {
 		resource.WithAttributes(attribute.String("service.name", name)),
 		resource.WithTelemetrySDK(),
 		resource.WithFromEnv())
-	if err != nil && res == nil {
-		return nil, fmt.Errorf("resource: %w", err)
+	if err != nil {
+		if res == nil {
+			return nil, fmt.Errorf("resource: %w", err)
+		}
+		if log != nil {
+			log.Warn("tracing: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME in part not read", "err", err)
+		}
 	}
 	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
 	if c.SampleRatio >= 0 {
