@@ -513,7 +513,7 @@ func (e *refEnv) service() {
 	}
 }
 
-// ignored: statistics and tracing, which sluice does its own way.
+// ignored: statistics, which sluice does its own way; and tracing.
 func (e *refEnv) ignored() {
 	stats := "sluice exports Prometheus metrics at /metrics only"
 	if e.boolean("USE_STATSD", true) && e.set("USE_STATSD") {
@@ -525,11 +525,44 @@ func (e *refEnv) ignored() {
 	for _, v := range []string{"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS"} {
 		e.ignore(v, stats)
 	}
-	if e.boolean("TRACING_ENABLED", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "TRACING_ENABLED", Msg: "sluice does not export traces"})
+	e.tracing()
+}
+
+// tracing: TRACING_ENABLED and the variables it reads, onto --tracing-*;
+// the endpoint, headers and TLS come from the OTEL_* variables in both.
+func (e *refEnv) tracing() {
+	if !e.boolean("TRACING_ENABLED", false) {
+		for _, v := range []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"} {
+			e.ignore(v, "TRACING_ENABLED is not true: no traces are exported")
+		}
+		return
 	}
-	for _, v := range []string{"TRACING_SERVICE_NAME", "TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID", "TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"} {
-		e.ignore(v, "sluice does not export traces")
+	e.assign("tracing", "true", nil, "TRACING_ENABLED")
+	name, _ := e.get("TRACING_SERVICE_NAME")
+	if name == "" {
+		name = "RateLimit" // the reference's default
+	}
+	e.assign("tracing-service-name", name, nil, "TRACING_SERVICE_NAME")
+	switch p, _ := e.get("TRACING_EXPORTER_PROTOCOL"); p {
+	case "", "http":
+		e.assign("tracing-protocol", "http/protobuf", nil, "TRACING_EXPORTER_PROTOCOL")
+	case "grpc":
+		e.assign("tracing-protocol", "grpc", nil, "TRACING_EXPORTER_PROTOCOL")
+	default:
+		e.fail("TRACING_EXPORTER_PROTOCOL", "%q: want http or grpc", p)
+	}
+	rate := 1.0
+	if v, ok := e.get("TRACING_SAMPLING_RATE"); ok && v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r != r {
+			e.fail("TRACING_SAMPLING_RATE", "%q: want a number (1 samples every trace, 0 none)", v)
+		} else {
+			rate = min(max(r, 0), 1) // as the reference: >= 1 always, <= 0 never
+		}
+	}
+	e.assign("tracing-sample-ratio", strconv.FormatFloat(rate, 'g', -1, 64), nil, "TRACING_SAMPLING_RATE")
+	for _, v := range []string{"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID"} {
+		e.ignore(v, "set service.namespace and service.instance.id in OTEL_RESOURCE_ATTRIBUTES")
 	}
 }
 

@@ -579,3 +579,41 @@ func TestReferenceEnvLog(t *testing.T) {
 		t.Errorf("log shows the password:\n%s", log)
 	}
 }
+
+// The reference's TRACING_* variables turn on sluice's tracing with the
+// reference's defaults (http, service RateLimit, every trace); off, they do
+// nothing.
+func TestReferencePlanTracing(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want map[string]string // the --tracing* flags assigned
+		errs []string
+	}{
+		{map[string]string{"TRACING_SERVICE_NAME": "x", "TRACING_SAMPLING_RATE": "0.5"}, map[string]string{}, nil},
+		{map[string]string{"TRACING_ENABLED": "true"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1"}, nil},
+		{map[string]string{"TRACING_ENABLED": "1", "TRACING_SERVICE_NAME": "edge", "TRACING_EXPORTER_PROTOCOL": "grpc", "TRACING_SAMPLING_RATE": "0.25"},
+			map[string]string{"tracing": "true", "tracing-service-name": "edge", "tracing-protocol": "grpc", "tracing-sample-ratio": "0.25"}, nil},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_SAMPLING_RATE": "7"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1"}, nil},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_SAMPLING_RATE": "-1"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "0"}, nil},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "udp", "TRACING_SAMPLING_RATE": "half"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-sample-ratio": "1"},
+			[]string{"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}},
+	} {
+		p := referencePlan(envOf(tc.env))
+		got := map[string]string{}
+		for f, v := range flagsOf(p) {
+			if strings.HasPrefix(f, "tracing") {
+				got[f] = v
+			}
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%v: tracing flags %v, want %v", tc.env, got, tc.want)
+		}
+		if errs := varsOf(p.Errors); !slices.Equal(errs, tc.errs) {
+			t.Errorf("%v: errors %v, want %v", tc.env, errs, tc.errs)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/gctune"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // serveFlags are serve's flags, in groups that each register and validate
@@ -42,6 +43,7 @@ type serveFlags struct {
 	limits    limitsFlags    // --max-*, --memory-max-keys
 	shutdown  shutdownFlags  // --drain-delay, --shutdown-timeout
 	runtime   runtimeFlags   // --log-level, --log-format, --gc-heap-floor, --reference-env
+	tracing   tracingFlags   // --tracing*: OpenTelemetry traces over OTLP
 }
 
 // serveFlagSet defines serve's flags on f.
@@ -69,7 +71,7 @@ type flagGroup interface {
 // groups are f's groups, in the order validate checks them.
 func (f *serveFlags) groups() []flagGroup {
 	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.xds, &f.shutdown,
-		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime}
+		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime, &f.tracing}
 }
 
 // validate checks each group, then the rule across groups: the TLS flags
@@ -138,6 +140,13 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		return 1
 	}
 
+	tp, err := tracing.Start(ctx, f.tracing.config(), log)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: tracing: %v\n", err)
+		return 2
+	}
+	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
+
 	metrics := server.NewMetrics()
 	st, err := openStore(ctx, *f, metrics, log)
 	if err != nil {
@@ -146,8 +155,12 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	st.wrapForTest()
 	c := &core{st: st, metrics: metrics, log: log, config: &admin.ConfigState{}}
+	if tp != nil {
+		c.tr = tp.Tracer
+		log.Info("tracing on", "keys", f.tracing.keys)
+	}
 	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
-		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()))...)
+		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
 	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *xdsSource
 	if f.xds.server == "" {
@@ -200,6 +213,7 @@ type core struct {
 	metrics *server.Metrics
 	log     *slog.Logger
 	config  *admin.ConfigState // the configuration in force, for the admin API
+	tr      *tracing.Tracer    // nil when tracing is off
 	// configReady is /readyz's condition on the configuration: nil when
 	// it is in force from the start (files).
 	configReady func() (bool, string)
@@ -253,7 +267,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s := &servers{ls: ls, api: api, errc: make(chan error, 3), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics)...)
+	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr)...)
 	s.health = rls.Register(s.grpc, c.svc)
 	if tf.grpcReflection {
 		reflection.Register(s.grpc)
@@ -273,7 +287,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 // /metrics); with readyzBreaker, /readyz fails while the store's breaker is
 // open.
 func newAPI(c *core, auth server.Auth, readyzBreaker bool) *server.Server {
-	opts := []server.Option{server.WithMetrics(c.metrics), server.WithLogger(c.log), server.WithAuth(auth)}
+	opts := []server.Option{server.WithMetrics(c.metrics), server.WithLogger(c.log), server.WithAuth(auth), server.WithTracer(c.tr)}
 	breaker := func() (bool, string) { return true, "" }
 	if ready := c.st.ready; readyzBreaker && ready != nil {
 		breaker = func() (bool, string) {
@@ -333,4 +347,16 @@ type storeSet struct {
 	// memory store never waits (0), failover bounds every shared call by
 	// --redis-timeout; -1 when unknown (a store wrapped for a test).
 	waitBound time.Duration
+}
+
+// shutdownTracing flushes the spans still queued, within d.
+func shutdownTracing(tp *tracing.Provider, d time.Duration, log *slog.Logger) {
+	if tp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	if err := tp.Shutdown(ctx); err != nil {
+		log.Warn("tracing: flushing the last spans", "err", err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Defaults of the transport flags; docs/listeners.md says why each.
@@ -192,7 +193,10 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 // grows by copying; and each handler holds its worker while it waits for
 // the request's DATA frame. So the pool is sized for the concurrent calls,
 // not for the CPUs (see defaultGRPCWorkers).
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc.ServerOption {
+//
+// With tr (tracing on), each ShouldRateLimit call runs in a server span,
+// outside the guard so that the span covers a recovered panic too.
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tracing.Tracer) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
@@ -204,10 +208,18 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics) []grpc
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		grpc.UnaryInterceptor(rls.Guard(log, panicked, g.requestTimeout)),
+		unary(rls.Guard(log, panicked, g.requestTimeout), tr),
 		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	}
+}
+
+// unary is the unary interceptor guard, behind tr's span when tracing.
+func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer) grpc.ServerOption {
+	if tr == nil {
+		return grpc.UnaryInterceptor(guard)
+	}
+	return grpc.ChainUnaryInterceptor(tr.UnaryInterceptor(), guard)
 }
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on

@@ -62,6 +62,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			res.Statuses[i] = Status{Code: OK}
 			e.obs.Unmatched("")
 		}
+		if e.tr != nil {
+			e.annotate(ctx, req, &res, false)
+		}
 		return res, nil
 	}
 	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
@@ -88,6 +91,9 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
 	if e.shadowMode {
 		res.Code = OK
+	}
+	if e.tr != nil {
+		e.annotate(ctx, req, &res, true, enforced, advisory, refunds)
 	}
 	return res, nil
 }
@@ -193,7 +199,12 @@ func (e *Engine) refund(ctx context.Context, cs []check) error {
 			continue // nothing to give back
 		}
 		start := time.Now()
-		err := e.leaser.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		var err error
+		if e.tr != nil {
+			err = e.returnTraced(ctx, c.key, c.lim, c.n)
+		} else {
+			err = e.leaser.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		}
 		e.obs.StoreCall(time.Since(start), err)
 		if err != nil {
 			return err
@@ -406,8 +417,13 @@ type counter struct {
 }
 
 // allowMulti decides reqs (two or more) all or nothing.
-func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) (ds []sluice.Decision, err error) {
 	start := time.Now()
+	if e.tr != nil {
+		var end func([]sluice.Decision, error)
+		ctx, end = e.startMulti(ctx, reqs)
+		defer func() { end(ds, err) }()
+	}
 	if e.multi != nil {
 		ds, err := e.multi.AllowMulti(ctx, reqs)
 		e.obs.StoreCall(time.Since(start), err)
@@ -416,7 +432,7 @@ func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluic
 	// A store without AllowMulti: one call per limit, stopping at the first
 	// denial. Limits decided before it stay counted; the all-or-nothing
 	// guarantee needs a MultiStore.
-	ds := make([]sluice.Decision, len(reqs))
+	ds = make([]sluice.Decision, len(reqs))
 	denied := false
 	for k, r := range reqs {
 		n := r.N
@@ -439,6 +455,9 @@ func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluic
 }
 
 func (e *Engine) allowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	if e.tr != nil {
+		return e.allowNTraced(ctx, key, lim, n)
+	}
 	start := time.Now()
 	d, err := e.store.AllowN(ctx, key, lim, n)
 	e.obs.StoreCall(time.Since(start), err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // Engine decides requests through a store with a configuration. It is safe
@@ -24,6 +25,7 @@ type Engine struct {
 	counting              sluice.Counting
 	nearRatio             float32
 	bounds                Bounds
+	tr                    *tracing.Tracer // nil: no tracing
 }
 
 // Option configures an Engine.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // checkKeyPrefix puts /v1/check keys in their own namespace: configured RLS
@@ -205,7 +209,12 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	d, err := s.store.AllowN(r.Context(), key, lim, n)
+	var d sluice.Decision
+	if s.tr != nil {
+		d, err = s.allowTraced(r.Context(), key, lim, n)
+	} else {
+		d, err = s.store.AllowN(r.Context(), key, lim, n)
+	}
 	if s.metrics != nil {
 		s.metrics.StoreCall(time.Since(start), err)
 	}
@@ -233,4 +242,27 @@ func ceilMS(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// allowTraced is /v1/check's store call in a child span, its attributes
+// also on the endpoint's span.
+func (s *Server) allowTraced(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	attrs := []attribute.KeyValue{attribute.String(engine.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(engine.AttrN, n)}
+	if s.tr.Keys() {
+		attrs = append(attrs, attribute.String(engine.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
+	}
+	tracing.Annotate(ctx, attrs...)
+	sctx, span := s.tr.Start(ctx, "store.AllowN", attrs...)
+	d, err := s.store.AllowN(sctx, key, lim, n)
+	if err == nil {
+		res := attribute.String(engine.AttrResult, "OK")
+		if !d.Allowed {
+			res = attribute.String(engine.AttrResult, "OVER_LIMIT")
+		}
+		out := []attribute.KeyValue{attribute.Bool(engine.AttrAllowed, d.Allowed), attribute.Bool(engine.AttrDegraded, d.Degraded)}
+		span.SetAttributes(out...)
+		tracing.Annotate(ctx, append(out, res)...)
+	}
+	tracing.End(span, err)
+	return d, err
 }

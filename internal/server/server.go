@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/tracing"
 )
 
 // DefaultMaxBody is the largest request body accepted (413 beyond).
@@ -31,6 +32,7 @@ type Server struct {
 	maxBody int64
 	auth    Auth
 	ready   func() (bool, string)
+	tr      *tracing.Tracer // nil: no tracing
 
 	draining   atomic.Bool
 	authLogged atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
@@ -58,6 +60,11 @@ func WithReadiness(check func() (ok bool, reason string)) Option {
 	return func(s *Server) { s.ready = check }
 }
 
+// WithTracer puts each decision endpoint (/json, /v1/check, /v1/auth) in
+// a server span of t, continued from the caller's traceparent header; nil
+// (the default) traces nothing.
+func WithTracer(t *tracing.Tracer) Option { return func(s *Server) { s.tr = t } }
+
 // New returns a Server deciding RLS requests through svc and /v1/check
 // requests through store.
 func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
@@ -69,10 +76,10 @@ func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
 		s.eng = svc.Engine()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /json", s.handleJSON)
-	mux.HandleFunc("POST /v1/check", s.handleCheck)
-	mux.HandleFunc("GET /v1/auth", s.handleAuth)
-	mux.HandleFunc("HEAD /v1/auth", s.handleAuth)
+	s.handle(mux, "POST /json", s.handleJSON)
+	s.handle(mux, "POST /v1/check", s.handleCheck)
+	s.handle(mux, "GET /v1/auth", s.handleAuth)
+	s.handle(mux, "HEAD /v1/auth", s.handleAuth)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
 	mux.HandleFunc("GET /healthcheck", s.handleReadyz) // the reference's probe fails while shutting down
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
@@ -81,6 +88,15 @@ func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
 	}
 	s.mux = mux
 	return s
+}
+
+// handle serves the decision endpoint route on mux, in a span when tracing.
+func (s *Server) handle(mux *http.ServeMux, route string, h http.HandlerFunc) {
+	if s.tr == nil {
+		mux.HandleFunc(route, h)
+		return
+	}
+	mux.Handle(route, s.tr.Handler(route, h))
 }
 
 // ServeHTTP implements http.Handler.
