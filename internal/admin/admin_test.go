@@ -379,7 +379,7 @@ func TestInspectErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, body, h := f.do(t, tt.method, tt.target, tt.body)
-		var p problem
+		var p struct{ Field, Detail string }
 		json.Unmarshal([]byte(body), &p)
 		if code != tt.wantCode || p.Field != tt.wantField || h.Get("Content-Type") != "application/problem+json" || p.Detail == "" {
 			t.Errorf("%s %.80s %.60s = %d field %q (%s), want %d field %q", tt.method, tt.target, tt.body, code, p.Field, p.Detail, tt.wantCode, tt.wantField)

@@ -221,7 +221,7 @@ func TestAuthNoIdentity(t *testing.T) {
 	deny := DefaultAuth()
 	s, _ := newTestServer(t, WithAuth(deny))
 	w := auth(t, s, "127.0.0.1:1", "X-Forwarded-For", "garbage")
-	var p problem
+	var p problemBody
 	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 429 || p.Field != "remote_address" ||
 		!strings.Contains(p.Detail, `no client identity: X-Forwarded-For hop "garbage"`) || w.Header().Get("Retry-After") != "" {
 		t.Errorf("no identity, deny = %d %v %s, want 429 without Retry-After, naming the hop", w.Code, w.Header(), w.Body)

@@ -48,7 +48,7 @@ func TestCheckBounds(t *testing.T) {
 		if tt.wantCode == 200 {
 			continue
 		}
-		var p problem
+		var p problemBody
 		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Field != tt.wantField || !strings.Contains(p.Detail, tt.wantDetail) {
 			t.Errorf("POST /v1/check %s = %s, want field %q and detail %q", tt.give, w.Body, tt.wantField, tt.wantDetail)
 		}
@@ -69,7 +69,7 @@ func TestCheckKeyUTF8(t *testing.T) {
 	}
 	for _, key := range []string{"a\xffb", "a\xfeb", `a\udc00b`, `a\ud800b`, `a\ud800\u0041`, `a\udc00\\ufffd`, "a\xed\xa0\x80b"} {
 		w := do(t, s, "POST", "/v1/check", body(key))
-		var p problem
+		var p problemBody
 		json.Unmarshal(w.Body.Bytes(), &p)
 		if w.Code != 400 || p.Field != "key" || !strings.Contains(p.Detail, "UTF-8") {
 			t.Errorf("POST /v1/check key %q = %d %s, want 400 naming the key", key, w.Code, w.Body)

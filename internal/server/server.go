@@ -4,7 +4,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/tracing"
 )
@@ -128,23 +128,8 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 	w.Write([]byte("OK\n"))
 }
 
-// problem is an RFC 9457 problem detail; Field names the offending request
-// field when there is one.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Field  string `json:"field,omitempty"`
-}
-
-func writeProblem(w http.ResponseWriter, code int, field, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	b, _ := json.Marshal(problem{Type: "about:blank", Title: http.StatusText(code), Status: code, Detail: detail, Field: field})
-	w.Write(append(b, '\n'))
-}
+// writeProblem answers an error as problem+json, naming the field.
+var writeProblem = problem.Write
 
 // bodyError answers a body that could not be read: 413 beyond the limit,
 // 400 otherwise.

@@ -98,7 +98,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		w := do(t, s, "POST", "/v1/check", tt.give)
-		var p problem
+		var p problemBody
 		err := json.Unmarshal(w.Body.Bytes(), &p)
 		if w.Code != tt.wantCode || err != nil || p.Field != tt.wantField || p.Status != tt.wantCode || p.Detail == "" ||
 			w.Header().Get("Content-Type") != "application/problem+json" {
@@ -217,9 +217,18 @@ func TestCheckErrorDetail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		w := do(t, s, "POST", "/v1/check", tt.give)
-		var p problem
+		var p problemBody
 		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || w.Code != 400 || p.Field != tt.wantField || p.Detail != tt.want {
 			t.Errorf("POST /v1/check %s = %d %s, want 400 naming field %q with detail %q", tt.give, w.Code, w.Body, tt.wantField, tt.want)
 		}
 	}
+}
+
+// problemBody is a problem+json answer, as the tests read it.
+type problemBody struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Field  string `json:"field,omitempty"`
 }

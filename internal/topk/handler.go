@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Bounds of the query of GET /admin/top.
@@ -40,7 +42,7 @@ func Handler(t *Tracker, replica string) http.Handler {
 		domain, rule := q.Get("domain"), q.Get("rule")
 		for _, f := range [...]struct{ name, v string }{{"domain", domain}, {"rule", rule}} {
 			if len(f.v) > MaxQueryName {
-				problem(w, f.name, f.name+" is longer than 1024 bytes")
+				badRequest(w, f.name, f.name+" is longer than 1024 bytes")
 				return
 			}
 		}
@@ -48,7 +50,7 @@ func Handler(t *Tracker, replica string) http.Handler {
 		if s := q.Get("n"); s != "" {
 			v, err := strconv.Atoi(s)
 			if err != nil || v < 1 || v > MaxN {
-				problem(w, "n", "n must be an integer between 1 and 100")
+				badRequest(w, "n", "n must be an integer between 1 and 100")
 				return
 			}
 			n = v
@@ -70,16 +72,6 @@ func Replica() string {
 	return h + ":" + strconv.Itoa(os.Getpid())
 }
 
-func problem(w http.ResponseWriter, field, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(http.StatusBadRequest)
-	b, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-		Field  string `json:"field"`
-	}{"about:blank", "Bad Request", http.StatusBadRequest, detail, field})
-	w.Write(append(b, '\n'))
+func badRequest(w http.ResponseWriter, field, detail string) {
+	problem.Write(w, http.StatusBadRequest, field, detail)
 }
