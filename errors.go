@@ -8,8 +8,8 @@ import "errors"
 // ErrInvalidKey, ErrInvalidCost or ErrExceedsCapacity.
 type LimitError struct {
 	// Field is "Algorithm", "Rate", "Period", "Burst", "FailureMode" or
-	// "Counting" for
-	// the limit, "Key" for the key and "N" for the cost.
+	// "Counting" for the limit, "Key" for the key and "N" for the cost;
+	// "Max", "Lease" or "Holder" for a concurrency limit and its holder.
 	Field string
 	// Reason names the field and the offending value.
 	Reason string

@@ -1,0 +1,120 @@
+package sluice
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ConcurrencyLimit bounds how many at once: at most Max permits of a key
+// are held at any instant, across every process that shares the store. A
+// permit is leased for Lease: one that is neither released nor extended
+// within its lease (its process died, or hung) is freed when the lease
+// ends, never later, so that a crash costs at most one lease of one slot.
+type ConcurrencyLimit struct {
+	Max   int           // permits held at once, 1 to MaxPermits
+	Lease time.Duration // a permit's lease, MinLease to MaxLease, a whole number of milliseconds
+}
+
+// Bounds of a ConcurrencyLimit and of a holder's id.
+const (
+	// MaxPermits bounds ConcurrencyLimit.Max: a store keeps one entry per
+	// held permit, and each acquire trims the expired ones.
+	MaxPermits = 10000
+	// MinLease and MaxLease bound ConcurrencyLimit.Lease.
+	MinLease = 10 * time.Millisecond
+	MaxLease = 24 * time.Hour
+	// MaxHolderLen bounds a permit's holder id, in bytes.
+	MaxHolderLen = 128
+)
+
+// Validate reports the first invalid field of c as a *LimitError ("Max"
+// or "Lease"), which wraps ErrInvalidLimit.
+func (c ConcurrencyLimit) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &LimitError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Max < 1 || c.Max > MaxPermits:
+		return bad("Max", "Max %d must be within [1, %d]", c.Max, MaxPermits)
+	case c.Lease < MinLease || c.Lease > MaxLease:
+		return bad("Lease", "Lease %v must be within [%v, %v]", c.Lease, MinLease, MaxLease)
+	case c.Lease%time.Millisecond != 0:
+		return bad("Lease", "Lease %v must be a whole number of milliseconds", c.Lease)
+	}
+	return nil
+}
+
+// String describes c, as in "at most 8 at once (lease 30s)".
+func (c ConcurrencyLimit) String() string {
+	return fmt.Sprintf("at most %d at once (lease %v)", c.Max, c.Lease)
+}
+
+// PermitDecision is the answer to an Acquire or an Extend. A denial is a
+// PermitDecision with Acquired false, never an error.
+type PermitDecision struct {
+	// Acquired reports that the holder holds a permit now, leased until
+	// Expires.
+	Acquired bool
+	// Degraded reports a decision made by a failure mode while the shared
+	// store did not answer (see Decision.Degraded).
+	Degraded bool
+	// Held is how many permits of the key are held after the call,
+	// Acquired's included.
+	Held int
+	// Limit is the limit decided.
+	Limit ConcurrencyLimit
+	// Expires is when the permit's lease ends, on the store's clock: the
+	// holder must Release or Extend before. Zero when not Acquired.
+	Expires time.Time
+	// RetryAfter is, on a denial, how long until the earliest held
+	// permit's lease ends: the latest a slot can free, since a release
+	// may free one sooner. Zero when Acquired.
+	RetryAfter time.Duration
+}
+
+// Semaphore is a Store of concurrency limits: permits with leases, held by
+// named holders. Every operation is atomic in the store, on the store's
+// clock; a holder id is the caller's choice, unique per permit (NewHolder
+// makes one).
+type Semaphore interface {
+	// Acquire takes a permit of key for holder when fewer than lim.Max
+	// are held, expired permits not counted, leased until the store's
+	// now plus lim.Lease. Acquiring again with a holder that holds a
+	// permit of the key renews it and holds one permit, not two.
+	Acquire(ctx context.Context, key string, lim ConcurrencyLimit, holder string) (PermitDecision, error)
+	// Release gives holder's permit of key back at once. Releasing a
+	// permit that is not held (released already, or expired) is not an
+	// error: its slot is free either way.
+	Release(ctx context.Context, key string, holder string) error
+	// Extend renews holder's permit of key to the store's now plus
+	// lim.Lease, for work that runs longer than a lease. When the permit
+	// is no longer held (it expired, and its slot may be another's),
+	// Extend returns a PermitDecision with Acquired false and an error
+	// wrapping ErrPermitLost: the holder must stop, or acquire again.
+	Extend(ctx context.Context, key string, lim ConcurrencyLimit, holder string) (PermitDecision, error)
+}
+
+// ErrPermitLost reports an Extend of a permit that is no longer held: its
+// lease ended before it was extended.
+var ErrPermitLost = errors.New("sluice: permit lost: its lease ended before it was extended")
+
+// ValidateHolder reports an empty holder id, or one longer than
+// MaxHolderLen, as a *LimitError on "Holder" wrapping ErrInvalidKey.
+func ValidateHolder(holder string) error {
+	if holder == "" || len(holder) > MaxHolderLen {
+		return &LimitError{Field: "Holder", Reason: fmt.Sprintf("holder id of %d bytes: want 1 to %d", len(holder), MaxHolderLen), Err: ErrInvalidKey}
+	}
+	return nil
+}
+
+// NewHolder returns a new random holder id (32 hex digits), unique per
+// permit for all practical purposes.
+func NewHolder() string {
+	var b [16]byte
+	crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
