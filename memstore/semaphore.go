@@ -231,19 +231,29 @@ func (s *Store) Freed(key string) <-chan struct{} {
 	if k.freed == nil {
 		k.freed = make(chan struct{})
 	}
-	if k.timer == nil && s.now == nil {
-		wait := time.Duration(k.earliest()-now) * time.Microsecond
-		k.timer = time.AfterFunc(wait, func() {
-			sh.mu.Lock()
-			defer sh.mu.Unlock()
-			if sh.keys[key] == k {
-				k.timer = nil
-				k.trim(s.nowMicro())
-				s.semDrop(sh, key, k)
-			}
-		})
-	}
+	s.semSchedule(sh, key, k, now)
 	return k.freed
+}
+
+// semSchedule makes k's freed channel close at k's earliest lease end, on
+// the default clock (a fake clock has no timers). A permit extended in the
+// meantime makes the timer find none expired: it schedules itself again.
+func (s *Store) semSchedule(sh *semShard, key string, k *semKey, now int64) {
+	if k.timer != nil || k.freed == nil || s.now != nil || len(k.holders) == 0 {
+		return
+	}
+	wait := time.Duration(k.earliest()-now) * time.Microsecond
+	k.timer = time.AfterFunc(wait, func() {
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		if sh.keys[key] != k {
+			return
+		}
+		k.timer = nil
+		now := k.trim(s.nowMicro())
+		s.semSchedule(sh, key, k, now)
+		s.semDrop(sh, key, k)
+	})
 }
 
 // Held reports the permits of key held now, for tests and metrics.

@@ -192,3 +192,23 @@ func TestSemaphoreFreedAtExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreFreedAfterExtend: a permit extended before the wake finds
+// none expired, and the wake comes at the extended lease's end.
+func TestSemaphoreFreedAfterExtend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(memstore.WithSweepInterval(0))
+		defer s.Close()
+		ctx := context.Background()
+		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		start := time.Now()
+		s.Acquire(ctx, "k", lim, "a")
+		ch := s.Freed("k")
+		time.Sleep(500 * time.Millisecond)
+		s.Extend(ctx, "k", lim, "a")
+		<-ch
+		if got := time.Since(start); got != 1500*time.Millisecond {
+			t.Fatalf("woken after %v, want 1.5s", got)
+		}
+	})
+}
