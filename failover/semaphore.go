@@ -11,7 +11,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Semaphore = (*Store)(nil)
+var (
+	_ sluice.Semaphore   = (*Store)(nil)
+	_ sluice.PermitWaker = (*Store)(nil)
+)
 
 // localPermits remembers the holders of the permits taken locally.
 type localPermits struct {
@@ -232,4 +235,15 @@ func (s *Store) permitAccount(ctx context.Context, key string, lim sluice.Concur
 	if s.cfg.log.Enabled(ctx, slog.LevelDebug) {
 		s.cfg.log.DebugContext(ctx, "failover: degraded permit decision", "key", key, "limit", lim, "mode", m, "acquired", acquired, "cause", cause)
 	}
+}
+
+// Freed implements sluice.PermitWaker by passing the call to the shared
+// store when it is one and the breaker is closed; otherwise it returns nil
+// (no wake: a waiter sleeps until the earliest lease ends, or the probe
+// interval of a degraded denial).
+func (s *Store) Freed(key string) <-chan struct{} {
+	if w, ok := s.shared.(sluice.PermitWaker); ok && !s.br.open() && !s.isDone.Load() {
+		return w.Freed(key)
+	}
+	return nil
 }
