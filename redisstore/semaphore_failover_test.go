@@ -68,9 +68,9 @@ func TestSemaphoreFailoverFaults(t *testing.T) {
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			type counts struct {
-				shared, local, mostShared, mostLocal atomic.Int64
+				shared, local, mostShared, mostLocal             atomic.Int64
 				acquired, degradedAcq, denied, degradedDen, errs atomic.Int64
-				sharedAfter                                    atomic.Int64 // shared acquires after the repair
+				sharedAfter                                      atomic.Int64 // shared acquires after the repair
 			}
 			cs := map[sluice.FailureMode]*counts{}
 			stop := make(chan struct{})
