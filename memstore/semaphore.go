@@ -12,7 +12,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Semaphore = (*Store)(nil)
+var (
+	_ sluice.Semaphore   = (*Store)(nil)
+	_ sluice.PermitWaker = (*Store)(nil)
+)
 
 // ErrSemaphoreFull reports an Acquire of a new key when the store holds
 // WithMaxKeys semaphore keys with live permits: a live permit is never

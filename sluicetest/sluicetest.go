@@ -54,6 +54,10 @@
 // the call decides. A Return with a zero time refunds at the store's now,
 // reducing a debt, never crediting an untouched key.
 //
+// A store that implements sluice.Semaphore runs the SemaphoreCases too
+// (concurrency limits: at most Max held, leases that end exactly, renewals
+// that count once, ErrPermitLost, bounds checked before any state).
+//
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
 // tiered store holding leases). AllowMulti cases run when the store
@@ -173,6 +177,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"PeekCountAll", s.testPeekCountAll},
 		{"RefundNow", s.testRefundNow},
 		{"Reset", s.testReset},
+		{"Semaphore", s.testSemaphore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)
