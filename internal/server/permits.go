@@ -190,12 +190,17 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	case opExtend:
 		d, err = sem.Extend(r.Context(), key, lim, holder)
 	}
-	if s.metrics != nil {
+	if s.metrics != nil && !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 		s.metrics.StoreCall(time.Since(start), storeFault(err))
 	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
 		writeProblem(w, http.StatusConflict, "holder", "permit lost: its lease ended before it was extended; stop the work, or acquire again")
+		return
+	}
+	if errors.Is(err, sluice.ErrSemaphoreUnsupported) { // a layer over a store without permits
+		s.permitted(op, "unsupported")
+		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits: %v", storeName(s.store), err))
 		return
 	}
 	if err != nil {
