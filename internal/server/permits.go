@@ -49,6 +49,10 @@ type PermitResponse struct {
 	RetryAfterMS int64  `json:"retry_after_ms"`
 }
 
+// expiresFormat is RFC 3339 in milliseconds, truncated: a holder that
+// renews by it renews early, never late.
+const expiresFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // ReleaseResponse is the body of a 200 answer of POST /v1/release.
 type ReleaseResponse struct {
 	Released bool `json:"released"`
@@ -195,7 +199,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
-		writeProblem(w, http.StatusConflict, "holder", "permit lost: its lease ended before it was extended; stop the work, or acquire again")
+		writeProblem(w, http.StatusConflict, "holder", fmt.Sprintf("permit lost: holder %q holds no permit of the key (its lease ended, or it was released); stop the work, or acquire again", holder))
 		return
 	}
 	if errors.Is(err, sluice.ErrSemaphoreUnsupported) { // a layer over a store without permits
@@ -227,7 +231,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	resp := PermitResponse{Acquired: d.Acquired, Degraded: d.Degraded, Held: d.Held, Max: lim.Max, LeaseMS: lim.Lease.Milliseconds()}
 	if d.Acquired {
 		resp.Holder = holder
-		resp.ExpiresAt = d.Expires.UTC().Format(time.RFC3339Nano)
+		resp.ExpiresAt = d.Expires.UTC().Truncate(time.Millisecond).Format(expiresFormat)
 		resp.ExpiresInMS = lim.Lease.Milliseconds()
 		s.permitted(op, map[permitOp]string{opAcquire: "acquired", opExtend: "extended"}[op])
 	} else {

@@ -69,7 +69,7 @@ func TestAcquireRelease(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		code, p, _ := permit(t, s, "acquire", fmt.Sprintf(`{"key":"reports","max":3,"lease":"30s","holder":"h%d"}`, i))
 		want := PermitResponse{Acquired: true, Holder: fmt.Sprintf("h%d", i), Held: i, Max: 3, LeaseMS: 30000,
-			ExpiresAt: fmt.Sprintf("2026-01-02T03:04:%dZ", 34+i), ExpiresInMS: 30000}
+			ExpiresAt: fmt.Sprintf("2026-01-02T03:04:%d.000Z", 34+i), ExpiresInMS: 30000}
 		if code != 200 || p != want {
 			t.Fatalf("acquire %d = %d %+v, want 200 %+v", i, code, p, want)
 		}
@@ -122,7 +122,7 @@ func TestExtend(t *testing.T) {
 	}
 	clk.add(8 * time.Second)
 	code, p, _ := permit(t, s, "extend", `{"key":"job","max":1,"lease":"10s","holder":"a"}`)
-	if want := (PermitResponse{Acquired: true, Holder: "a", Held: 1, Max: 1, LeaseMS: 10000, ExpiresAt: "2026-01-02T03:04:23Z", ExpiresInMS: 10000}); code != 200 || p != want {
+	if want := (PermitResponse{Acquired: true, Holder: "a", Held: 1, Max: 1, LeaseMS: 10000, ExpiresAt: "2026-01-02T03:04:23.000Z", ExpiresInMS: 10000}); code != 200 || p != want {
 		t.Fatalf("extend = %d %+v, want 200 %+v", code, p, want)
 	}
 	clk.add(9 * time.Second) // within the extended lease: still held
