@@ -19,7 +19,10 @@ var ErrSemaphoreUnsupported = errors.New("sluice: store does not support concurr
 // sleep until the earliest lease ends, the latest a slot can free.
 type PermitWaker interface {
 	// Freed returns a channel closed when a permit of key is released or
-	// its lease ends, or already closed when none is held. A waiter calls
+	// its lease ends, or already closed when none is held; or nil when
+	// this store cannot tell (a wrapper whose store is not a
+	// PermitWaker): the waiter then sleeps until the earliest lease ends.
+	// A waiter calls
 	// Freed before each Acquire it retries, so that a release between the
 	// two is not missed; the wake is a hint, not a reservation: another
 	// waiter may take the slot first.

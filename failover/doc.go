@@ -91,6 +91,41 @@
 // WithFailureThreshold leaves the opening to the error rate, so that the
 // live masters' keys keep being served.
 //
+// # Concurrency limits
+//
+// Store implements sluice.Semaphore when the shared store does (otherwise
+// its calls return an error wrapping sluice.ErrSemaphoreUnsupported).
+// Acquire, Release and Extend pass to the shared store under the deadline
+// and the breaker, as AllowN does. A call that timed out is never retried:
+// the shared store may have taken the permit all the same (the reply was
+// lost), which leaves at most one lease of one slot taken, freed when that
+// lease ends (under FailOpen, the Acquire may then also be admitted
+// locally).
+//
+// While the shared store does not answer, Acquire follows the store's
+// default failure mode (WithDefaultMode; a ConcurrencyLimit carries none):
+//
+//   - FailClosed denies: Acquired false, Degraded, RetryAfter the probe
+//     interval.
+//   - FailOpen admits through a local semaphore of max(Max/Replicas, 1)
+//     permits per key (WithReplicas), so that the fleet as a whole stays
+//     near Max; without WithReplicas it denies (cause ErrNoReplicas).
+//   - FailOpenUnbounded admits through a local semaphore of
+//     sluice.MaxPermits permits per key.
+//
+// A permit taken locally is marked Degraded, and the Store remembers its
+// holder: its Release and Extend are made locally, also once the shared
+// store answers again (which never counted it: while local permits taken
+// during an outage are held, at most one lease unless extended, the fleet
+// may hold the shared Max plus the local shares). Release of a shared permit while the shared store does not
+// answer returns an error wrapping ErrUnavailable (its slot frees when its
+// lease ends); Extend of one returns a Degraded decision and an error
+// wrapping ErrUnavailable, not sluice.ErrPermitLost: the permit may still
+// be held until its Expires, and the holder may try again before.
+//
+// Degraded permit decisions are counted in Stats and logged; the Observer's
+// Degraded, whose argument is a rate limit, is not called for them.
+//
 // # Composition
 //
 // With package tiered, put the breaker inside: tiered(failover(shared)),

@@ -49,7 +49,8 @@ type Store struct {
 	pinger Pinger            // nil when shared is not one
 	cfg    config
 	br     breaker
-	local  *memstore.Store // the FailOpen local limiter
+	local  *memstore.Store // the FailOpen local limiter, and the local semaphore
+	locals localPermits    // the holders of the permits taken locally (semaphore.go)
 
 	mu     sync.Mutex // guards closed
 	closed bool

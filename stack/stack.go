@@ -39,10 +39,12 @@ import (
 )
 
 var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-	_ sluice.Resetter   = (*Store)(nil)
+	_ sluice.Store       = (*Store)(nil)
+	_ sluice.MultiStore  = (*Store)(nil)
+	_ sluice.Leaser      = (*Store)(nil)
+	_ sluice.Resetter    = (*Store)(nil)
+	_ sluice.Semaphore   = (*Store)(nil)
+	_ sluice.PermitWaker = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -70,9 +72,9 @@ func WithTiered(opts ...tiered.Option) Option {
 	}
 }
 
-// Store is the stack: a sluice.Store, sluice.MultiStore, sluice.Leaser and
-// sluice.Resetter (each as far as the shared store is one), safe for
-// concurrent use.
+// Store is the stack: a sluice.Store, sluice.MultiStore, sluice.Leaser,
+// sluice.Resetter and sluice.Semaphore (each as far as the shared store is
+// one), safe for concurrent use.
 type Store struct {
 	fs *failover.Store
 	ts *tiered.Store // nil: no local tier
@@ -152,6 +154,43 @@ func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 		return s.ts.Reset(ctx, key, lim)
 	}
 	return s.fs.Reset(ctx, key, lim)
+}
+
+// Acquire implements sluice.Semaphore through the layers: tiered passes
+// concurrency limits to failover (a local tier cannot hold permits for the
+// fleet), which gives them its deadline, breaker and failure mode (see
+// package failover). Over a shared store without concurrency limits, the
+// error wraps sluice.ErrSemaphoreUnsupported.
+func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	if s.ts != nil {
+		return s.ts.Acquire(ctx, key, lim, holder)
+	}
+	return s.fs.Acquire(ctx, key, lim, holder)
+}
+
+// Release implements sluice.Semaphore through the layers.
+func (s *Store) Release(ctx context.Context, key, holder string) error {
+	if s.ts != nil {
+		return s.ts.Release(ctx, key, holder)
+	}
+	return s.fs.Release(ctx, key, holder)
+}
+
+// Extend implements sluice.Semaphore through the layers.
+func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	if s.ts != nil {
+		return s.ts.Extend(ctx, key, lim, holder)
+	}
+	return s.fs.Extend(ctx, key, lim, holder)
+}
+
+// Freed implements sluice.PermitWaker through the layers: nil (no wake)
+// unless the shared store is one and failover's breaker is closed.
+func (s *Store) Freed(key string) <-chan struct{} {
+	if s.ts != nil {
+		return s.ts.Freed(key)
+	}
+	return s.fs.Freed(key)
 }
 
 // Close closes the local tier (returning its unspent leased units through

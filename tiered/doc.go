@@ -126,4 +126,13 @@
 // Stats reports decisions served locally (lease spends, cached denials,
 // local-share admissions), shared calls (AllowN, Lease, Return) and leased
 // and returned units.
+//
+// # Concurrency limits
+//
+// Store implements sluice.Semaphore by passing Acquire, Release and Extend
+// to the shared store, every time (sluice.ErrSemaphoreUnsupported when the
+// shared store has no concurrency limits). A local tier cannot hold
+// permits for the fleet: a permit leased to this process would be a slot
+// taken from every other one, freed only by this one, and a cached denial
+// would miss a slot freed by a release elsewhere at any moment.
 package tiered
