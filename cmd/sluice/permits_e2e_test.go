@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,5 +125,37 @@ func permitsE2E(t *testing.T, extra ...string) {
 		if i <= 3 && m["held"] != float64(i) {
 			t.Errorf("acquire %d after the run holds %v, want %d: a permit was not released", i, m["held"], i)
 		}
+	}
+}
+
+// TestPermitsE2ERedisDownAtStart: while Redis has not been reached, an
+// acquire is decided by the failure policy (fail closed: a 429), and once
+// Redis is up permits are kept in Redis.
+func TestPermitsE2ERedisDownAtStart(t *testing.T) {
+	port := redistest.FreePort(t)
+	p := start(t, nil, "--redis", "redis://127.0.0.1:"+strconv.Itoa(port), "--redis-timeout", "1s")
+	p.waitLog(t, "redis unreachable at start")
+	const body = `{"key":"late","max":1,"lease":"1m","holder":"h1"}`
+	if code, resp := p.post(t, "/v1/acquire", body); code != 429 || !strings.Contains(resp, `"degraded":true`) {
+		t.Errorf("acquire before Redis is up = %d %s, want a degraded 429 (fail closed)", code, resp)
+	}
+	r := redistest.ServerOnPort(t, port)
+	p.waitLog(t, "redis connected")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, resp := p.post(t, "/v1/acquire", body)
+		if code == 200 && strings.Contains(resp, `"held":1`) && !strings.Contains(resp, "degraded") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acquire once Redis is up = %d %s, want 200 held 1", code, resp)
+		}
+		time.Sleep(20 * time.Millisecond) // the breaker closes on its next probe
+	}
+	if code, resp := p.post(t, "/v1/acquire", `{"key":"late","max":1,"lease":"1m","holder":"h2"}`); code != 429 {
+		t.Errorf("a second holder once Redis is up = %d %s, want 429", code, resp)
+	}
+	if n, err := strconv.Atoi(r.MustDo("DBSIZE")); err != nil || n == 0 {
+		t.Errorf("Redis DBSIZE = %v, %v: want the permit in Redis", n, err)
 	}
 }
