@@ -282,3 +282,33 @@ func TestPermitConcurrent(t *testing.T) {
 		t.Errorf("after every release, an acquire holds %d (%v), want 1", d.Held, err)
 	}
 }
+
+// FuzzPermitEndpoints: any body is a 200, 400, 409 or 429 with a JSON
+// body, never a panic or a store error.
+func FuzzPermitEndpoints(f *testing.F) {
+	for _, s := range []string{
+		`{"key":"k","max":3,"lease":"30s","holder":"h"}`,
+		`{"key":"k","max":10000,"lease_ms":86400000}`,
+		`{"key":"k","max":1,"lease":"-1s"}`,
+		`{"key":"k","max":1,"lease_ms":-9223372036854775808}`,
+		`{"key":"k","holder":"h"}`,
+		`{"key":"\ud800","max":1,"lease":"1s"}`,
+		`{"key":null}`, `[]`, `""`, `{"max":1e400}`,
+	} {
+		f.Add(s)
+	}
+	s, _ := newTestServer(f)
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, path := range []string{"/v1/acquire", "/v1/extend", "/v1/release"} {
+			w := do(t, s, "POST", path, body)
+			switch w.Code {
+			case 200, 400, 409, 429:
+			default:
+				t.Errorf("POST %s %q = %d %s", path, body, w.Code, w.Body)
+			}
+			if !json.Valid(w.Body.Bytes()) {
+				t.Errorf("POST %s %q: body is not JSON: %s", path, body, w.Body)
+			}
+		}
+	})
+}
