@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,26 +69,15 @@ const (
 // parsePermit decodes and validates a permit body against b, before the
 // store is asked anything. A missing holder is generated on acquire.
 func parsePermit(op permitOp, body []byte, b engine.Bounds) (key string, lim sluice.ConcurrencyLimit, holder string, bad *fieldError) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req PermitRequest
-	if err := dec.Decode(&req); err != nil {
-		fe := jsonError(err)
+	if fe := decodeObject(body, &req); fe != nil {
 		if strings.HasPrefix(fe.msg, "unknown field") {
 			fe.msg = "unknown field (want key, max, lease or lease_ms, holder)"
 		}
 		return "", lim, "", fe
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", lim, "", &fieldError{"", "malformed JSON: data after the object"}
-	}
-	switch {
-	case req.Key == "":
-		return "", lim, "", &fieldError{"key", "missing or empty"}
-	case len(req.Key) > MaxPermitKeyLen:
-		return "", lim, "", &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(req.Key), MaxPermitKeyLen)}
-	case strings.ContainsRune(req.Key, utf8.RuneError) && !validKey(body):
-		return "", lim, "", &fieldError{"key", "not valid UTF-8 (invalid bytes or a lone surrogate escape)"}
+	if fe := checkKey(req.Key, MaxPermitKeyLen, body); fe != nil {
+		return "", lim, "", fe
 	}
 	holder = req.Holder
 	switch {
