@@ -123,6 +123,9 @@ func (l *Limiter) AcquireWait(ctx context.Context, key string, lim ConcurrencyLi
 			return p, d, err
 		}
 		last = d
+		if d.Degraded {
+			freed = nil // decided without the store: wait its RetryAfter
+		}
 		retry := max(d.RetryAfter, MinWaitRetry)
 		sleep := retry + l.jitter(retry)
 		if dl, ok := ctx.Deadline(); ok {

@@ -117,19 +117,13 @@ func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyL
 // default failure mode; a nil cause renews a local permit.
 func (s *Store) localAcquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string, cause error) sluice.PermitDecision {
 	m := s.cfg.mode
-	local := lim
-	switch {
-	case m == sluice.FailOpenUnbounded:
-		local.Max = sluice.MaxPermits
-	case m == sluice.FailOpen && s.cfg.replicas > 0:
-		local.Max = max(lim.Max/s.cfg.replicas, 1)
-	case m == sluice.FailOpen:
-		cause = ErrNoReplicas
-		fallthrough
-	default:
-		d := sluice.PermitDecision{Limit: lim, Degraded: true, RetryAfter: s.cfg.probeInterval}
+	local, ok := s.localShare(lim)
+	if !ok {
+		if m == sluice.FailOpen {
+			cause = ErrNoReplicas
+		}
 		s.permitAccount(ctx, key, lim, m, false, cause)
-		return d
+		return sluice.PermitDecision{Limit: lim, Degraded: true, RetryAfter: s.cfg.probeInterval}
 	}
 	d, err := s.local.Acquire(ctx, key, local, holder)
 	if err != nil {
@@ -144,6 +138,21 @@ func (s *Store) localAcquire(ctx context.Context, key string, lim sluice.Concurr
 		s.permitAccount(ctx, key, lim, m, d.Acquired, cause)
 	}
 	return d
+}
+
+// localShare is the local semaphore of lim under the store's default
+// failure mode: max(Max/Replicas, 1) for FailOpen, sluice.MaxPermits for
+// FailOpenUnbounded; false when the mode admits nothing locally.
+func (s *Store) localShare(lim sluice.ConcurrencyLimit) (sluice.ConcurrencyLimit, bool) {
+	switch {
+	case s.cfg.mode == sluice.FailOpenUnbounded:
+		lim.Max = sluice.MaxPermits
+	case s.cfg.mode == sluice.FailOpen && s.cfg.replicas > 0:
+		lim.Max = max(lim.Max/s.cfg.replicas, 1)
+	default:
+		return lim, false
+	}
+	return lim, true
 }
 
 // Release implements sluice.Semaphore. A permit taken locally is released
@@ -191,13 +200,7 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 		return sluice.PermitDecision{}, err
 	}
 	if s.locals.held(key, holder) {
-		local := lim
-		switch {
-		case s.cfg.mode == sluice.FailOpenUnbounded:
-			local.Max = sluice.MaxPermits
-		case s.cfg.replicas > 0:
-			local.Max = max(lim.Max/s.cfg.replicas, 1)
-		}
+		local, _ := s.localShare(lim)
 		d, err := s.local.Extend(ctx, key, local, holder)
 		d.Limit, d.Degraded = lim, true
 		if errors.Is(err, sluice.ErrPermitLost) {

@@ -176,3 +176,22 @@ func TestSemaphoreInvalidWhileDown(t *testing.T) {
 		t.Fatalf("an invalid call reached the shared store")
 	}
 }
+
+// TestSemaphoreAcquireWaitDegraded: a degraded denial is waited by its
+// RetryAfter (the probe interval), not by the shared store's wake.
+func TestSemaphoreAcquireWaitDegraded(t *testing.T) {
+	f := newFaulty(t, memstore.WithSweepInterval(0))
+	s := mustNew(t, f, failover.WithProbeInterval(time.Hour), failover.WithFailureThreshold(100))
+	f.mode.Store(failing)
+	l := sluice.New(s)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	before := f.calls.Load()
+	p, d, err := l.AcquireWait(ctx, "k", sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute})
+	if !errors.Is(err, sluice.ErrWouldExceedDeadline) || p != nil || !d.Degraded {
+		t.Fatalf("%v %+v %v, want ErrWouldExceedDeadline at once", p, d, err)
+	}
+	if n := f.calls.Load() - before; n != 1 {
+		t.Fatalf("%d shared calls, want 1", n)
+	}
+}

@@ -21,7 +21,7 @@
 // all-or-nothing under the locks of every shard involved), sluice.Leaser
 // (Lease and Return, for tiered), sluice.Semaphore (concurrency limits:
 // per key, a set of holders, each with its lease's end, trimmed on every
-// call; see semaphore.go) with Freed to wake a waiter when a permit frees,
+// call; see Acquire) with Freed to wake a waiter when a permit frees,
 // and io.Closer (Close stops the sweeper and waits for it).
 package memstore
 

@@ -123,7 +123,12 @@ func (s *Store) semDrop(sh *semShard, key string, k *semKey) {
 	}
 }
 
-// Acquire implements sluice.Semaphore.
+// Acquire implements sluice.Semaphore on the store's clock (WithClock),
+// clamped per key so that it never runs backwards: a permit is held while
+// the clock is before its lease's end, and free from that instant. Every
+// call on a key first removes its expired permits. A denial's RetryAfter
+// is the time to the earliest lease end. A new key when WithMaxKeys keys
+// hold live permits is an error wrapping ErrSemaphoreFull.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	if err := s.semCheck(ctx, key, &lim, holder); err != nil {
 		return sluice.PermitDecision{}, fmt.Errorf("memstore: acquire: %w", err)

@@ -66,7 +66,7 @@ func RunSemaphore(t *testing.T, newStore func(t *testing.T) sluice.Store, opts .
 		t.Fatal("sluicetest: RunSemaphore: no store: newStore is nil and WithClock is not given")
 	}
 	s := &suite{cfg: cfg, newStore: newStore}
-	if _, ok := s.probe(t).(sluice.Semaphore); !ok {
+	if _, ok := s.probe(t).(sluice.Semaphore); !ok || !s.semaphoreSupported(t) {
 		t.Fatal("sluicetest: RunSemaphore: the store does not implement sluice.Semaphore")
 	}
 	s.testSemaphore(t)
@@ -76,6 +76,9 @@ func RunSemaphore(t *testing.T, newStore func(t *testing.T) sluice.Store, opts .
 // sluice.Semaphore.
 func (s *suite) testSemaphore(t *testing.T) {
 	need[sluice.Semaphore](t, s, "sluice.Semaphore")
+	if !s.semaphoreSupported(t) {
+		t.Skip("the store's Acquire reports sluice.ErrSemaphoreUnsupported (a wrapper of a store without concurrency limits)")
+	}
 	g := s.group(t)
 	for _, c := range SemaphoreCases {
 		g.run(c.Name, func(t *testing.T) {
@@ -84,6 +87,20 @@ func (s *suite) testSemaphore(t *testing.T) {
 		})
 	}
 	g.wait()
+}
+
+// semaphoreSupported reports whether the store's Acquire works: a wrapper
+// (failover, tiered, stack) is a sluice.Semaphore whatever it wraps, and
+// reports sluice.ErrSemaphoreUnsupported when what it wraps is not one.
+func (s *suite) semaphoreSupported(t *testing.T) bool {
+	sem := s.probe(t).(sluice.Semaphore)
+	key := newKey(t)
+	_, err := sem.Acquire(context.Background(), key, sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}, "probe")
+	if errors.Is(err, sluice.ErrSemaphoreUnsupported) {
+		return false
+	}
+	sem.Release(context.Background(), key, "probe")
+	return true
 }
 
 // climit is a ConcurrencyLimit with the lease scaled to the store's time.
