@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -153,5 +154,33 @@ func TestSemaphoreFaults(t *testing.T) {
 				t.Fatalf("EXISTS %s after releasing all = %s, want 0", name, n)
 			}
 		})
+	}
+}
+
+// TestSemaphoreRestartForgets: a server restarted without persistence
+// forgets its permits, and their holders learn it from Extend.
+func TestSemaphoreRestartForgets(t *testing.T) {
+	srv := redistest.Server(t)
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	s := redisstore.NewRueidis(rc)
+	ctx := context.Background()
+	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
+	if d, err := s.Acquire(ctx, "k", lim, "a"); err != nil || !d.Acquired {
+		t.Fatal(d, err)
+	}
+	srv.Restart()
+	var d sluice.PermitDecision
+	for range 50 { // the client reconnects
+		if d, err = s.Extend(ctx, "k", lim, "a"); errors.Is(err, sluice.ErrPermitLost) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !errors.Is(err, sluice.ErrPermitLost) || d.Acquired || d.Held != 0 {
+		t.Fatalf("Extend after a restart = %+v, %v; want ErrPermitLost, held 0", d, err)
 	}
 }

@@ -298,7 +298,7 @@ func TestSemaphoreMultiProcessExactness(t *testing.T) {
 	if most > lim.Max {
 		t.Errorf("%d permits held at once at %d µs, want <= Max %d", most, at, lim.Max)
 	}
-	if most != lim.Max {
+	if most < lim.Max {
 		t.Errorf("at most %d held at once under contention, want exactly Max %d (the test did not saturate)", most, lim.Max)
 	}
 	if maxHeld > lim.Max {
