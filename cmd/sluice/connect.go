@@ -179,3 +179,31 @@ func checkFailureModes(c *config.Config, f *serveFlags) error {
 	}
 	return nil
 }
+
+// Acquire implements sluice.Semaphore once connected, so that permits
+// work when Redis comes up after sluice serve started.
+func (p *pendingStore) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	rs, err := p.store()
+	if err != nil {
+		return sluice.PermitDecision{}, err
+	}
+	return rs.Acquire(ctx, key, lim, holder)
+}
+
+// Release implements sluice.Semaphore once connected.
+func (p *pendingStore) Release(ctx context.Context, key string, holder string) error {
+	rs, err := p.store()
+	if err != nil {
+		return err
+	}
+	return rs.Release(ctx, key, holder)
+}
+
+// Extend implements sluice.Semaphore once connected.
+func (p *pendingStore) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	rs, err := p.store()
+	if err != nil {
+		return sluice.PermitDecision{}, err
+	}
+	return rs.Extend(ctx, key, lim, holder)
+}

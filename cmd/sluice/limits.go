@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
 )
 
@@ -23,6 +24,7 @@ type limitsFlags struct {
 	maxPeriod                            time.Duration
 	maxDescriptors, maxDescriptorEntries int
 	memoryMaxKeys                        int
+	maxPermits                           int
 }
 
 func (g *limitsFlags) register(fs *flag.FlagSet) {
@@ -33,6 +35,7 @@ func (g *limitsFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.maxHits, "max-hits", d.MaxHits, "largest cost of one request: hits_addend (of a request or a descriptor), /v1/check's cost")
 	fs.IntVar(&g.maxDescriptors, "max-descriptors", d.MaxDescriptors, "most descriptors in one ShouldRateLimit or /json request")
 	fs.IntVar(&g.maxDescriptorEntries, "max-descriptor-entries", d.MaxDescriptorEntries, "most entries in one descriptor")
+	fs.IntVar(&g.maxPermits, "max-permits", d.MaxPermits, "largest `max` of a concurrency limit a caller may send: /v1/acquire's and /v1/extend's max (at most 10000)")
 	fs.IntVar(&g.memoryMaxKeys, "memory-max-keys", defaultMemoryMaxKeys, "most states the memory store holds (one per key, algorithm and period), and with --redis the local limiter that --failure-mode open uses while Redis is down: a new one first removes expired states, then evicts the live state that expires soonest of a sample; 0 is unbounded (with --redis: failover's default of 100000)")
 }
 
@@ -48,6 +51,9 @@ func (g *limitsFlags) validate() error {
 			return fmt.Errorf("%s %d: must be >= 1", b.name, b.v)
 		}
 	}
+	if g.maxPermits < 1 || g.maxPermits > sluice.MaxPermits {
+		return fmt.Errorf("--max-permits %d: must be within [1, %d]", g.maxPermits, sluice.MaxPermits)
+	}
 	if g.maxPeriod < time.Millisecond {
 		return fmt.Errorf("--max-period %v: must be >= 1ms", g.maxPeriod)
 	}
@@ -61,6 +67,6 @@ func (g *limitsFlags) validate() error {
 func (g *limitsFlags) bounds() engine.Bounds {
 	return engine.Bounds{
 		MaxRate: g.maxRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
-		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries,
+		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries, MaxPermits: g.maxPermits,
 	}
 }

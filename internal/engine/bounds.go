@@ -20,6 +20,7 @@ type Bounds struct {
 	MaxHits              int           // hits_addend (request and descriptor), /v1/check cost
 	MaxDescriptors       int           // descriptors per request
 	MaxDescriptorEntries int           // entries per descriptor
+	MaxPermits           int           // max of /v1/acquire and /v1/extend
 }
 
 // DefaultBounds are the bounds of an Engine without WithBounds, and the
@@ -33,7 +34,9 @@ type Bounds struct {
 //     rate_limits action of a route, rarely more than a handful, and each
 //     entry is one level of the configuration's tree; the limits that one
 //     request applies (a descriptor may carry several) are decided all or
-//     nothing, at most sluice.MaxMultiRequests (16) of them.
+//     nothing, at most sluice.MaxMultiRequests (16) of them;
+//   - permits 10000 (sluice.MaxPermits): a store keeps one entry per held
+//     permit.
 var DefaultBounds = Bounds{
 	MaxRate:              1_000_000_000,
 	MaxBurst:             1_000_000_000,
@@ -41,6 +44,7 @@ var DefaultBounds = Bounds{
 	MaxHits:              1_000_000_000,
 	MaxDescriptors:       16,
 	MaxDescriptorEntries: 16,
+	MaxPermits:           sluice.MaxPermits,
 }
 
 // BoundError is a value beyond a Bounds field: Field names the request

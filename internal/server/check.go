@@ -61,24 +61,14 @@ func (e *fieldError) Error() string {
 // parseCheck decodes and validates a /v1/check body against b (checked
 // before the store is asked anything).
 func parseCheck(body []byte, b engine.Bounds) (key string, lim sluice.Limit, n int, bad *fieldError) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
 	var req CheckRequest
-	if err := dec.Decode(&req); err != nil {
-		return "", lim, 0, jsonError(err)
+	if fe := decodeObject(body, &req); fe != nil {
+		return "", lim, 0, fe
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", lim, 0, &fieldError{"", "malformed JSON: data after the object"}
+	if fe := checkKey(req.Key, MaxCheckKeyLen, body); fe != nil {
+		return "", lim, 0, fe
 	}
 	switch {
-	case req.Key == "":
-		return "", lim, 0, &fieldError{"key", "missing or empty"}
-	case len(req.Key) > MaxCheckKeyLen:
-		return "", lim, 0, &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(req.Key), MaxCheckKeyLen)}
-	case strings.ContainsRune(req.Key, utf8.RuneError) && !validKey(body):
-		// encoding/json reads bytes that are not UTF-8, and lone surrogate
-		// escapes, as U+FFFD: distinct keys would share one bucket.
-		return "", lim, 0, &fieldError{"key", "not valid UTF-8 (invalid bytes or a lone surrogate escape)"}
 	case req.Algorithm == "":
 		return "", lim, 0, &fieldError{"algorithm", "missing (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)"}
 	case req.Period == "":
@@ -112,6 +102,35 @@ func parseCheck(body []byte, b engine.Bounds) (key string, lim sluice.Limit, n i
 		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d exceeds the limit's capacity %d: it could never be admitted", n, c)}
 	}
 	return checkKeyPrefix + req.Key, lim, n, nil
+}
+
+// decodeObject decodes body, one JSON object of known fields only, into v.
+func decodeObject(body []byte, v any) *fieldError {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &fieldError{"", "malformed JSON: data after the object"}
+	}
+	return nil
+}
+
+// checkKey checks the "key" of body, decoded as key: 1 to maxLen bytes of
+// UTF-8.
+func checkKey(key string, maxLen int, body []byte) *fieldError {
+	switch {
+	case key == "":
+		return &fieldError{"key", "missing or empty"}
+	case len(key) > maxLen:
+		return &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(key), maxLen)}
+	case strings.ContainsRune(key, utf8.RuneError) && !validKey(body):
+		// encoding/json reads bytes that are not UTF-8, and lone surrogate
+		// escapes, as U+FFFD: distinct keys would share one bucket.
+		return &fieldError{"key", "not valid UTF-8 (invalid bytes or a lone surrogate escape)"}
+	}
+	return nil
 }
 
 // limitError is the fieldError of an invalid limit: the request field is

@@ -33,6 +33,7 @@ type Metrics struct {
 	rules      map[ruleKey]*ruleSeries // the series of each (domain, rule) seen
 	unmatched  *prometheus.CounterVec
 	checks     *prometheus.CounterVec
+	permits    *prometheus.CounterVec
 	storeDur   prometheus.Histogram
 	storeErrs  prometheus.Counter
 	sharedErrs prometheus.Counter
@@ -84,9 +85,12 @@ func NewMetrics() *Metrics {
 	m.checks = m.counterVec("sluice_check_decisions_total",
 		"Decisions of POST /v1/check by algorithm and result (allowed, denied).",
 		"algorithm", "result")
+	m.permits = m.counterVec("sluice_permit_operations_total",
+		"Calls of POST /v1/acquire, /v1/release and /v1/extend by operation and result (acquired, denied, released, extended, lost, error, unsupported).",
+		"operation", "result")
 	m.storeDur = register(m.reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "sluice_store_duration_seconds",
-		Help:    "Duration of store calls (AllowN or AllowMulti).",
+		Help:    "Duration of store calls (AllowN, AllowMulti, or a permit's Acquire, Release or Extend).",
 		Buckets: []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 1},
 	}))
 	m.storeErrs = m.counter("sluice_store_errors_total",

@@ -1,6 +1,7 @@
 // Package server is the HTTP side of sluice serve: the reference's POST
 // /json, sluice's POST /v1/check, GET /v1/auth for nginx auth_request and
-// Traefik ForwardAuth, health and readiness probes, and Prometheus metrics.
+// Traefik ForwardAuth, POST /v1/acquire, /v1/release and /v1/extend for
+// concurrency limits, health and readiness probes, and Prometheus metrics.
 package server
 
 import (
@@ -78,6 +79,9 @@ func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
 	mux := http.NewServeMux()
 	s.handle(mux, "POST /json", s.handleJSON)
 	s.handle(mux, "POST /v1/check", s.handleCheck)
+	s.handle(mux, "POST /v1/acquire", s.handleAcquire)
+	s.handle(mux, "POST /v1/release", s.handleRelease)
+	s.handle(mux, "POST /v1/extend", s.handleExtend)
 	s.handle(mux, "GET /v1/auth", s.handleAuth)
 	s.handle(mux, "HEAD /v1/auth", s.handleAuth)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
