@@ -26,7 +26,7 @@ descriptors:
   - key: tenant
     rate_limit: {unit: day, requests_per_unit: 1000000, name: tokens}
   - key: streams
-    rate_limit: {unit: day, requests_per_unit: 5, name: in_flight, counting: admitted}
+    rate_limit: {unit: day, requests_per_unit: 5, name: in_flight}
 `
 
 // awayFromDayEdge waits, when needed, so that the next minute stays in one
@@ -161,9 +161,11 @@ func testTokenBudget(t *testing.T, p *proc) {
 }
 
 // testInFlight consumes 1 of a limit of 5 at each stream's start and gives
-// it back at its end: with every stream giving back, no more than 5 streams
-// are ever in flight, and the slots are reused. The limit counts admitted
-// hits only, so that a refused start holds nothing to give back.
+// it back at its end, as Envoy does with apply_on_stream_done: the refund
+// is sent for every start, a refused one included, so the limit counts
+// every hit (--counting all), and a refused start's charge is given back
+// by its refund. No more than 5 streams are ever in flight, and the slots
+// are reused.
 //
 // A local tier leases units ahead and spends them locally: until it gives
 // back those it did not spend (within settle), they count as taken.
@@ -184,6 +186,12 @@ func testInFlight(t *testing.T, p *proc, settle time.Duration) {
 				}
 				if resp.OverallCode != pb.RateLimitResponse_OK {
 					refused.Add(1)
+					// The refused stream ends at once: its refund
+					// gives back the charge of its start.
+					if _, err := p.decide(ctx, descHits("streams", "acme", 1, true)); err != nil {
+						t.Errorf("refund of a refused start: %v", err)
+						return
+					}
 					time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 					continue
 				}
