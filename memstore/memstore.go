@@ -19,8 +19,10 @@
 //
 // Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
 // all-or-nothing under the locks of every shard involved), sluice.Leaser
-// (Lease and Return, for tiered) and io.Closer (Close stops the sweeper and
-// waits for it).
+// (Lease and Return, for tiered), sluice.Semaphore (concurrency limits:
+// per key, a set of holders, each with its lease's end, trimmed on every
+// call; see semaphore.go) with Freed to wake a waiter when a permit frees,
+// and io.Closer (Close stops the sweeper and waits for it).
 package memstore
 
 import (
@@ -67,6 +69,8 @@ type Store struct {
 	onEvict   func()
 
 	err error // the first invalid option, returned by every call (closed is set)
+
+	sem semTable // the concurrency limits (semaphore.go)
 }
 
 // Option configures a Store.
@@ -102,6 +106,12 @@ func WithClock(now func() time.Time) Option {
 // forgets what it counted; Evictions counts it). 0, the default, is
 // unbounded; the sweeper still removes expired state. n must not be
 // negative.
+//
+// n also bounds, separately, the keys of concurrency limits (Acquire): a
+// key is held while it has a live permit. A live permit is never evicted
+// (forgetting it would admit more than Max at once): Acquire of a new key
+// when n keys hold live permits returns an error wrapping
+// ErrSemaphoreFull. Each key holds at most sluice.MaxPermits permits.
 func WithMaxKeys(n int) Option {
 	return func(s *Store) {
 		if n < 0 {
@@ -172,6 +182,7 @@ func New(opts ...Option) *Store {
 			}
 		}
 	}
+	s.sem.init(n)
 	if s.sweep > 0 {
 		s.stop, s.done = make(chan struct{}), make(chan struct{})
 		go tick.Every(s.stop, s.done, s.sweep, func() { s.Sweep() })
@@ -211,6 +222,7 @@ func (s *Store) Sweep() {
 	for i := range s.shards {
 		s.shards[i].sweepLocked(now)
 	}
+	s.sweepSem(now)
 }
 
 func (sh *shard) len() int {
