@@ -37,7 +37,8 @@ const DefaultWaitPoll = 50 * time.Millisecond
 //
 // When no permit is free it waits, polling the store at WaitPoll (or at
 // the denial's RetryAfter when sooner; a release through the same
-// Transport wakes it at once), bounded by the request's context and
+// Transport wakes it at once, and so does any release on a store that
+// offers a Freed(key) <-chan struct{} method, as memstore does), bounded by the request's context and
 // MaxWait; with FailFast it returns at once. A call that could not get a
 // permit returns a *ConcurrencyLimitedError.
 //
@@ -234,8 +235,13 @@ func (t *ConcurrencyTransport) acquire(ctx context.Context, key, skey, holder st
 			timer.Stop()
 		}
 	}()
+	waker, _ := t.Semaphore.(interface{ Freed(key string) <-chan struct{} })
 	for {
 		freed := t.freedCh()
+		var storeFreed <-chan struct{}
+		if waker != nil {
+			storeFreed = waker.Freed(skey)
+		}
 		d, err := t.Semaphore.Acquire(ctx, skey, t.Limit, holder)
 		if err != nil {
 			// A lost reply may have taken the permit: give it back.
@@ -266,6 +272,7 @@ func (t *ConcurrencyTransport) acquire(ctx context.Context, key, skey, holder st
 		case <-wctx.Done():
 			return d, &ConcurrencyLimitedError{Key: key, Decision: d, Err: wctx.Err()}
 		case <-freed:
+		case <-storeFreed:
 		case <-timer.C:
 		}
 		if !timer.Stop() {
