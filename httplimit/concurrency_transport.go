@@ -235,7 +235,9 @@ func (t *ConcurrencyTransport) acquire(ctx context.Context, key, skey, holder st
 			timer.Stop()
 		}
 	}()
-	waker, _ := t.Semaphore.(interface{ Freed(key string) <-chan struct{} })
+	waker, _ := t.Semaphore.(interface {
+		Freed(key string) <-chan struct{}
+	})
 	for {
 		freed := t.freedCh()
 		var storeFreed <-chan struct{}
