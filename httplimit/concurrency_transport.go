@@ -122,20 +122,7 @@ func (t *ConcurrencyTransport) check() error {
 }
 
 func (t *ConcurrencyTransport) key(req *http.Request) (string, error) {
-	if t.Key != nil {
-		k, err := t.Key(req)
-		if err == nil && k == "" {
-			err = fmt.Errorf("%w: ConcurrencyTransport.Key returned an empty key", ErrNoKey)
-		}
-		return k, err
-	}
-	if req.URL != nil && req.URL.Host != "" {
-		return req.URL.Host, nil
-	}
-	if req.Host != "" {
-		return req.Host, nil
-	}
-	return "", fmt.Errorf("%w: request has no host", ErrNoKey)
+	return outboundKey("ConcurrencyTransport", t.Key, req)
 }
 
 func (t *ConcurrencyTransport) logger() *slog.Logger {
