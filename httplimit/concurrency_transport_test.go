@@ -191,3 +191,17 @@ func TestConcurrencyTransportValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrencyTransportStoreError(t *testing.T) {
+	se := &semErr{}
+	sent := false
+	ct := newCT(t, se, 1, roundTripFunc(func(*http.Request) (*http.Response, error) { sent = true; return nil, errors.New("sent") }))
+	ct.Key = nil // the host
+	_, err := ct.RoundTrip(httptest.NewRequest("GET", "http://up.example:8080/", nil))
+	if !errors.Is(err, errDown) || !strings.Contains(err.Error(), `"up.example:8080"`) || sent {
+		t.Errorf("error %v (sent %v), want the store's, naming the host", err, sent)
+	}
+	if se.releases.Load() != 1 {
+		t.Errorf("%d releases after a failed acquire, want 1", se.releases.Load())
+	}
+}
