@@ -19,5 +19,16 @@
 // Retry-After in the shared store so that the whole fleet pauses, not only
 // the replica that was told.
 //
+// A rate limits how often; [Concurrency] and [ConcurrencyTransport] limit
+// how many at once, on a sluice.Semaphore shared by the fleet. Inbound, a
+// Concurrency middleware holds at most Max requests of a key (a tenant, an
+// API key, a route) in flight, each under a leased permit that is released
+// however the handler ends (a return, a panic, a timeout, a client that
+// went away) and extended while a long request runs; a denial gets 429 (or
+// 503) with Retry-After and a problem body, as above. Outbound, a
+// ConcurrencyTransport holds at most Max calls to an upstream in flight,
+// each permit released when the response body is closed or read to its
+// end, and waits for a free permit or fails fast.
+//
 // The package imports only the standard library and sluice.
 package httplimit

@@ -203,10 +203,16 @@ func (t *Transport) base() http.RoundTripper {
 }
 
 func (t *Transport) key(req *http.Request) (string, error) {
-	if t.Key != nil {
-		k, err := t.Key(req)
+	return outboundKey("Transport", t.Key, req)
+}
+
+// outboundKey derives an outbound request's key: fn's, or the request's
+// host when fn is nil. owner names the type in the error of an empty key.
+func outboundKey(owner string, fn KeyFunc, req *http.Request) (string, error) {
+	if fn != nil {
+		k, err := fn(req)
 		if err == nil && k == "" {
-			err = fmt.Errorf("%w: Transport.Key returned an empty key", ErrNoKey)
+			err = fmt.Errorf("%w: %s.Key returned an empty key", ErrNoKey, owner)
 		}
 		return k, err
 	}
