@@ -37,9 +37,9 @@ const DefaultWaitPoll = 50 * time.Millisecond
 //
 // When no permit is free it waits, polling the store at WaitPoll (or at
 // the denial's RetryAfter when sooner; a release through the same
-// Transport wakes it at once, and so does any release on a store that
-// offers a Freed(key) <-chan struct{} method, as memstore does), bounded by the request's context and
-// MaxWait; with FailFast it returns at once. A call that could not get a
+// Transport wakes it at once, and so does any release on a store that is
+// a sluice.PermitWaker, as memstore is), bounded by the request's context
+// and MaxWait; with FailFast it returns at once. A call that could not get a
 // permit returns a *ConcurrencyLimitedError.
 //
 // A field with an invalid value (a nil Semaphore, an invalid Limit, a
@@ -222,9 +222,7 @@ func (t *ConcurrencyTransport) acquire(ctx context.Context, key, skey, holder st
 			timer.Stop()
 		}
 	}()
-	waker, _ := t.Semaphore.(interface {
-		Freed(key string) <-chan struct{}
-	})
+	waker, _ := t.Semaphore.(sluice.PermitWaker)
 	for {
 		freed := t.freedCh()
 		var storeFreed <-chan struct{}
