@@ -82,17 +82,28 @@ func checkPermit(key string, lim *sluice.ConcurrencyLimit, holder string) error 
 	return sluice.ValidateHolder(holder)
 }
 
+// permitCall checks an Acquire or an Extend before it is decided: the
+// shared store is a Semaphore, ctx has not ended, and the key, limit and
+// holder are valid. It returns the shared store.
+func (s *Store) permitCall(ctx context.Context, key string, lim *sluice.ConcurrencyLimit, holder string) (sluice.Semaphore, error) {
+	sem, err := s.semaphore()
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkPermit(key, lim, holder); err != nil {
+		return nil, err
+	}
+	return sem, nil
+}
+
 // Acquire implements sluice.Semaphore when the shared store does;
 // otherwise the error wraps sluice.ErrSemaphoreUnsupported.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	sem, err := s.semaphore()
+	sem, err := s.permitCall(ctx, key, &lim, holder)
 	if err != nil {
-		return sluice.PermitDecision{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.PermitDecision{}, err
-	}
-	if err := checkPermit(key, &lim, holder); err != nil {
 		return sluice.PermitDecision{}, err
 	}
 	if s.locals.held(key, holder) {
@@ -189,14 +200,8 @@ func (s *Store) Release(ctx context.Context, key string, holder string) error {
 // ErrUnavailable: not sluice.ErrPermitLost, since the permit may be held
 // until its lease ends.
 func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	sem, err := s.semaphore()
+	sem, err := s.permitCall(ctx, key, &lim, holder)
 	if err != nil {
-		return sluice.PermitDecision{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return sluice.PermitDecision{}, err
-	}
-	if err := checkPermit(key, &lim, holder); err != nil {
 		return sluice.PermitDecision{}, err
 	}
 	if s.locals.held(key, holder) {
