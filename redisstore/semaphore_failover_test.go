@@ -82,17 +82,7 @@ func TestSemaphoreFailoverFaults(t *testing.T) {
 				fs, key := fos[m], prefix+fault.name+"/"+m.String()
 				for range perPolicy {
 					wg.Go(func() {
-						release := func(h string) {
-							for {
-								ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-								err := fs.Release(ctx, key, h)
-								cancel()
-								if err == nil {
-									return
-								}
-								time.Sleep(10 * time.Millisecond)
-							}
-						}
+						release := func(h string) { releaseUntilAnswered(fs, key, h) }
 						for {
 							select {
 							case <-stop:

@@ -57,19 +57,7 @@ func TestSemaphoreFaults(t *testing.T) {
 			for w := range workers {
 				s := stores[w%2]
 				wg.Go(func() {
-					// release gives h back, retrying until Redis answers:
-					// a Release is safe to repeat.
-					release := func(h string) {
-						for {
-							ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-							err := s.Release(ctx, key, h)
-							cancel()
-							if err == nil {
-								return
-							}
-							time.Sleep(10 * time.Millisecond)
-						}
-					}
+					release := func(h string) { releaseUntilAnswered(s, key, h) }
 					for {
 						select {
 						case <-stop:
@@ -182,5 +170,19 @@ func TestSemaphoreRestartForgets(t *testing.T) {
 	}
 	if !errors.Is(err, sluice.ErrPermitLost) || d.Acquired || d.Held != 0 {
 		t.Fatalf("Extend after a restart = %+v, %v; want ErrPermitLost, held 0", d, err)
+	}
+}
+
+// releaseUntilAnswered gives holder's permit of key back, retrying until
+// the store answers: a Release is safe to repeat.
+func releaseUntilAnswered(s sluice.Semaphore, key, holder string) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := s.Release(ctx, key, holder)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

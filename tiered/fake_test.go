@@ -179,3 +179,19 @@ func newTiered(t testing.TB, shared sluice.Store, opts ...tiered.Option) *tiered
 	}
 	return s
 }
+
+// hold stops one call of a store wrapper until the test lets it go on:
+// entered is closed when the call arrives, and it goes on once release is
+// closed. The wrappers of the race tests embed it.
+type hold struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newHold() hold { return hold{entered: make(chan struct{}), release: make(chan struct{})} }
+
+// wait is the held call's side: it signals its arrival and waits.
+func (h hold) wait() {
+	close(h.entered)
+	<-h.release
+}

@@ -52,17 +52,13 @@ func TestCachedDenialBounded(t *testing.T) {
 // before a refund and answered after it.
 type gated struct {
 	*exact
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
+	once sync.Once
+	hold
 }
 
 func (g *gated) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	d, err := g.exact.AllowN(ctx, key, lim, n)
-	g.once.Do(func() {
-		close(g.entered)
-		<-g.release
-	})
+	g.once.Do(g.wait)
 	return d, err
 }
 
@@ -76,7 +72,7 @@ func TestDenialRacingRefundNotCached(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g := &gated{exact: x, entered: make(chan struct{}), release: make(chan struct{})}
+	g := &gated{exact: x, hold: newHold()}
 	s := newTiered(t, g, tiered.WithClock(clock.Now))
 	defer s.Close()
 	denied := make(chan sluice.Decision)

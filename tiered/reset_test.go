@@ -18,17 +18,15 @@ import (
 // until released: a lease decided before a reset and answered after it.
 type heldLease struct {
 	*memstore.Store
-	gate    int64
-	n       atomic.Int64
-	entered chan struct{}
-	release chan struct{}
+	gate int64
+	n    atomic.Int64
+	hold
 }
 
 func (h *heldLease) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	d, at, err := h.Store.Lease(ctx, key, lim, n)
 	if h.n.Add(1) == h.gate {
-		close(h.entered)
-		<-h.release
+		h.wait()
 	}
 	return d, at, err
 }
@@ -110,7 +108,7 @@ func TestLeaseRacingResetNotKept(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch())
 	m := memstore.New(memstore.WithClock(clock.Now))
 	defer m.Close()
-	h := &heldLease{Store: m, gate: 2, entered: make(chan struct{}), release: make(chan struct{})}
+	h := &heldLease{Store: m, gate: 2, hold: newHold()}
 	s := newTiered(t, h, tiered.WithClock(clock.Now), tiered.WithLeases(10, 0.5, time.Hour))
 	defer s.Close()
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 20, Period: 24 * time.Hour}
@@ -139,17 +137,13 @@ func TestLeaseRacingResetNotKept(t *testing.T) {
 // until released.
 type heldAllowN struct {
 	*memstore.Store
-	once    sync.Once
-	entered chan struct{}
-	release chan struct{}
+	once sync.Once
+	hold
 }
 
 func (h *heldAllowN) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	d, err := h.Store.AllowN(ctx, key, lim, n)
-	h.once.Do(func() {
-		close(h.entered)
-		<-h.release
-	})
+	h.once.Do(h.wait)
 	return d, err
 }
 
@@ -170,7 +164,7 @@ func TestDenialRacingResetNotCached(t *testing.T) {
 			if first == "reset" {
 				// The shared reset is held: the denial is sent and
 				// answered while it is on its way.
-				hr := &heldReset{Store: m, entered: make(chan struct{}), release: make(chan struct{})}
+				hr := &heldReset{Store: m, hold: newHold()}
 				rs = hr
 				s = newTiered(t, hr, tiered.WithClock(clock.Now))
 				go func() {
@@ -185,7 +179,7 @@ func TestDenialRacingResetNotCached(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				h := &heldAllowN{Store: m, entered: make(chan struct{}), release: make(chan struct{})}
+				h := &heldAllowN{Store: m, hold: newHold()}
 				s = newTiered(t, h, tiered.WithClock(clock.Now))
 				denied := make(chan sluice.Decision)
 				go func() {
@@ -214,13 +208,11 @@ func TestDenialRacingResetNotCached(t *testing.T) {
 // released.
 type heldReset struct {
 	*memstore.Store
-	entered chan struct{}
-	release chan struct{}
+	hold
 }
 
 func (h *heldReset) Reset(ctx context.Context, key string, lim sluice.Limit) error {
-	close(h.entered)
-	<-h.release
+	h.wait()
 	return h.Store.Reset(ctx, key, lim)
 }
 
@@ -262,7 +254,7 @@ func TestRefreshRacingResetNotKept(t *testing.T) {
 	m := memstore.New(memstore.WithClock(clock.Now))
 	defer m.Close()
 	// Leases 1 and 2 are the callers'; the third, taken ahead, is held.
-	h := &heldLease{Store: m, gate: 3, entered: make(chan struct{}), release: make(chan struct{})}
+	h := &heldLease{Store: m, gate: 3, hold: newHold()}
 	s := newTiered(t, h, tiered.WithClock(clock.Now), tiered.WithLeases(10, 0.5, time.Hour), tiered.WithRefreshAhead(0.5))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 40, Period: 24 * time.Hour}
 	// 1, then 1 of a lease of 10, then 4 more: 5 left, the low water.
@@ -292,14 +284,12 @@ func TestRefreshRacingResetNotKept(t *testing.T) {
 // dropped its own.
 type resetThenHold struct {
 	*memstore.Store
-	entered chan struct{}
-	release chan struct{}
+	hold
 }
 
 func (h *resetThenHold) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 	err := h.Store.Reset(ctx, key, lim)
-	close(h.entered)
-	<-h.release
+	h.wait()
 	return err
 }
 
@@ -310,7 +300,7 @@ func TestSweepDuringResetGivesNothingBack(t *testing.T) {
 	clock := sluicetest.NewClock(sluicetest.Epoch())
 	m := memstore.New(memstore.WithClock(clock.Now))
 	defer m.Close()
-	h := &resetThenHold{Store: m, entered: make(chan struct{}), release: make(chan struct{})}
+	h := &resetThenHold{Store: m, hold: newHold()}
 	s := newTiered(t, h, tiered.WithClock(clock.Now), tiered.WithLeases(10, 0.5, time.Second))
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 20, Period: 24 * time.Hour}
 	for range 2 { // the second leases 10, leaving 9 here
