@@ -45,8 +45,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/servetest"
+	"github.com/sluicehq/sluice/internal/testserver/servetest"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 func TestMain(m *testing.M) {

@@ -25,8 +25,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/servetest"
+	"github.com/sluicehq/sluice/internal/testserver/servetest"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 func TestMain(m *testing.M) {

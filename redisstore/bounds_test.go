@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/redistest"
 )
 
 // maxScriptTime is the longest a script may run in Redis: it blocks every

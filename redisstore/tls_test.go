@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/certs/certstest"
+	"github.com/sluicehq/sluice/service/certs/certstest"
 )
 
 func TestParseURLTLSParams(t *testing.T) {

@@ -317,7 +317,7 @@ type knownDifference struct {
 var referenceKeys = []string{"domain", "key", "value", "descriptors", "rate_limit", "unit", "requests_per_unit",
 	"unlimited", "shadow_mode", "quota_mode", "name", "replaces", "detailed_metric", "value_to_metric", "share_threshold"}
 
-// extensionKeys are the keys sluice adds (internal/config/parse.go).
+// extensionKeys are the keys sluice adds (service/config/parse.go).
 var extensionKeys = []string{"algorithm", "window", "burst", "failure_mode", "rate_limits", "unit_multiplier", "metadata"}
 
 var (
@@ -329,7 +329,7 @@ var knownDifferences = []knownDifference{
 	{
 		id: "extension", sluiceAccepts: true, kind: extension,
 		reason: "algorithm, window, burst, failure_mode, rate_limits, unit_multiplier and metadata are sluice's " +
-			"(internal/rls/COMPAT.md, internal/config/doc.go); the reference's validKeys lacks them: " +
+			"(service/rls/COMPAT.md, service/config/doc.go); the reference's validKeys lacks them: " +
 			"\"config error, unknown key '...'\"",
 		match: func(ref, sl verdict) bool {
 			m := refUnknownKey.FindStringSubmatch(ref.msg)
@@ -341,7 +341,7 @@ var knownDifferences = []knownDifference{
 		reason: "a key of the reference's in the wrong place (unit on a descriptor, key at the root, name in a " +
 			"replaces entry): the reference checks every key against one flat list (validateYamlKeys) and " +
 			"its YAML decoder ignores the fields a struct lacks, so the key is silently ignored; sluice checks " +
-			"keys where they stand (internal/config/doc.go: \"Deliberate differences\")",
+			"keys where they stand (service/config/doc.go: \"Deliberate differences\")",
 		match: func(ref, sl verdict) bool {
 			m := slUnknownKey.FindStringSubmatch(sl.msg)
 			return ref.accepted && m != nil && slices.Contains(referenceKeys, m[1])
@@ -350,32 +350,32 @@ var knownDifferences = []knownDifference{
 	{
 		id: "key-value-collision", sluiceAccepts: true, kind: documented,
 		reason: "key \"a_b\" and key \"a\" with value \"b\" are one \"a_b\" in the reference's map of a level: " +
-			"\"duplicate descriptor composite key\"; sluice compares (key, value) pairs (internal/config/doc.go)",
+			"\"duplicate descriptor composite key\"; sluice compares (key, value) pairs (service/config/doc.go)",
 	},
 	{
 		id: "unlimited-unit", kind: documented,
 		reason: "unlimited: true with a unit that is not one: the reference only rejects a valid unit next to " +
-			"unlimited and ignores an invalid one; sluice rejects the unknown unit (internal/config/doc.go)",
+			"unlimited and ignores an invalid one; sluice rejects the unknown unit (service/config/doc.go)",
 		match: func(ref, sl verdict) bool { return ref.accepted && strings.Contains(sl.msg, "unknown unit") },
 	},
 	{
 		id: "second-document", kind: documented,
 		reason: "a second YAML document in a file: the reference's yaml.Unmarshal reads the first and silently " +
 			"drops the others (their domains never load, their errors never show); sluice rejects it " +
-			"(internal/config/doc.go)",
+			"(service/config/doc.go)",
 	},
 	{
 		id: "duplicate-yaml-key", kind: documented,
 		reason: "a key given twice in one YAML mapping (value: a, value: b; domain twice): the reference's " +
 			"yaml.v2 Unmarshal keeps the last and says nothing; sluice rejects it (\"key given twice\", " +
-			"internal/config/doc.go). YAML requires unique keys and the silently dropped value is " +
+			"service/config/doc.go). YAML requires unique keys and the silently dropped value is " +
 			"almost surely a mistake",
 		match: func(ref, sl verdict) bool { return ref.accepted && strings.Contains(sl.msg, "key given twice") },
 	},
 	{
 		id: "nesting-depth", kind: documented,
 		reason: "descriptors nested more than 64 levels deep: the reference loads any depth; sluice bounds " +
-			"it (parse.go maxDepth, a guard on memory; internal/config/doc.go). No Envoy rate limit action " +
+			"it (parse.go maxDepth, a guard on memory; service/config/doc.go). No Envoy rate limit action " +
 			"list is that long",
 	},
 	{
@@ -383,7 +383,7 @@ var knownDifferences = []knownDifference{
 		reason: "share_threshold on a descriptor with no value whose key ends in '*': the reference checks " +
 			"the '*' on its \"key_value\" string, which is the key alone, and so loads a key wildcard (it " +
 			"matches every request key with that prefix, an accident of those strings); sluice requires a " +
-			"wildcard value (internal/config/doc.go: a wildcard only matches its own key)",
+			"wildcard value (service/config/doc.go: a wildcard only matches its own key)",
 	},
 	{
 		id: "file-extension", kind: documented,
@@ -400,7 +400,7 @@ var knownDifferences = []knownDifference{
 		id: "dotfile", sluiceAccepts: true, kind: documented,
 		reason: "a hidden file (.old.yaml, an editor's or Kubernetes' ..data): the reference loads it " +
 			"(RUNTIME_IGNOREDOTFILES defaults to false) and here finds the domain twice; sluice skips hidden " +
-			"files (internal/config/doc.go), as the reference does with RUNTIME_IGNOREDOTFILES=true",
+			"files (service/config/doc.go), as the reference does with RUNTIME_IGNOREDOTFILES=true",
 	},
 }
 

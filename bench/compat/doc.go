@@ -3,7 +3,7 @@
 // HTTP POST /json: both run side by side on loopback with the same YAML
 // (testdata/compat.yaml), get the same requests, and their responses are
 // compared field by field, allowing only the differences that
-// internal/rls/COMPAT.md documents. fixedDifferences (compare_test.go) lists
+// service/rls/COMPAT.md documents. fixedDifferences (compare_test.go) lists
 // what this test found and sluice fixed; a subtest (fixed/...) reproduces
 // each, and fails if the difference comes back.
 //

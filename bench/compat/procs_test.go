@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/redistest"
 )
 
 const skipMessage = "set SLUICE_REFERENCE to envoyproxy/ratelimit's service_cmd: make compat builds it and runs this test"

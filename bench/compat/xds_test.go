@@ -15,7 +15,7 @@ import (
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice/internal/xds/xdstest"
+	"github.com/sluicehq/sluice/service/xds/xdstest"
 )
 
 // The fields of a configuration file that RateLimitConfig carries; the

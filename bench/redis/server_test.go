@@ -19,7 +19,7 @@ import (
 
 // server is the one redis-server every benchmark in the package shares,
 // started on first use and stopped by TestMain. It duplicates the little
-// start logic of the root module's internal/redistest, which this module
+// start logic of the root module's internal/testserver/redistest, which this module
 // cannot import.
 type server struct {
 	addr  string

@@ -12,7 +12,7 @@ import (
 )
 
 // redisServer is a redis-server this package started on a free loopback
-// port (bench/ cannot import internal/redistest).
+// port (bench/ cannot import internal/testserver/redistest).
 type redisServer struct {
 	addr string
 	cmd  *exec.Cmd

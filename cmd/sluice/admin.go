@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/service/admin"
+	"github.com/sluicehq/sluice/service/server"
 )
 
 // adminFlags are the admin API's authentication.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/certs/certstest"
-	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/service/certs/certstest"
 )
 
 // TestAdminE2E runs sluice serve with --admin and --admin-token-file, on

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/service/server"
 )
 
 const defaultAuthDescriptors = "remote_address=X-Forwarded-For|X-Real-Ip,path=X-Original-URI|X-Forwarded-Uri,api_key=X-Api-Key"

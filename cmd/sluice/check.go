@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 func check(args []string, stdout, stderr io.Writer) int {

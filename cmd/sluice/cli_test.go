@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 // runCLI runs the command in process and returns its exit code and output.

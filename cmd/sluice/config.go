@@ -6,7 +6,7 @@ import (
 	"flag"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 // configFlags are the configuration serve loads, and how it reloads it.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 // configCmd is sluice config: sluice config example prints the built-in

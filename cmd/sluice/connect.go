@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/service/config"
 )
 
 // errNotConnected is the failure of a decision made before Redis was ever

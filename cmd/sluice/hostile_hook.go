@@ -1,7 +1,7 @@
 //go:build hostiletest
 
 // This file is compiled only with -tags hostiletest, by the hostile-client
-// suite (internal/hostile): it makes one path of the store panic so that the
+// suite (service/hostile): it makes one path of the store panic so that the
 // suite can prove a panic in a handler is recovered (HTTP 500, gRPC
 // Internal) and the process keeps answering.
 

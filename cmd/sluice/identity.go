@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/internal/clientip"
-	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/service/server"
 )
 
 // identityFlags are the flags that say how GET /v1/auth establishes the

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/service/engine"
 )
 
 // defaultMemoryMaxKeys is the default of --memory-max-keys. A state of the

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sluicehq/sluice/internal/certs"
+	"github.com/sluicehq/sluice/service/certs"
 )
 
 // listenFlags are the addresses serve listens on, and the file that tells

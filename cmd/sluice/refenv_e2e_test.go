@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/sluicehq/sluice/internal/certs/certstest"
-	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/internal/xds/xdstest"
+	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/service/certs/certstest"
+	"github.com/sluicehq/sluice/service/xds/xdstest"
 )
 
 // envList turns m into KEY=VALUE entries for exec.

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/service/admin"
+	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/server"
 )
 
 // reloader reloads the configuration when its files change (checked every

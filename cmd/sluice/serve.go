@@ -18,14 +18,14 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/admin"
-	"github.com/sluicehq/sluice/internal/certs"
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/gctune"
-	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/internal/tracing"
+	"github.com/sluicehq/sluice/service/admin"
+	"github.com/sluicehq/sluice/service/certs"
+	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/gctune"
+	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/tracing"
 )
 
 // serveFlags are serve's flags, in groups that each register and validate

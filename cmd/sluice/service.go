@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rls"
 )
 
 // serviceFlags say how the rate-limit service answers: its response

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/sluicehq/sluice/internal/certs"
+	"github.com/sluicehq/sluice/service/certs"
 )
 
 // tlsFlags are the TLS settings of the listeners and of the Redis client.

@@ -19,9 +19,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/internal/status"
-	"github.com/sluicehq/sluice/internal/topk"
+	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/status"
+	"github.com/sluicehq/sluice/service/topk"
 )
 
 // topOptions are the flags of sluice top.

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/topk"
 )
 
 // topServer serves /admin/top from a tracker with known denials, asking

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/sluicehq/sluice/internal/tracing"
+	"github.com/sluicehq/sluice/service/tracing"
 )
 
 // tracingFlags turn on OpenTelemetry tracing (--tracing-*); the OTEL_*

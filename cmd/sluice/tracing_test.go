@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/sluicehq/sluice/internal/tracing/otlptest"
+	"github.com/sluicehq/sluice/service/tracing/otlptest"
 )
 
 const tracingConfig = `domain: tr

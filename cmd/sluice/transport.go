@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/server"
-	"github.com/sluicehq/sluice/internal/tracing"
+	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/tracing"
 )
 
 // Defaults of the transport flags; docs/listeners.md says why each.

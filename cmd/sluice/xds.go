@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/certs"
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/xds"
+	"github.com/sluicehq/sluice/service/certs"
+	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/xds"
 )
 
 // xdsFlags configure the configuration's subscription over xDS, the

@@ -15,8 +15,8 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/internal/certs/certstest"
-	"github.com/sluicehq/sluice/internal/xds/xdstest"
+	"github.com/sluicehq/sluice/service/certs/certstest"
+	"github.com/sluicehq/sluice/service/xds/xdstest"
 )
 
 const xdsWait = 20 * time.Second

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/servetest"
+	"github.com/sluicehq/sluice/internal/testserver/servetest"
 )
 
 // nginxBinary finds nginx, or skips the test (fails it under CI=true).

@@ -15,11 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/internal/clientip"
-	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/engine"
-	"github.com/sluicehq/sluice/internal/rls"
-	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/server"
 )
 
 type forwardAuth struct {

@@ -1,0 +1,527 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/service/config"
+)
+
+// maxHits bounds a cost: anything larger exceeds every capacity, and it is
+// the most a counting-all limit may be charged at once.
+const maxHits = sluice.MaxCharge
+
+// check is one limit applied to one descriptor of a request.
+type check struct {
+	desc int
+	rule *config.Rule
+	lim  sluice.Limit // the rule's limit, with the counting in force
+	key  string
+	n    int
+	sum  int // n and the request's earlier costs on the same counter (enforced, counting admitted)
+	d    sluice.Decision
+	over bool // this limit denied (or could never admit n)
+	// counted: the store recorded n (an admitted request, or a limit
+	// counting all)
+	counted bool
+}
+
+// Decide decides req. An error is a *RequestError (the request cannot be
+// decided as sent) or a *StoreError (the store made no decision); a denial
+// is a Result.
+func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
+	if req.Domain == "" {
+		return Result{}, invalid("domain", "rate limit domain must not be empty")
+	}
+	descs := req.Descriptors
+	if len(descs) == 0 {
+		return Result{}, invalid("descriptors", "rate limit descriptor list must not be empty")
+	}
+	if err := e.bounds.checkRequest(req); err != nil {
+		re := &RequestError{Msg: err.Error(), Err: err}
+		if be, ok := errors.AsType[*BoundError](err); ok {
+			re.Field = be.Field
+		}
+		return Result{}, re
+	}
+	domain := req.Domain
+	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
+	replaced, known, err := e.match(req, res.Statuses)
+	if err != nil {
+		return Result{}, err
+	}
+	if !known {
+		// The reference answers OK, with no limit, for a domain it does not
+		// know: Envoy's filter may be configured before the service is.
+		for i := range res.Statuses {
+			res.Statuses[i] = Status{Code: OK}
+			e.obs.Unmatched("")
+		}
+		if e.tr != nil {
+			e.annotate(ctx, req, &res, false)
+		}
+		return res, nil
+	}
+	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
+	if e.multi != nil && len(enforced) > sluice.MaxMultiRequests {
+		// One all-or-nothing decision takes at most MaxMultiRequests limits.
+		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
+	}
+	// Refunds first, so that a request that gives back and spends sees
+	// what it gave back.
+	if err := e.refund(ctx, refunds); err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	admitted, err := e.decideEnforced(ctx, enforced)
+	if err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	if err := e.decideAdvisory(ctx, advisory, admitted); err != nil {
+		return Result{}, e.storeError(ctx, err)
+	}
+	e.report(domain, res.Statuses, enforced, advisory, refunds, admitted)
+	if !admitted {
+		res.Code, res.Denied = OverLimit, true
+	}
+	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
+	if e.shadowMode {
+		res.Code = OK
+	}
+	if e.tr != nil {
+		e.annotate(ctx, req, &res, true, enforced, advisory, refunds)
+	}
+	return res, nil
+}
+
+// match matches every descriptor of req in the configuration in force and
+// keeps its match and cost in sts. It returns the names that the matched
+// rules replace, and false when the domain is not configured.
+func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, known bool, err error) {
+	reqHits := uint64(max(req.Hits, 1))
+	cfg := e.cfg.Load()
+	known = cfg != nil
+	for i := range req.Descriptors {
+		d := &req.Descriptors[i]
+		st := &sts[i]
+		st.Code = OK
+		if len(d.Entries) == 0 {
+			return nil, false, invalid("descriptors["+strconv.Itoa(i)+"]", fmt.Sprintf("descriptors[%d] has no entries", i))
+		}
+		if d.NegativeHits && e.leaser == nil {
+			return nil, false, invalid(field(i, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", i))
+		}
+		h := reqHits
+		if d.HasHits {
+			h = d.Hits
+		}
+		st.hits = int(min(h, maxHits))
+		if !known {
+			continue
+		}
+		m, ok := cfg.Match(req.Domain, d.Entries)
+		if !ok {
+			known = false
+			continue
+		}
+		if d.Limit != nil {
+			r, err := overrideRule(d.Limit)
+			if err != nil {
+				return nil, false, invalid(field(i, "limit"), fmt.Sprintf("descriptors[%d].limit: %v", i, err))
+			}
+			// The reference counts an override on the counter of the
+			// descriptor's entries and unit, which the configured limit of
+			// the same entries and unit shares.
+			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries)}
+		}
+		st.m = m
+		for _, r := range m.Rules {
+			for _, rp := range r.Replaces {
+				if replaced == nil {
+					replaced = map[string]bool{}
+				}
+				replaced[rp] = true
+			}
+		}
+	}
+	return replaced, known, nil
+}
+
+// checks lists the limits that apply to each descriptor, in descriptor
+// order: the enforcing ones, the shadow and quota-mode ones (advisory), and
+// those of the descriptors that give hits back. An unlimited rule marks its
+// status instead.
+func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+	for i := range sts {
+		st := &sts[i]
+		m := st.m
+		for j, r := range m.Rules {
+			if r.ConfiguredName != "" && replaced[r.ConfiguredName] {
+				continue
+			}
+			if r.Unlimited {
+				st.Unlimited = true
+				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Outcome: OutcomeUnlimited, Hits: st.hits})
+				continue
+			}
+			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
+			switch {
+			case descs[i].NegativeHits:
+				refunds = append(refunds, c)
+			case r.ShadowMode || r.QuotaMode || e.quotaMode:
+				advisory = append(advisory, c)
+			default:
+				enforced = append(enforced, c)
+			}
+		}
+	}
+	return enforced, advisory, refunds
+}
+
+// detail is the detailed stats name of match m when its path asks for it
+// (detailed_metric, value_to_metric), else "".
+func detail(m config.Match) string {
+	if m.Detailed {
+		return m.Metric
+	}
+	return ""
+}
+
+// refund gives the hits of each refund check back to its limit.
+func (e *Engine) refund(ctx context.Context, cs []check) error {
+	for k := range cs {
+		c := &cs[k]
+		if c.n == 0 || c.rule.Deny {
+			continue // nothing to give back
+		}
+		start := time.Now()
+		var err error
+		if e.tr != nil {
+			err = e.returnTraced(ctx, c.key, c.lim, c.n)
+		} else {
+			err = e.leaser.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		}
+		e.obs.StoreCall(time.Since(start), err)
+		if err != nil {
+			return err
+		}
+		c.counted = true
+	}
+	return nil
+}
+
+// decideEnforced decides the enforcing limits. Those that count all are
+// charged first, each its hits whatever the others decide. Those that count
+// what they admit are decided together: all admit and count, or none
+// counts; a denial by a counting-all limit denies them too (they then only
+// peek). It reports whether the request is admitted.
+func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
+	admitted, err := e.chargeAll(ctx, cs)
+	if err != nil {
+		return false, err
+	}
+	return e.decideAdmitted(ctx, cs, admitted)
+}
+
+// chargeAll charges each enforcing limit that counts all its hits, and
+// reports whether they all admitted.
+func (e *Engine) chargeAll(ctx context.Context, cs []check) (bool, error) {
+	admitted := true
+	for k := range cs {
+		c := &cs[k]
+		if c.lim.Counting != sluice.CountAll {
+			continue
+		}
+		if c.rule.Deny {
+			if err := e.chargeDeny(ctx, c, c.n); err != nil {
+				return false, err
+			}
+			admitted = admitted && !c.over
+			continue
+		}
+		d, err := e.allowN(ctx, c.key, c.lim, c.n)
+		if err != nil {
+			return false, err
+		}
+		c.d, c.counted = d, true
+		if !d.Allowed {
+			c.over, admitted = true, false
+		}
+	}
+	return admitted, nil
+}
+
+// decideAdmitted decides the enforcing limits that count admitted hits,
+// all or nothing; admitted is false when a limit counting all denied the
+// request, and they then only peek. It reports whether the request is
+// admitted.
+func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) (bool, error) {
+	// Some limits deny without asking the store whether they would admit:
+	// a requests_per_unit: 0 rule asked for a cost above 0, and a cost that
+	// the limit could never admit at once, with the request's earlier costs
+	// on the same counter (a descriptor sent twice): waiting never helps.
+	var sums map[counter]int // the costs so far per counter
+	some := 0                // the limits counting admitted
+	for k := range cs {
+		c := &cs[k]
+		if c.lim.Counting == sluice.CountAll {
+			continue
+		}
+		some++
+		if c.rule.Deny {
+			c.over, c.d = c.n > 0, denyDecision(c.rule, e.now(), c.n)
+			admitted = admitted && !c.over
+			continue
+		}
+		// The request's earlier costs on the same counter, summed as the
+		// checks go: one map look-up per limit, not a scan of the earlier
+		// ones.
+		sc := counter{c.key, c.lim.Algorithm, c.lim.Period}
+		if sums == nil && len(cs) > 1 {
+			sums = make(map[counter]int, len(cs))
+		}
+		c.sum = c.n
+		if sums != nil {
+			c.sum += sums[sc]
+			sums[sc] = c.sum
+		}
+		if c.sum > c.lim.Capacity() {
+			c.over, admitted = true, false
+		}
+	}
+	if some == 0 {
+		return admitted, nil
+	}
+	shortcut := !admitted // then every store call below is a peek
+	anyBlocker := shortcut
+	// settle records the store's decision d of check c.
+	settle := func(c *check, d sluice.Decision) {
+		c.d = d
+		if shortcut {
+			// A peek: a limit that could not admit its own cost now,
+			// after the request's earlier costs on its counter, is over
+			// too, as the reference reports it.
+			c.over = c.over || c.n > 0 && c.d.Remaining < c.sum
+			return
+		}
+		if !d.Allowed {
+			admitted = false
+			if d.RetryAfter > 0 {
+				c.over, anyBlocker = true, true
+			}
+		}
+	}
+	asks, last := 0, -1 // the limits the store decides
+	for k := range cs {
+		if c := &cs[k]; !c.rule.Deny && c.lim.Counting != sluice.CountAll {
+			asks, last = asks+1, k
+		}
+	}
+	switch {
+	case asks == 1:
+		// One limit, the usual request: one store call, nothing to gather.
+		c := &cs[last]
+		n := c.n
+		if shortcut {
+			n = 0
+		}
+		d, err := e.allowN(ctx, c.key, c.lim, n)
+		if err != nil {
+			return false, err
+		}
+		settle(c, d)
+	case asks > 1:
+		reqs := make([]sluice.Request, 0, asks)
+		idx := make([]int, 0, asks)
+		for k, c := range cs {
+			if c.rule.Deny || c.lim.Counting == sluice.CountAll {
+				continue
+			}
+			n := c.n
+			if shortcut {
+				n = 0
+			}
+			reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.lim, N: n})
+			idx = append(idx, k)
+		}
+		ds, err := e.allowMulti(ctx, reqs)
+		if err != nil {
+			return false, err
+		}
+		for j, k := range idx {
+			settle(&cs[k], ds[j])
+		}
+	}
+	if !admitted && !anyBlocker { // a store that names no blocker: all are
+		for k := range cs {
+			if cs[k].lim.Counting != sluice.CountAll {
+				cs[k].over = true
+			}
+		}
+	}
+	if admitted {
+		for k := range cs {
+			cs[k].counted = true
+		}
+	}
+	return admitted, nil
+}
+
+// decideAdvisory decides the shadow and quota-mode limits, after the
+// enforcing ones: a limit counting admitted hits counts them only when the
+// request is admitted, one counting all always.
+func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) error {
+	for k := range cs {
+		c := &cs[k]
+		all := c.lim.Counting == sluice.CountAll
+		n := c.n
+		if !admitted && !all {
+			n = 0 // a denied request is counted by no limit that counts admitted hits
+		}
+		if c.rule.Deny {
+			if all {
+				if err := e.chargeDeny(ctx, c, n); err != nil {
+					return err
+				}
+				continue
+			}
+			c.over, c.d = n > 0, denyDecision(c.rule, e.now(), n)
+			continue
+		}
+		if !all && n > c.lim.Capacity() {
+			c.over, n = true, 0
+		}
+		d, err := e.allowN(ctx, c.key, c.lim, n)
+		if err != nil {
+			return err
+		}
+		c.d, c.counted = d, n > 0 && (all || d.Allowed)
+		c.over = c.over || !d.Allowed
+	}
+	return nil
+}
+
+// counter names the state a limit counts on: a key, an algorithm and a
+// period.
+type counter struct {
+	key    string
+	alg    sluice.Algorithm
+	period time.Duration
+}
+
+// allowMulti decides reqs (two or more) all or nothing.
+func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) (ds []sluice.Decision, err error) {
+	start := time.Now()
+	if e.tr != nil {
+		var end func([]sluice.Decision, error)
+		ctx, end = e.startMulti(ctx, reqs)
+		defer func() { end(ds, err) }()
+	}
+	if e.multi != nil {
+		ds, err := e.multi.AllowMulti(ctx, reqs)
+		e.obs.StoreCall(time.Since(start), err)
+		return ds, err
+	}
+	// A store without AllowMulti: one call per limit, stopping at the first
+	// denial. Limits decided before it stay counted; the all-or-nothing
+	// guarantee needs a MultiStore.
+	ds = make([]sluice.Decision, len(reqs))
+	denied := false
+	for k, r := range reqs {
+		n := r.N
+		if denied {
+			n = 0
+		}
+		d, err := e.store.AllowN(ctx, r.Key, r.Limit, n)
+		if err != nil {
+			e.obs.StoreCall(time.Since(start), err)
+			return nil, err
+		}
+		if denied {
+			d.Allowed = false
+		}
+		ds[k] = d
+		denied = denied || !d.Allowed
+	}
+	e.obs.StoreCall(time.Since(start), nil)
+	return ds, nil
+}
+
+func (e *Engine) allowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	if e.tr != nil {
+		return e.allowNTraced(ctx, key, lim, n)
+	}
+	start := time.Now()
+	d, err := e.store.AllowN(ctx, key, lim, n)
+	e.obs.StoreCall(time.Since(start), err)
+	return d, err
+}
+
+// storeError is the error of a failed store call: the context's own error
+// when it ended, else the store's, classified (storeError).
+func (e *Engine) storeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return &StoreError{Err: ctx.Err()}
+	}
+	e.log.Warn("store failed", "err", err)
+	return storeError(err)
+}
+
+// chargeDeny decides a requests_per_unit: 0 rule that counts all, as the
+// reference does: its counter counts every hit, and it is over its limit
+// when it has counted any in its window (a cost of 0 included). The store
+// counts on the rule's key with a stand-in rate of 1, which nothing else
+// shares: nothing remains once anything is counted.
+func (e *Engine) chargeDeny(ctx context.Context, c *check, n int) error {
+	c.over, c.d = n > 0, denyDecision(c.rule, e.now(), n)
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: c.lim.Period, FailureMode: c.lim.FailureMode, Counting: sluice.CountAll}
+	d, err := e.allowN(ctx, c.key, lim, n)
+	if err != nil {
+		return err
+	}
+	c.counted = n > 0
+	c.over = c.over || d.Remaining == 0
+	return nil
+}
+
+// denyDecision is the answer of a requests_per_unit: 0 rule to a cost of n,
+// which blocks its descriptor: over the limit, nothing remaining, reset at
+// the end of the rule's epoch-aligned window as the reference reports it.
+// A cost of 0 asks for nothing, and is admitted (as the reference's 0 hits
+// on a limit of 0).
+func denyDecision(r *config.Rule, now time.Time, n int) sluice.Decision {
+	left := windowLeft(r.Limit.Period, now)
+	if n == 0 {
+		return sluice.Decision{Allowed: true, Limit: r.Limit, ResetAfter: left}
+	}
+	return sluice.Decision{Limit: r.Limit, RetryAfter: left, ResetAfter: left}
+}
+
+// windowLeft is the time from now to the end of the epoch-aligned window of
+// period p that holds now, where a fixed window resets: algo.WindowLeft, in
+// the microseconds that the stores count in.
+func windowLeft(p time.Duration, now time.Time) time.Duration {
+	if p < time.Microsecond {
+		p = time.Second
+	}
+	return time.Duration(algo.WindowLeft(now.UnixMicro(), p.Microseconds())) * time.Microsecond
+}
+
+// overrideRule is the fixed-window limit of a descriptor's limit override.
+func overrideRule(o *Override) (*config.Rule, error) {
+	if o.Period == 0 {
+		return nil, fmt.Errorf("unit %s is not supported", o.Unit)
+	}
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: int(o.RequestsPerUnit), Period: o.Period}
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	return &config.Rule{Name: "override", Limit: lim, Unit: o.Unit, Override: true}, nil
+}
