@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/admin"
 	"github.com/sluicehq/sluice/service/config"
-	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/metrics"
 )
 
 // reloader reloads the configuration when its files change (checked every
@@ -23,7 +23,7 @@ type reloader struct {
 	paths    []string
 	interval time.Duration
 	log      *slog.Logger
-	metrics  *server.Metrics
+	metrics  *metrics.Metrics
 	info     *admin.ConfigState // nil: none
 	apply    func(*config.Config)
 	check    func(*config.Config) error // nil: none; an error keeps the running configuration

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/gctune"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -147,25 +148,27 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
 
-	metrics := server.NewMetrics()
-	st, err := openStore(ctx, *f, metrics, log)
+	m := metrics.New()
+	st, err := openStore(ctx, *f, m, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: metrics, log: log, config: &admin.ConfigState{}}
+	c := &core{st: st, metrics: m, log: log, config: &admin.ConfigState{}}
 	if tp != nil {
 		c.tr = tp.Tracer
 		log.Info("tracing on", "keys", f.tracing.keys)
 	}
+	// Every store call of the service, timed and traced in this one layer.
+	st.store = metrics.Observe(st.store, m, c.tr)
 	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
-		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
+		engine.WithObserver(m), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
 	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *xdsSource
 	if f.xds.server == "" {
 		source, version := f.config.info(sum)
-		metrics.ConfigLoaded(source, version, time.Now())
+		m.ConfigLoaded(source, version, time.Now())
 		c.config.Loaded(source, version, time.Now())
 	} else if src, err = waitXDS(ctx, f, check, c); err != nil {
 		st.close()
@@ -210,7 +213,7 @@ type core struct {
 	st      *storeSet
 	eng     *engine.Engine // the decision, which svc and api translate into
 	svc     *rls.Service
-	metrics *server.Metrics
+	metrics *metrics.Metrics
 	log     *slog.Logger
 	config  *admin.ConfigState // the configuration in force, for the admin API
 	tr      *tracing.Tracer    // nil when tracing is off

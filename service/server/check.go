@@ -227,23 +227,20 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, fe.field, fe.Error())
 		return
 	}
-	start := time.Now()
-	var d sluice.Decision
 	if s.tr != nil {
-		d, err = s.allowTraced(r.Context(), key, lim, n)
-	} else {
-		d, err = s.store.AllowN(r.Context(), key, lim, n)
+		s.annotateCheck(r.Context(), key, lim, n)
 	}
-	if s.metrics != nil {
-		s.metrics.StoreCall(time.Since(start), err)
-	}
+	d, err := s.store.AllowN(r.Context(), key, lim, n)
 	if err != nil {
 		s.log.Warn("check: store failed", "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "", "store: "+err.Error())
 		return
 	}
+	if s.tr != nil {
+		annotateChecked(r.Context(), d)
+	}
 	if s.metrics != nil {
-		s.metrics.checked(lim.Algorithm, d.Allowed)
+		s.metrics.Checked(lim.Algorithm, d.Allowed)
 	}
 	b, _ := json.Marshal(CheckResponse{
 		Allowed:      d.Allowed,
@@ -263,25 +260,22 @@ func ceilMS(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
-// allowTraced is /v1/check's store call in a child span, its attributes
-// also on the endpoint's span.
-func (s *Server) allowTraced(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	attrs := []attribute.KeyValue{attribute.String(engine.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(engine.AttrN, n)}
+// annotateCheck puts what /v1/check asks on the endpoint's span.
+func (s *Server) annotateCheck(ctx context.Context, key string, lim sluice.Limit, n int) {
+	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(tracing.AttrN, n)}
 	if s.tr.Keys() {
-		attrs = append(attrs, attribute.String(engine.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
+		attrs = append(attrs, attribute.String(tracing.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
 	}
 	tracing.Annotate(ctx, attrs...)
-	sctx, span := s.tr.Start(ctx, "store.AllowN", attrs...)
-	d, err := s.store.AllowN(sctx, key, lim, n)
-	if err == nil {
-		res := attribute.String(engine.AttrResult, "OK")
-		if !d.Allowed {
-			res = attribute.String(engine.AttrResult, "OVER_LIMIT")
-		}
-		out := []attribute.KeyValue{attribute.Bool(engine.AttrAllowed, d.Allowed), attribute.Bool(engine.AttrDegraded, d.Degraded)}
-		span.SetAttributes(out...)
-		tracing.Annotate(ctx, append(out, res)...)
+}
+
+// annotateChecked puts the store's answer to /v1/check on the endpoint's
+// span.
+func annotateChecked(ctx context.Context, d sluice.Decision) {
+	res := "OK"
+	if !d.Allowed {
+		res = "OVER_LIMIT"
 	}
-	tracing.End(span, err)
-	return d, err
+	tracing.Annotate(ctx, attribute.Bool(tracing.AttrAllowed, d.Allowed), attribute.Bool(tracing.AttrDegraded, d.Degraded),
+		attribute.String(tracing.AttrResult, res))
 }

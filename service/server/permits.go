@@ -172,7 +172,6 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits", storeName(s.store)))
 		return
 	}
-	start := time.Now()
 	var d sluice.PermitDecision
 	switch op {
 	case opAcquire:
@@ -181,9 +180,6 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		err = sem.Release(r.Context(), key, holder)
 	case opExtend:
 		d, err = sem.Extend(r.Context(), key, lim, holder)
-	}
-	if s.metrics != nil && !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
-		s.metrics.StoreCall(time.Since(start), storeFault(err))
 	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
@@ -232,18 +228,10 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	w.Write(append(b, '\n'))
 }
 
-// storeFault is err unless it is a permit lost, which is an answer.
-func storeFault(err error) error {
-	if errors.Is(err, sluice.ErrPermitLost) {
-		return nil
-	}
-	return err
-}
-
 // permitted counts a permit operation's result.
 func (s *Server) permitted(op permitOp, result string) {
 	if s.metrics != nil {
-		s.metrics.permits.WithLabelValues(string(op), result).Inc()
+		s.metrics.Permit(string(op), result)
 	}
 }
 

@@ -14,10 +14,11 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 )
 
-func newTestServer(t testing.TB, opts ...Option) (*Server, *Metrics) {
+func newTestServer(t testing.TB, opts ...Option) (*Server, *metrics.Metrics) {
 	t.Helper()
 	cfg, err := config.Parse("example.yaml", config.DefaultExample())
 	if err != nil {
@@ -25,9 +26,10 @@ func newTestServer(t testing.TB, opts ...Option) (*Server, *Metrics) {
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	m := NewMetrics()
-	svc := rls.New(engine.New(st, cfg, engine.WithObserver(m)))
-	return New(svc, st, append([]Option{WithMetrics(m)}, opts...)...), m
+	m := metrics.New()
+	obs := metrics.Observe(st, m, nil) // as sluice serve wires it
+	svc := rls.New(engine.New(obs, cfg, engine.WithObserver(m)))
+	return New(svc, obs, append([]Option{WithMetrics(m)}, opts...)...), m
 }
 
 func do(t testing.TB, h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
@@ -231,4 +233,33 @@ type problemBody struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Field  string `json:"field,omitempty"`
+}
+
+// counterValue is the value of the counter name with the label pairs
+// labels in m's registry, 0 when it has no such series.
+func counterValue(t testing.TB, m *metrics.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if got[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			return s.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

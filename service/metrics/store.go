@@ -1,0 +1,244 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/tracing"
+)
+
+// StoreObserver receives every store call that an Observed store makes.
+// StoreCall is called on the calling goroutine and must be fast and safe
+// for concurrent use.
+type StoreObserver interface {
+	// StoreCall reports the duration of one store call and its error: nil
+	// for a decision, a refusal or a lost permit, which are answers.
+	StoreCall(d time.Duration, err error)
+}
+
+// Observed is the service's store as the service calls it: every call
+// goes through it once, timed for a StoreObserver and, with a tracer, in
+// a child span of the caller's. The engine, the HTTP API and the admin API
+// all call their store through it, so no call site times or traces a store
+// call itself. It is a sluice.Store, sluice.MultiStore, sluice.Leaser,
+// sluice.Resetter and sluice.Semaphore; a call its store does not support
+// returns an error wrapping the matching sluice.Err...Unsupported, naming
+// the store, and is neither timed nor traced.
+type Observed struct {
+	s      sluice.Store
+	multi  sluice.MultiStore // s, when it is one
+	leaser sluice.Leaser     // s, when it is one
+	reset  sluice.Resetter   // s, when it is one
+	sem    sluice.Semaphore  // s, when it is one
+	obs    StoreObserver     // nil: no metrics
+	tr     *tracing.Tracer   // nil: no spans
+}
+
+var (
+	_ sluice.Store      = (*Observed)(nil)
+	_ sluice.MultiStore = (*Observed)(nil)
+	_ sluice.Leaser     = (*Observed)(nil)
+	_ sluice.Resetter   = (*Observed)(nil)
+	_ sluice.Semaphore  = (*Observed)(nil)
+)
+
+// Observe returns s observed by obs (nil: no metrics) and traced by tr
+// (nil: no spans). Spans carry the limit's algorithm and the cost (with
+// the tracer's Keys, the key), and once the store answered, whether it
+// allowed and whether it decided without the shared store (degraded).
+func Observe(s sluice.Store, obs StoreObserver, tr *tracing.Tracer) *Observed {
+	o := &Observed{s: s, obs: obs, tr: tr}
+	o.multi, _ = s.(sluice.MultiStore)
+	o.leaser, _ = s.(sluice.Leaser)
+	o.reset, _ = s.(sluice.Resetter)
+	o.sem, _ = s.(sluice.Semaphore)
+	return o
+}
+
+// String names the store observed: its String, or its type.
+func (o *Observed) String() string {
+	if sr, ok := o.s.(fmt.Stringer); ok {
+		return sr.String()
+	}
+	return fmt.Sprintf("%T", o.s)
+}
+
+// end times the call begun at start and ends its span (nil when not
+// traced) with err, nil for an answer.
+func (o *Observed) end(start time.Time, span trace.Span, err error) {
+	if o.obs != nil {
+		o.obs.StoreCall(time.Since(start), err)
+	}
+	if span != nil {
+		tracing.End(span, err)
+	}
+}
+
+// decided ends a call that decided: its span, when it answered, says
+// whether it allowed and whether the shared store took no part.
+func (o *Observed) decided(start time.Time, span trace.Span, err error, allowed, degraded bool) {
+	if span != nil && err == nil {
+		span.SetAttributes(attribute.Bool(tracing.AttrAllowed, allowed), attribute.Bool(tracing.AttrDegraded, degraded))
+	}
+	o.end(start, span, err)
+}
+
+// limitAttrs are a span's attributes of a call on key, lim and n.
+func (o *Observed) limitAttrs(key string, lim sluice.Limit, n int) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(tracing.AttrN, n)}
+	if o.tr.Keys() {
+		attrs = append(attrs, attribute.String(tracing.AttrKey, key))
+	}
+	return attrs
+}
+
+// keyAttrs are a span's attributes of a call on key alone.
+func (o *Observed) keyAttrs(key string) []attribute.KeyValue {
+	if o.tr.Keys() {
+		return []attribute.KeyValue{attribute.String(tracing.AttrKey, key)}
+	}
+	return nil
+}
+
+// unsupported is the error of a call that the store does not support.
+func (o *Observed) unsupported(err error) error { return fmt.Errorf("%w: %s", err, o) }
+
+// AllowN implements sluice.Store.
+func (o *Observed) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.AllowN", o.limitAttrs(key, lim, n)...)
+	}
+	start := time.Now()
+	d, err := o.s.AllowN(ctx, key, lim, n)
+	o.decided(start, span, err, d.Allowed, d.Degraded)
+	return d, err
+}
+
+// AllowMulti implements sluice.MultiStore when the store does.
+func (o *Observed) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	if o.multi == nil {
+		return nil, o.unsupported(sluice.ErrMultiUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		attrs := []attribute.KeyValue{attribute.Int(tracing.AttrRequests, len(reqs))}
+		if o.tr.Keys() {
+			keys := make([]string, len(reqs))
+			for i, r := range reqs {
+				keys[i] = r.Key
+			}
+			attrs = append(attrs, attribute.StringSlice(tracing.AttrKey, keys))
+		}
+		ctx, span = o.tr.Start(ctx, "store.AllowMulti", attrs...)
+	}
+	start := time.Now()
+	ds, err := o.multi.AllowMulti(ctx, reqs)
+	allowed, degraded := true, false
+	for _, d := range ds {
+		allowed, degraded = allowed && d.Allowed, degraded || d.Degraded
+	}
+	o.decided(start, span, err, allowed, degraded)
+	return ds, err
+}
+
+// Lease implements sluice.Leaser when the store does.
+func (o *Observed) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	if o.leaser == nil {
+		return sluice.Decision{}, time.Time{}, o.unsupported(sluice.ErrLeaseUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Lease", o.limitAttrs(key, lim, n)...)
+	}
+	start := time.Now()
+	d, at, err := o.leaser.Lease(ctx, key, lim, n)
+	o.decided(start, span, err, d.Allowed, d.Degraded)
+	return d, at, err
+}
+
+// Return implements sluice.Leaser when the store does.
+func (o *Observed) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	if o.leaser == nil {
+		return o.unsupported(sluice.ErrLeaseUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Return", o.limitAttrs(key, lim, n)...)
+	}
+	start := time.Now()
+	err := o.leaser.Return(ctx, key, lim, n, at)
+	o.end(start, span, err)
+	return err
+}
+
+// Reset implements sluice.Resetter when the store does.
+func (o *Observed) Reset(ctx context.Context, key string, lim sluice.Limit) error {
+	if o.reset == nil {
+		return o.unsupported(sluice.ErrResetUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Reset", o.limitAttrs(key, lim, 0)...)
+	}
+	start := time.Now()
+	err := o.reset.Reset(ctx, key, lim)
+	o.end(start, span, err)
+	return err
+}
+
+// Acquire implements sluice.Semaphore when the store does.
+func (o *Observed) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	if o.sem == nil {
+		return sluice.PermitDecision{}, o.unsupported(sluice.ErrSemaphoreUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Acquire", o.keyAttrs(key)...)
+	}
+	start := time.Now()
+	d, err := o.sem.Acquire(ctx, key, lim, holder)
+	o.decided(start, span, err, d.Acquired, d.Degraded)
+	return d, err
+}
+
+// Release implements sluice.Semaphore when the store does.
+func (o *Observed) Release(ctx context.Context, key, holder string) error {
+	if o.sem == nil {
+		return o.unsupported(sluice.ErrSemaphoreUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Release", o.keyAttrs(key)...)
+	}
+	start := time.Now()
+	err := o.sem.Release(ctx, key, holder)
+	o.end(start, span, err)
+	return err
+}
+
+// Extend implements sluice.Semaphore when the store does. A lost permit
+// is an answer (not acquired), not a failed call.
+func (o *Observed) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	if o.sem == nil {
+		return sluice.PermitDecision{}, o.unsupported(sluice.ErrSemaphoreUnsupported)
+	}
+	var span trace.Span
+	if o.tr != nil {
+		ctx, span = o.tr.Start(ctx, "store.Extend", o.keyAttrs(key)...)
+	}
+	start := time.Now()
+	d, err := o.sem.Extend(ctx, key, lim, holder)
+	answer := err
+	if errors.Is(err, sluice.ErrPermitLost) {
+		answer = nil
+	}
+	o.decided(start, span, answer, d.Acquired, d.Degraded)
+	return d, err
+}
