@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/engine"
 )
 
 // permitKeyPrefix puts the keys of /v1/acquire, /v1/release and
-// /v1/extend in their own namespace, apart from /v1/check's and the RLS
-// descriptors' (which never start with '*').
+// /v1/extend in their own namespace, apart from /v1/check's
+// (check.KeyPrefix) and the RLS descriptors' (which never start with '*').
 const permitKeyPrefix = "*permit/"
 
 // MaxPermitKeyLen is the longest key the permit endpoints accept, in bytes.
@@ -219,7 +220,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		resp.ExpiresInMS = lim.Lease.Milliseconds()
 		s.permitted(op, map[permitOp]string{opAcquire: "acquired", opExtend: "extended"}[op])
 	} else {
-		resp.RetryAfterMS = ceilMS(d.RetryAfter)
+		resp.RetryAfterMS = check.Millis(d.RetryAfter)
 		w.Header().Set("Retry-After", strconv.FormatInt(max((resp.RetryAfterMS+999)/1000, 1), 10))
 		w.WriteHeader(http.StatusTooManyRequests)
 		s.permitted(op, "denied")

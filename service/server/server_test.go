@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/metrics"
@@ -48,17 +49,17 @@ func TestCheck(t *testing.T) {
 	body := `{"key":"tenant-1:/search","algorithm":"sliding_log","rate":5,"period":"1s","burst":0,"cost":1}`
 	for i := 4; i >= 0; i-- {
 		w := do(t, s, "POST", "/v1/check", body)
-		var got CheckResponse
+		var got check.Response
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 			t.Fatalf("POST /v1/check = %d %s (%v)", w.Code, w.Body, err)
 		}
-		want := CheckResponse{Allowed: true, Limit: 5, Remaining: i, ResetAfterMS: 1000}
+		want := check.Response{Allowed: true, Limit: 5, Remaining: i, ResetAfterMS: 1000}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("call %d mismatch (-want +got):\n%s", 5-i, d)
 		}
 	}
 	w := do(t, s, "POST", "/v1/check", body)
-	var got CheckResponse
+	var got check.Response
 	json.Unmarshal(w.Body.Bytes(), &got)
 	if w.Code != 200 || got.Allowed || got.Remaining != 0 || got.RetryAfterMS <= 0 || got.RetryAfterMS > 1000 {
 		t.Errorf("6th call = %d %+v, want 200, denied, 0 < retry_after_ms <= 1000", w.Code, got)
@@ -66,7 +67,7 @@ func TestCheck(t *testing.T) {
 	// cost 0 asks without spending; a different key has its own count.
 	w = do(t, s, "POST", "/v1/check", `{"key":"other","algorithm":"gcra","rate":10,"period":"1m","burst":3,"cost":0}`)
 	json.Unmarshal(w.Body.Bytes(), &got)
-	if want := (CheckResponse{Allowed: true, Limit: 3, Remaining: 3}); got != want {
+	if want := (check.Response{Allowed: true, Limit: 3, Remaining: 3}); got != want {
 		t.Errorf("cost 0 = %+v, want %+v", got, want)
 	}
 }
@@ -91,7 +92,7 @@ func TestCheckErrors(t *testing.T) {
 		{`{"key":"k","algorithm":"gcra","rate":1,"period":"1s","cost":2}`, 400, "cost"},
 		{`{"key":"k","algorithm":"gcra","rate":"1","period":"1s"}`, 400, "rate"},
 		{`{"key":"k","algorithm":"gcra","rate":1,"period":"1s","tenant":"x"}`, 400, "tenant"},
-		{`{"key":"` + strings.Repeat("k", MaxCheckKeyLen+1) + `","algorithm":"gcra","rate":1,"period":"1s"}`, 400, "key"},
+		{`{"key":"` + strings.Repeat("k", check.MaxKeyLen+1) + `","algorithm":"gcra","rate":1,"period":"1s"}`, 400, "key"},
 		{`{"key":"k",`, 400, ""},
 		{`not json`, 400, ""},
 		{``, 400, ""},
