@@ -315,13 +315,8 @@ func (unsupported) Return(context.Context, string, sluice.Limit, int, time.Time)
 // A store whose AllowMulti is unsupported decides limit by limit, as one
 // that has none.
 func TestMultiUnsupported(t *testing.T) {
-	cfg, err := config.Parse("t.yaml", []byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memstore.New()
-	defer st.Close()
-	e := New(unsupported{st}, cfg)
+	e, _, _ := newEngine(t)
+	e = New(unsupported{e.store}, e.Config())
 	res, err := e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 2), d("ten", "a", 3)}})
 	if err != nil || res.Code != OK || res.Statuses[0].Remaining != 3 || res.Statuses[1].Remaining != 7 {
 		t.Fatalf("Decide = %+v, %v; want OK with 3 and 7 remaining", res, err)

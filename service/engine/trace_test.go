@@ -13,19 +13,13 @@ import (
 	"github.com/sluicehq/sluice/service/tracing"
 )
 
-// faultStore fails every call with err, or marks its decisions degraded.
-type faultStore struct {
-	sluice.Store
-	err      error
-	degraded bool
-}
+// degradedStore marks its store's decisions degraded, as a failover
+// store's made without the shared store.
+type degradedStore struct{ sluice.Store }
 
-func (f *faultStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	if f.err != nil {
-		return sluice.Decision{}, f.err
-	}
-	d, err := f.Store.AllowN(ctx, key, lim, n)
-	d.Degraded = f.degraded
+func (s degradedStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	d, err := s.Store.AllowN(ctx, key, lim, n)
+	d.Degraded = true
 	return d, err
 }
 
@@ -97,7 +91,7 @@ func TestTraceDenied(t *testing.T) {
 // A decision that a store made without the shared store is degraded on
 // the caller's span.
 func TestTraceDegraded(t *testing.T) {
-	e, tp, rec := newTraced(t, false, func(s sluice.Store) sluice.Store { return &faultStore{Store: s, degraded: true} })
+	e, tp, rec := newTraced(t, false, func(s sluice.Store) sluice.Store { return degradedStore{s} })
 	spans, err := traced(t, e, tp, rec, d("fw", "a", 1))
 	if err != nil {
 		t.Fatal(err)

@@ -195,17 +195,9 @@ func (o *Observed) Reset(ctx context.Context, key string, lim sluice.Limit) erro
 
 // Acquire implements sluice.Semaphore when the store does.
 func (o *Observed) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	if o.sem == nil {
-		return sluice.PermitDecision{}, o.unsupported(sluice.ErrSemaphoreUnsupported)
-	}
-	var span trace.Span
-	if o.tr != nil {
-		ctx, span = o.tr.Start(ctx, "store.Acquire", o.keyAttrs(key)...)
-	}
-	start := time.Now()
-	d, err := o.sem.Acquire(ctx, key, lim, holder)
-	o.decided(start, span, err, d.Acquired, d.Degraded)
-	return d, err
+	return o.permit(ctx, "store.Acquire", key, func(ctx context.Context) (sluice.PermitDecision, error) {
+		return o.sem.Acquire(ctx, key, lim, holder)
+	})
 }
 
 // Release implements sluice.Semaphore when the store does.
@@ -223,18 +215,25 @@ func (o *Observed) Release(ctx context.Context, key, holder string) error {
 	return err
 }
 
-// Extend implements sluice.Semaphore when the store does. A lost permit
-// is an answer (not acquired), not a failed call.
+// Extend implements sluice.Semaphore when the store does.
 func (o *Observed) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	return o.permit(ctx, "store.Extend", key, func(ctx context.Context) (sluice.PermitDecision, error) {
+		return o.sem.Extend(ctx, key, lim, holder)
+	})
+}
+
+// permit observes call, the permit's call named name on key. A lost
+// permit is an answer (not acquired), not a failed call.
+func (o *Observed) permit(ctx context.Context, name, key string, call func(context.Context) (sluice.PermitDecision, error)) (sluice.PermitDecision, error) {
 	if o.sem == nil {
 		return sluice.PermitDecision{}, o.unsupported(sluice.ErrSemaphoreUnsupported)
 	}
 	var span trace.Span
 	if o.tr != nil {
-		ctx, span = o.tr.Start(ctx, "store.Extend", o.keyAttrs(key)...)
+		ctx, span = o.tr.Start(ctx, name, o.keyAttrs(key)...)
 	}
 	start := time.Now()
-	d, err := o.sem.Extend(ctx, key, lim, holder)
+	d, err := call(ctx)
 	answer := err
 	if errors.Is(err, sluice.ErrPermitLost) {
 		answer = nil

@@ -222,6 +222,14 @@ func TestObserveNothing(t *testing.T) {
 	}
 }
 
+// recorded is a tracer (keys: its Keys) whose spans rec records.
+func recorded(t *testing.T, keys bool) (rec *tracetest.SpanRecorder, tr *tracing.Tracer) {
+	rec = tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return rec, tracing.New(tp, keys)
+}
+
 // rateOnly is a store that is no MultiStore, Leaser, Resetter or
 // Semaphore.
 type rateOnly struct{ sluice.Store }
@@ -233,11 +241,9 @@ func (rateOnly) String() string { return "rate-only" }
 func TestObserveUnsupported(t *testing.T) {
 	st := memstore.New()
 	defer st.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	rec, tr := recorded(t, false)
 	c := &calls{}
-	o := Observe(rateOnly{st}, c, tracing.New(tp, false))
+	o := Observe(rateOnly{st}, c, tr)
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 2, Period: time.Second}
 	cl := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
@@ -274,11 +280,9 @@ func TestObserveUnsupported(t *testing.T) {
 func TestObservePermitsAndReset(t *testing.T) {
 	st := memstore.New()
 	defer st.Close()
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	defer tp.Shutdown(context.Background())
+	rec, tr := recorded(t, true)
 	c := &calls{}
-	o := Observe(st, c, tracing.New(tp, true))
+	o := Observe(st, c, tr)
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 2, Period: time.Second}
 	cl := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
