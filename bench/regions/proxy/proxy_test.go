@@ -292,4 +292,3 @@ func TestParseState(t *testing.T) {
 		t.Error(`ParseState("down") = nil error`)
 	}
 }
-
