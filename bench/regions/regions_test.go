@@ -120,7 +120,9 @@ type relay struct{}
 
 func init() { strategies["relay-test"] = relay{} }
 
-func (relay) About() string          { return "test: members reach the home store through a relay in their region" }
+func (relay) About() string {
+	return "test: members reach the home store through a relay in their region"
+}
 func (relay) ServicesPerRegion() int { return 1 }
 
 func (relay) NewStore(ctx context.Context, m Member) (sluice.Store, error) {
