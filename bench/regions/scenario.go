@@ -246,6 +246,8 @@ var tables = map[string][]run{
 		{"partition", "remote"},
 		{"partition", "tiered-leases"},
 		{"partition", "sync-100ms"},
+		{"wan-mix", "remote"},
+		{"wan-mix", "tiered-leases"},
 	},
 }
 
