@@ -22,8 +22,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sluicehq/sluice"
 )
 
 func main() {
@@ -40,6 +43,7 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	strategy := fs.String("strategy", "remote,tiered-leases,sync-100ms", "strategies to run each scenario under, comma-separated")
 	table := fs.String("table", "", "a named list of runs instead (standard)")
 	jsonOut := fs.String("json", "", "also write the reports to this file, as JSON")
+	fail := fs.String("fail", "", "override the scenarios' failure mode: open or closed")
 	verbose := fs.Bool("v", false, "print every window of each run")
 	list := fs.Bool("list", false, "list the scenarios, strategies and tables")
 	if err := fs.Parse(args); err != nil {
@@ -57,11 +61,11 @@ func cli(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "regions: no table %q (see -list)\n", *table)
 			return 2
 		}
-		runs = t
+		runs = slices.Clone(t)
 	case *scenario != "":
 		for _, sc := range strings.Split(*scenario, ",") {
 			for _, st := range strings.Split(*strategy, ",") {
-				runs = append(runs, run{sc, st})
+				runs = append(runs, run{Scenario: sc, Strategy: st})
 			}
 		}
 	default:
@@ -77,6 +81,16 @@ func cli(args []string, stdout, stderr io.Writer) int {
 		if _, err := lookupStrategy(r.Strategy); err != nil {
 			fmt.Fprintf(stderr, "regions: %v\n", err)
 			return 2
+		}
+	}
+	if *fail != "" {
+		m, err := sluice.ParseFailureMode(*fail)
+		if err != nil || m == sluice.FailDefault {
+			fmt.Fprintf(stderr, "regions: -fail %q: want open or closed\n", *fail)
+			return 2
+		}
+		for i := range runs {
+			runs[i].Fail = m
 		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -103,6 +117,9 @@ func runAll(ctx context.Context, runs []run, w io.Writer, verbose bool) ([]*Repo
 	last := ""
 	for _, r := range runs {
 		sc := scenarios[r.Scenario]
+		if r.Fail != sluice.FailDefault {
+			sc.Limit.FailureMode = r.Fail
+		}
 		if r.Scenario != last {
 			fmt.Fprintf(w, "\nscenario %s: %s\n  %s\n%s\n", sc.Name, sc.About, sc.describe(), tableHeader)
 			last = r.Scenario
@@ -112,6 +129,9 @@ func runAll(ctx context.Context, runs []run, w io.Writer, verbose bool) ([]*Repo
 			return reports, fmt.Errorf("%s under %s: %w", r.Scenario, r.Strategy, err)
 		}
 		rep := report(o)
+		if r.Fail != sluice.FailDefault {
+			rep.Label = r.Strategy + "/" + r.Fail.String()
+		}
 		reports = append(reports, rep)
 		fmt.Fprintln(w, rep.row())
 		rep.details(w, verbose)
@@ -141,6 +161,9 @@ func printList(w io.Writer) {
 		parts := make([]string, len(t))
 		for i, r := range t {
 			parts[i] = r.Scenario + "/" + r.Strategy
+			if r.Fail != sluice.FailDefault {
+				parts[i] += "/" + r.Fail.String()
+			}
 		}
 		fmt.Fprintf(w, "  %-16s %s\n", n, strings.Join(parts, " "))
 	}

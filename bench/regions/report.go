@@ -12,10 +12,13 @@ import (
 // unless named otherwise; ratios are of the limit (Rate per Period).
 type Report struct {
 	Scenario, Strategy string
-	Setup, About       string
-	Rate               int
-	PeriodMS           float64
-	Start              int64 // µs since the epoch
+	// Label names the row: the strategy, and the failure mode when the
+	// run replaced the scenario's.
+	Label        string
+	Setup, About string
+	Rate         int
+	PeriodMS     float64
+	Start        int64 // µs since the epoch
 
 	Offered, Admitted, Denied int
 	// Errors are decisions that returned an error (no decision);
@@ -113,7 +116,7 @@ func report(o *outcome) *Report {
 	sc := o.sc
 	P := sc.Limit.Period.Microseconds()
 	rate := sc.Limit.Rate
-	r := &Report{Scenario: sc.Name, Strategy: o.strategy, Setup: sc.describe(), Rate: rate,
+	r := &Report{Scenario: sc.Name, Strategy: o.strategy, Label: o.strategy, Setup: sc.describe(), Rate: rate,
 		PeriodMS: float64(P) / 1000, Start: o.start, Machine: o.machine}
 	if s, err := lookupStrategy(o.strategy); err == nil {
 		r.About = s.About()
@@ -309,7 +312,7 @@ func (r *Report) row() string {
 		health = "STARVED"
 	}
 	return fmt.Sprintf("%-16s  %5.2f  %5.2f   %5.2f    %4.2f  %7s           %7s          %-7s %5.1f%%    %6.0f    %s",
-		r.Strategy, r.Fixed.Ratio, r.Named.Ratio, r.Sliding.Ratio, r.Utilization,
+		r.Label, r.Fixed.Ratio, r.Named.Ratio, r.Sliding.Ratio, r.Utilization,
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Admitted.P50MS), msStr(r.Latency.Admitted.P99MS)),
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Denied.P50MS), msStr(r.Latency.Denied.P99MS)),
 		errs, deg, r.RoundTripsPerRegion, health)

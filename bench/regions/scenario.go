@@ -230,24 +230,27 @@ var scenarios = func() map[string]Scenario {
 // run is one row of a table: a scenario under a strategy.
 type run struct {
 	Scenario, Strategy string
+	// Fail, unless FailDefault, replaces the scenario's failure mode.
+	Fail sluice.FailureMode
 }
 
 // tables are named lists of runs; "standard" is the documented one.
 var tables = map[string][]run{
 	"standard": {
-		{"saturate", "remote"},
-		{"saturate", "remote-default"},
-		{"saturate", "tiered-leases"},
-		{"saturate", "tiered-default"},
-		{"saturate", "sync-100ms"},
-		{"shift", "remote"},
-		{"shift", "tiered-leases"},
-		{"shift", "sync-100ms"},
-		{"partition", "remote"},
-		{"partition", "tiered-leases"},
-		{"partition", "sync-100ms"},
-		{"wan-mix", "remote"},
-		{"wan-mix", "tiered-leases"},
+		{Scenario: "saturate", Strategy: "remote"},
+		{Scenario: "saturate", Strategy: "remote-default"},
+		{Scenario: "saturate", Strategy: "remote-default", Fail: sluice.FailClosed},
+		{Scenario: "saturate", Strategy: "tiered-leases"},
+		{Scenario: "saturate", Strategy: "tiered-default"},
+		{Scenario: "saturate", Strategy: "sync-100ms"},
+		{Scenario: "shift", Strategy: "remote"},
+		{Scenario: "shift", Strategy: "tiered-leases"},
+		{Scenario: "shift", Strategy: "sync-100ms"},
+		{Scenario: "partition", Strategy: "remote"},
+		{Scenario: "partition", Strategy: "tiered-leases"},
+		{Scenario: "partition", Strategy: "sync-100ms"},
+		{Scenario: "wan-mix", Strategy: "remote"},
+		{Scenario: "wan-mix", Strategy: "tiered-leases"},
 	},
 }
 

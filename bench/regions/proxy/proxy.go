@@ -381,6 +381,7 @@ func (l *Link) delay() (d time.Duration, lost, reset bool) {
 // read moves what src sends into q, stamping each chunk with its due time.
 func (c *conn) read(src net.Conn, q *queue, up bool) {
 	l := c.l
+	buf := make([]byte, chunkSize)
 	for {
 		// Hold back while the queue is full, as a closed TCP window does.
 		for {
@@ -396,7 +397,6 @@ func (c *conn) read(src net.Conn, q *queue, up bool) {
 				return
 			}
 		}
-		buf := make([]byte, chunkSize)
 		n, err := src.Read(buf)
 		if n > 0 {
 			d, lost, reset := l.delay()
@@ -419,7 +419,7 @@ func (c *conn) read(src net.Conn, q *queue, up bool) {
 				due = q.last
 			}
 			q.last = due
-			q.items = append(q.items, chunk{data: buf[:n], due: due})
+			q.items = append(q.items, chunk{data: append([]byte(nil), buf[:n]...), due: due})
 			q.bytes += n
 			q.mu.Unlock()
 			q.wake()
