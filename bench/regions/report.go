@@ -334,8 +334,8 @@ func (r *Report) details(w io.Writer, verbose bool) {
 		if p.DegradedAfterMS > 0 {
 			after = fmt.Sprintf("degraded until heal+%.0f ms", p.DegradedAfterMS)
 		}
-		fmt.Fprintf(w, "    partition %s %s [%.0f, %.0f) ms: max %.2fx in a window during it; after the heal max %.2fx, min %.2fx; %s %s\n",
-			p.Region, p.State, p.CutMS, p.HealMS, p.MaxDuring, p.MaxAfter, p.MinAfter, p.Region, after)
+		fmt.Fprintf(w, "    partition %s %s [%.0f, %.0f) ms: max %.2fx in a window during it; after the heal max %.2fx, min %.2fx; %s %s; %d of its decisions answered without the home store during it\n",
+			p.Region, p.State, p.CutMS, p.HealMS, p.MaxDuring, p.MaxAfter, p.MinAfter, p.Region, after, p.Crossed)
 		for _, win := range r.Windows[p.From : p.To+1] {
 			fmt.Fprintf(w, "      %s\n", win.line(r.Rate, r.WAN))
 		}
