@@ -39,7 +39,7 @@ func needRedis(t *testing.T) {
 }
 
 // smoke is a short scenario: three regions of two processes, 20 ms away,
-// 3x a limit of 50 per 250 ms, one region black-holed for 500 ms.
+// 3x a limit of 50 per 250 ms, one region black-holed for 1 s.
 func smoke() Scenario {
 	return Scenario{
 		Name: "smoke", About: "the test's short run",
@@ -54,7 +54,7 @@ func smoke() Scenario {
 			{For: 750 * time.Millisecond, Offered: []int{400, 100, 100}},
 			{For: 500 * time.Millisecond, Offered: []int{100, 100, 400}},
 		},
-		Partitions: []Partition{{Region: "c", State: proxy.BlackHole, At: 750 * time.Millisecond, For: 500 * time.Millisecond}},
+		Partitions: []Partition{{Region: "c", State: proxy.BlackHole, At: 500 * time.Millisecond, For: time.Second}},
 		Seed:       1,
 	}
 }

@@ -117,11 +117,14 @@ var errNotBuilt = errors.New("not built yet")
 // (Member.ServiceAddrs). Register it in strategies and remove it from
 // slots; the harness then starts its service processes and links.
 
-// WANTimeout is the failover deadline the WAN strategies set: four round
-// trips with their jitter, and never under 250 ms. failover's default
-// (50 ms) is below an 80 ms round trip: every call would time out.
+// WANTimeout is the failover deadline the WAN strategies set: eight round
+// trips with their jitter, at least 500 ms and at most 1 s, so that a
+// round trip slowed by a lost segment (200 ms) or a busy machine is not
+// taken for an outage, while an outage is still noticed well within a
+// caller's deadline of a few seconds. failover's default (50 ms) is below
+// an 80 ms round trip: every call would time out.
 func WANTimeout(rtt, jitter time.Duration) time.Duration {
-	return max(4*(rtt+jitter), 250*time.Millisecond)
+	return min(max(8*(rtt+jitter), 500*time.Millisecond), time.Second)
 }
 
 // dialHome opens a rueidis client to the home store at addr.
@@ -173,7 +176,7 @@ type remote struct{ wan bool }
 
 func (r remote) About() string {
 	if r.wan {
-		return "every decision a call to the home store: failover(redisstore), deadline WANTimeout (4 RTT, at least 250 ms)"
+		return "every decision a call to the home store: failover(redisstore), deadline WANTimeout (8 RTT, 500 ms to 1 s)"
 	}
 	return "every decision a call to the home store: failover(redisstore) with its defaults (50 ms deadline)"
 }
