@@ -258,6 +258,9 @@ func TestReportArithmetic(t *testing.T) {
 			record{t0 + s + 400_000, t0 + s + 410_000, outDenied, 0, 595_000},
 			// A call longer than a period: unattributed.
 			record{t0 + 50_000, t0 + s + 800_000, outAdmitted, 0, 300_000},
+			// A local decision whose ResetAfter points 40 ms past window
+			// 1's end: named window 1.
+			record{t0 + 500_000, t0 + 500_000, outAdmitted, 0, 1_540_000},
 		)},
 		{Region: 1, Records: recs(
 			record{t0 + 200_000, t0 + 300_000, outAdmitted, flagDegraded, 750_000},
@@ -266,32 +269,36 @@ func TestReportArithmetic(t *testing.T) {
 		)},
 	}
 	r := report(o)
-	if r.Offered != 8 || r.Admitted != 6 || r.Denied != 1 || r.Errors != 1 || r.DeadlineErrors != 1 || r.DegradedAdmitted != 1 {
-		t.Errorf("counts: offered %d admitted %d denied %d errors %d (deadline %d) degraded %d, want 8 6 1 1 1 1",
+	if r.Offered != 9 || r.Admitted != 7 || r.Denied != 1 || r.Errors != 1 || r.DeadlineErrors != 1 || r.DegradedAdmitted != 1 {
+		t.Errorf("counts: offered %d admitted %d denied %d errors %d (deadline %d) degraded %d, want 9 7 1 1 1 1",
 			r.Offered, r.Admitted, r.Denied, r.Errors, r.DeadlineErrors, r.DegradedAdmitted)
 	}
-	// By return time: window 0 holds 2 (region b), window 1 holds 4.
+	// By return time: window 0 holds 3 (region b's two, the local one),
+	// window 1 holds 4.
 	if r.Fixed != (WindowMax{Count: 4, Ratio: 4.0 / 3, AtMS: 1000}) {
 		t.Errorf("Fixed = %+v, want 4 at 1000 ms", r.Fixed)
 	}
-	// Named: window 1 holds 3 (the first three of region a); one unattributed.
-	if r.Named.Count != 3 || r.Named.AtMS != 1000 || r.Unattributed != 1 {
-		t.Errorf("Named = %+v, unattributed %d; want 3 at 1000 ms, 1", r.Named, r.Unattributed)
+	// Named: window 1 holds 4 (the first three of region a, the local
+	// one), window 0 two; one unattributed.
+	if r.Named.Count != 4 || r.Named.AtMS != 1000 || r.Unattributed != 1 {
+		t.Errorf("Named = %+v, unattributed %d; want 4 at 1000 ms, 1", r.Named, r.Unattributed)
 	}
-	// Sliding: returns at 0.3, 0.4, 1.1, 1.21, 1.31, 1.8: [0.3, 1.3) holds 4... and [1.1, 2.1) holds 4.
-	if r.Sliding.Count != 4 {
-		t.Errorf("Sliding = %+v, want 4", r.Sliding)
+	// Sliding: returns at 0.3, 0.4, 0.5, 1.1, 1.21, 1.31, 1.8: [0.3, 1.3)
+	// holds 5.
+	if r.Sliding != (WindowMax{Count: 5, Ratio: 5.0 / 3, AtMS: 300}) {
+		t.Errorf("Sliding = %+v, want 5 from 300 ms", r.Sliding)
 	}
-	// Offered per window by send time: window 0: 5 (a: 0.9, 0.05; b: 3), window 1: 3.
-	// Σ min(offered, 3) = 3 + 3; admitted in the run's windows 2 + 4.
-	if r.Utilization != 1 {
-		t.Errorf("Utilization = %v, want 1", r.Utilization)
+	// Offered per window by send time: window 0: 6 (a: 0.9, 0.05, 0.5;
+	// b: 3), window 1: 3. Σ min(offered, 3) = 3 + 3; admitted in the run's
+	// windows 3 + 4.
+	if r.Utilization != 7.0/6 {
+		t.Errorf("Utilization = %v, want 7/6", r.Utilization)
 	}
 	p := r.Partitions[0]
 	if p.Crossed != 1 {
 		t.Errorf("Crossed = %d, want 1 (the one answer during the cut)", p.Crossed)
 	}
-	if p.MaxDuring != 2.0/3 {
-		t.Errorf("MaxDuring = %v, want 2/3", p.MaxDuring)
+	if p.MaxDuring != 1 {
+		t.Errorf("MaxDuring = %v, want 1 (window 0's 3)", p.MaxDuring)
 	}
 }

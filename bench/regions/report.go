@@ -33,9 +33,11 @@ type Report struct {
 	// at the time its decision returned to the caller.
 	Fixed WindowMax
 	// Named is the same with each admission placed in the window its
-	// decision's ResetAfter names: for a decision of the home store, the
-	// window the store counted it in. Unattributed admissions (a call
-	// longer than a period, so that two windows fit) are left out.
+	// decision's ResetAfter names (namedWindow): for a decision of the home
+	// store, the window the store counted it in; for a local decision, the
+	// window whose end its ResetAfter points nearest to. Unattributed
+	// admissions (a call longer than a period, so that two windows fit)
+	// are left out.
 	Named        WindowMax
 	Unattributed int
 	// Sliding is the most admitted in any interval of one period, at
@@ -157,14 +159,10 @@ func report(o *outcome) *Report {
 					r.DegradedAdmitted++
 					w.Degraded++
 				}
-				// The window the decision names: its end is the first
-				// multiple of P at or after sent+ResetAfter.
-				lo := rec.Sent + rec.ResetAfter
-				end := (lo + P - 1) / P * P
-				if lo < 0 || end+P <= rec.Returned+rec.ResetAfter {
-					r.Unattributed++
+				if k, ok := namedWindow(rec, P); ok {
+					named[win(k)]++
 				} else {
-					named[win(end-P)]++
+					r.Unattributed++
 				}
 			case outDenied:
 				r.Denied++
@@ -284,6 +282,28 @@ func report(o *outcome) *Report {
 		r.Partitions = append(r.Partitions, pr)
 	}
 	return r
+}
+
+// namedWindow returns the start of the window rec's ResetAfter names.
+// The window's end is now+ResetAfter at the moment of the decision, some
+// time in [Sent, Returned]: for a decision of the store, exactly one
+// multiple of the period lies in [Sent+ResetAfter, Returned+ResetAfter]
+// while the call is shorter than a period (two: ambiguous, false). For a
+// local decision whose ResetAfter was counted from another instant (a
+// lease spend's, from the lease), none may: then the nearest.
+func namedWindow(rec record, P int64) (int64, bool) {
+	lo, hi := rec.Sent+rec.ResetAfter, rec.Returned+rec.ResetAfter
+	if lo < 0 || hi < lo {
+		return 0, false
+	}
+	end := (lo + P - 1) / P * P // the first multiple at or after lo
+	switch {
+	case end+P <= hi:
+		return 0, false
+	case end > hi && end-hi > lo-(end-P):
+		end -= P
+	}
+	return end - P, true
 }
 
 func latency(v []int64) Latency {
