@@ -89,8 +89,8 @@ func TestSmokeRemote(t *testing.T) {
 	// The exact bound: each admission in the window the store counted it
 	// in (calls longer than a period are left out, which can only lower a
 	// count).
-	if r.Named.Count > sc.Limit.Rate {
-		t.Errorf("%d admitted in the store's window at %v ms, limit %d", r.Named.Count, r.Named.AtMS, sc.Limit.Rate)
+	if r.StoreWindow.Count > sc.Limit.Rate {
+		t.Errorf("%d admitted in the store's window at %v ms, limit %d", r.StoreWindow.Count, r.StoreWindow.AtMS, sc.Limit.Rate)
 	}
 	if len(r.Partitions) != 1 {
 		t.Fatalf("%d partitions reported, want 1", len(r.Partitions))
@@ -171,8 +171,8 @@ func TestRegionServiceSlot(t *testing.T) {
 		t.Fatalf("%d services and %d members reported, want 2 and 2", len(o.services), len(o.members))
 	}
 	r := report(o)
-	if r.Named.Count > sc.Limit.Rate {
-		t.Errorf("%d admitted in the store's window, limit %d", r.Named.Count, sc.Limit.Rate)
+	if r.StoreWindow.Count > sc.Limit.Rate {
+		t.Errorf("%d admitted in the store's window, limit %d", r.StoreWindow.Count, sc.Limit.Rate)
 	}
 	if r.Offered == 0 {
 		t.Error("no decision recorded")
@@ -258,8 +258,8 @@ func TestReportArithmetic(t *testing.T) {
 			record{t0 + s + 400_000, t0 + s + 410_000, outDenied, 0, 595_000},
 			// A call longer than a period: unattributed.
 			record{t0 + 50_000, t0 + s + 800_000, outAdmitted, 0, 300_000},
-			// A local decision whose ResetAfter points 40 ms past window
-			// 1's end: named window 1.
+			// A local decision whose ResetAfter points past window 1's end
+			// (a lease spend's counts from its lease): no window fits.
 			record{t0 + 500_000, t0 + 500_000, outAdmitted, 0, 1_540_000},
 		)},
 		{Region: 1, Records: recs(
@@ -278,10 +278,10 @@ func TestReportArithmetic(t *testing.T) {
 	if r.Fixed != (WindowMax{Count: 4, Ratio: 4.0 / 3, AtMS: 1000}) {
 		t.Errorf("Fixed = %+v, want 4 at 1000 ms", r.Fixed)
 	}
-	// Named: window 1 holds 4 (the first three of region a, the local
-	// one), window 0 two; one unattributed.
-	if r.Named.Count != 4 || r.Named.AtMS != 1000 || r.Unattributed != 1 {
-		t.Errorf("Named = %+v, unattributed %d; want 4 at 1000 ms, 1", r.Named, r.Unattributed)
+	// StoreWindow: window 1 holds 3 (the first three of region a), window 0
+	// two; two unattributed.
+	if r.StoreWindow.Count != 3 || r.StoreWindow.AtMS != 1000 || r.Unattributed != 2 {
+		t.Errorf("StoreWindow = %+v, unattributed %d; want 3 at 1000 ms, 2", r.StoreWindow, r.Unattributed)
 	}
 	// Sliding: returns at 0.3, 0.4, 0.5, 1.1, 1.21, 1.31, 1.8: [0.3, 1.3)
 	// holds 5.

@@ -32,13 +32,14 @@ type Report struct {
 	// aligns them (epoch multiples of the period), each admission placed
 	// at the time its decision returned to the caller.
 	Fixed WindowMax
-	// Named is the same with each admission placed in the window its
-	// decision's ResetAfter names (namedWindow): for a decision of the home
-	// store, the window the store counted it in; for a local decision, the
-	// window whose end its ResetAfter points nearest to. Unattributed
-	// admissions (a call longer than a period, so that two windows fit)
-	// are left out.
-	Named        WindowMax
+	// StoreWindow is the same with each admission placed in the window its
+	// decision's ResetAfter names (storeWindow): for a decision of the home
+	// store, the window the store counted it in, exactly. Only the remote
+	// strategies decide every admission there: for the others it is not a
+	// measure (a lease spend's ResetAfter counts from its lease), and the
+	// table leaves it out. Unattributed admissions (no window, or two,
+	// fit the call) are left out.
+	StoreWindow  WindowMax
 	Unattributed int
 	// Sliding is the most admitted in any interval of one period, at
 	// return times.
@@ -139,7 +140,7 @@ func report(o *outcome) *Report {
 	for k := range runWindows {
 		at(k)
 	}
-	named := map[int]int{}
+	inStore := map[int]int{}
 	var admittedAt []int64
 	var latA, latD []int64
 	for _, m := range o.members {
@@ -159,8 +160,8 @@ func report(o *outcome) *Report {
 					r.DegradedAdmitted++
 					w.Degraded++
 				}
-				if k, ok := namedWindow(rec, P); ok {
-					named[win(k)]++
+				if k, ok := storeWindow(rec, P); ok {
+					inStore[win(k)]++
 				} else {
 					r.Unattributed++
 				}
@@ -200,9 +201,9 @@ func report(o *outcome) *Report {
 			admittedInRun += w.Admitted
 		}
 	}
-	for k, n := range named {
-		if n > r.Named.Count || n == r.Named.Count && float64(int64(k)*P)/1000 < r.Named.AtMS {
-			r.Named = WindowMax{Count: n, AtMS: float64(int64(k)*P) / 1000}
+	for k, n := range inStore {
+		if n > r.StoreWindow.Count || n == r.StoreWindow.Count && float64(int64(k)*P)/1000 < r.StoreWindow.AtMS {
+			r.StoreWindow = WindowMax{Count: n, AtMS: float64(int64(k)*P) / 1000}
 		}
 	}
 	slices.Sort(admittedAt)
@@ -214,7 +215,7 @@ func report(o *outcome) *Report {
 			r.Sliding = WindowMax{Count: n, AtMS: ms(admittedAt[i])}
 		}
 	}
-	for _, m := range []*WindowMax{&r.Fixed, &r.Named, &r.Sliding} {
+	for _, m := range []*WindowMax{&r.Fixed, &r.StoreWindow, &r.Sliding} {
 		m.Ratio = float64(m.Count) / float64(rate)
 	}
 	if capacity > 0 {
@@ -284,24 +285,21 @@ func report(o *outcome) *Report {
 	return r
 }
 
-// namedWindow returns the start of the window rec's ResetAfter names.
-// The window's end is now+ResetAfter at the moment of the decision, some
-// time in [Sent, Returned]: for a decision of the store, exactly one
-// multiple of the period lies in [Sent+ResetAfter, Returned+ResetAfter]
-// while the call is shorter than a period (two: ambiguous, false). For a
-// local decision whose ResetAfter was counted from another instant (a
-// lease spend's, from the lease), none may: then the nearest.
-func namedWindow(rec record, P int64) (int64, bool) {
+// storeWindow returns the start of the window that rec's ResetAfter
+// names, taking the decision to have been made between its call and its
+// return: the window's end is then the one multiple of the period in
+// [Sent+ResetAfter, Returned+ResetAfter] (none or two: false). Exact for
+// a decision of the home store, made on its clock in that interval; not
+// for a local decision whose ResetAfter counts from another instant (a
+// lease spend's, from the lease).
+func storeWindow(rec record, P int64) (int64, bool) {
 	lo, hi := rec.Sent+rec.ResetAfter, rec.Returned+rec.ResetAfter
 	if lo < 0 || hi < lo {
 		return 0, false
 	}
 	end := (lo + P - 1) / P * P // the first multiple at or after lo
-	switch {
-	case end+P <= hi:
+	if end > hi || end+P <= hi {
 		return 0, false
-	case end > hi && end-hi > lo-(end-P):
-		end -= P
 	}
 	return end - P, true
 }
@@ -315,7 +313,7 @@ func latency(v []int64) Latency {
 }
 
 // The table's columns.
-const tableHeader = "strategy          fixed  fixed*  sliding  util  admitted p50/p99  denied p50/p99   errors  degraded  WAN rt/s  harness"
+const tableHeader = "strategy          fixed  sliding  util  admitted p50/p99  denied p50/p99   errors  degraded  WAN rt/s  harness"
 
 // row formats a report as one line of the table.
 func (r *Report) row() string {
@@ -331,8 +329,8 @@ func (r *Report) row() string {
 	if r.Machine.Starved {
 		health = "STARVED"
 	}
-	return fmt.Sprintf("%-16s  %5.2f  %5.2f   %5.2f    %4.2f  %7s           %7s          %-7s %5.1f%%    %6.0f    %s",
-		r.Label, r.Fixed.Ratio, r.Named.Ratio, r.Sliding.Ratio, r.Utilization,
+	return fmt.Sprintf("%-16s  %5.2f   %5.2f    %4.2f  %7s           %7s          %-7s %5.1f%%    %6.0f    %s",
+		r.Label, r.Fixed.Ratio, r.Sliding.Ratio, r.Utilization,
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Admitted.P50MS), msStr(r.Latency.Admitted.P99MS)),
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Denied.P50MS), msStr(r.Latency.Denied.P99MS)),
 		errs, deg, r.RoundTripsPerRegion, health)
