@@ -46,11 +46,19 @@ func cli(args []string, stdout, stderr io.Writer) int {
 	fail := fs.String("fail", "", "override the scenarios' failure mode: open or closed")
 	verbose := fs.Bool("v", false, "print every window of each run")
 	list := fs.Bool("list", false, "list the scenarios, strategies and tables")
+	from := fs.String("from", "", "print the table of reports saved by -json, without running")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *list {
 		printList(stdout)
+		return 0
+	}
+	if *from != "" {
+		if err := printSaved(*from, stdout, *verbose); err != nil {
+			fmt.Fprintf(stderr, "regions: %v\n", err)
+			return 1
+		}
 		return 0
 	}
 	var runs []run
@@ -167,4 +175,26 @@ func printList(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-16s %s\n", n, strings.Join(parts, " "))
 	}
+}
+
+// printSaved prints the table of the reports in a file written by -json.
+func printSaved(file string, w io.Writer, verbose bool) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	var reports []*Report
+	if err := json.Unmarshal(b, &reports); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	last := ""
+	for _, r := range reports {
+		if r.Scenario != last {
+			fmt.Fprintf(w, "\nscenario %s\n  %s\n%s\n", r.Scenario, r.Setup, tableHeader)
+			last = r.Scenario
+		}
+		fmt.Fprintln(w, r.row())
+		r.details(w, verbose)
+	}
+	return nil
 }

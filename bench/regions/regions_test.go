@@ -302,3 +302,25 @@ func TestReportArithmetic(t *testing.T) {
 		t.Errorf("MaxDuring = %v, want 1 (window 0's 3)", p.MaxDuring)
 	}
 }
+
+// -from prints the table of saved reports.
+func TestPrintSaved(t *testing.T) {
+	r := &Report{Scenario: "s", Strategy: "remote", Label: "remote/closed", Setup: "set-up", Rate: 10}
+	b, err := json.Marshal([]*Report{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := t.TempDir() + "/r.json"
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := cli([]string{"-from", file}, &out, &errs); code != 0 {
+		t.Fatalf("cli -from = %d: %s", code, errs.String())
+	}
+	for _, want := range []string{"scenario s", "set-up", tableHeader, "remote/closed "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-from printed\n%s\nwithout %q", out.String(), want)
+		}
+	}
+}

@@ -313,7 +313,7 @@ func latency(v []int64) Latency {
 }
 
 // The table's columns.
-const tableHeader = "strategy          fixed  sliding  util  admitted p50/p99  denied p50/p99   errors  degraded  WAN rt/s  harness"
+const tableHeader = "strategy                fixed  sliding  util  admitted p50/p99  denied p50/p99   errors  degraded  WAN rt/s  harness"
 
 // row formats a report as one line of the table.
 func (r *Report) row() string {
@@ -329,7 +329,7 @@ func (r *Report) row() string {
 	if r.Machine.Starved {
 		health = "STARVED"
 	}
-	return fmt.Sprintf("%-16s  %5.2f   %5.2f    %4.2f  %7s           %7s          %-7s %5.1f%%    %6.0f    %s",
+	return fmt.Sprintf("%-22s  %5.2f   %5.2f    %4.2f  %7s           %7s          %-7s %5.1f%%    %6.0f    %s",
 		r.Label, r.Fixed.Ratio, r.Sliding.Ratio, r.Utilization,
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Admitted.P50MS), msStr(r.Latency.Admitted.P99MS)),
 		fmt.Sprintf("%s/%s", msStr(r.Latency.Denied.P50MS), msStr(r.Latency.Denied.P99MS)),
