@@ -7,6 +7,7 @@
 //	cd bench && go run ./regions -scenario saturate -strategy remote,tiered-leases
 //	cd bench && go run ./regions -table standard      # make regions
 //	cd bench && go run ./regions -list
+//	cd bench && go run ./regions -from regions.json -v  # a saved table again
 //
 // The harness re-executes its own binary once per region member (and per
 // region service, for strategies that run one); each member decides
