@@ -1,0 +1,7 @@
+//go:build !linux
+
+package memcachedtest
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }
