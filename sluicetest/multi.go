@@ -15,6 +15,7 @@ import (
 // all-or-nothing, even under concurrency.
 func (s *suite) testMulti(t *testing.T) {
 	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.needAll(t)
 	t.Run("AllAdmitted", s.testMultiAllAdmitted)
 	t.Run("DeniedCountsNothing", s.testMultiDenied)
 	t.Run("SameState", s.testMultiSameState)

@@ -234,7 +234,7 @@ func (s *suite) testSteps(t *testing.T) {
 	g := s.group(t)
 	defer g.wait()
 	for _, tt := range stepTables {
-		for _, a := range tt.algs {
+		for _, a := range s.cfg.only(tt.algs) {
 			g.run(tt.name+"/"+a.String(), func(t *testing.T) {
 				if tt.exact && s.cfg.clocked == nil {
 					t.Skip("needs an injected clock (WithClock)")
