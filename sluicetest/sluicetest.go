@@ -60,7 +60,8 @@
 //
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
-// tiered store holding leases); WithAlgorithms for a store that decides
+// tiered store holding leases); FixedWindowsApart for a store that keeps
+// each fixed window as a state of its own; WithAlgorithms for a store that decides
 // only some algorithms (memcachestore), whose cases then run for those, and
 // which must refuse every other with a *sluice.LimitError on "Algorithm"
 // wrapping sluice.ErrInvalidLimit. AllowMulti cases run when the store
@@ -88,8 +89,10 @@ type config struct {
 	clocked   func(t *testing.T, c *Clock) sluice.Store
 	tol       time.Duration
 	denyEarly bool
-	algs      []sluice.Algorithm // WithAlgorithms; nil: every algorithm
-	err       error              // the first invalid option
+	// windowsApart is FixedWindowsApart's declaration.
+	windowsApart bool
+	algs         []sluice.Algorithm // WithAlgorithms; nil: every algorithm
+	err          error              // the first invalid option
 }
 
 func (cfg *config) invalid(format string, args ...any) {
@@ -136,6 +139,16 @@ func WithTolerance(d time.Duration) Option {
 // given the same admitted history, would deny; concurrency invariants are
 // checked unchanged.
 func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
+
+// FixedWindowsApart declares a store that keeps each fixed window as a
+// state of its own, named by the window (memcachestore, as
+// envoyproxy/ratelimit does), rather than one state per key that holds
+// the newest window it has seen: a clock that runs back into an earlier
+// window counts in that window's state, instead of being held at the
+// newest window, and the later window keeps its count. The suite then runs
+// a table of its own for a clock running backwards on a fixed window; the
+// limit per window holds all the same.
+func FixedWindowsApart() Option { return func(cfg *config) { cfg.windowsApart = true } }
 
 // WithAlgorithms declares the algorithms a store decides (by default every
 // one). The cases run for those only, and the case Unsupported checks that

@@ -1,0 +1,72 @@
+package memcachestore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// lookupSRV resolves an SRV name, _service._proto.name, into its targets
+// as target:port, sorted as text: the order envoyproxy/ratelimit gives
+// gomemcache, so that both pick the same server for an item.
+func lookupSRV(ctx context.Context, r *net.Resolver, name string) ([]string, error) {
+	m := srvName.FindStringSubmatch(name)
+	if m == nil {
+		return nil, fmt.Errorf("memcachestore: SRV %q is not _service._proto.name", name)
+	}
+	_, recs, err := r.LookupSRV(ctx, m[1], m[2], m[3])
+	if err != nil {
+		return nil, fmt.Errorf("memcachestore: SRV %s: %w", name, err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("memcachestore: SRV %s has no targets", name)
+	}
+	if len(recs) > MaxServers {
+		return nil, fmt.Errorf("memcachestore: SRV %s has %d targets, more than %d", name, len(recs), MaxServers)
+	}
+	addrs := make([]string, len(recs))
+	for i, rec := range recs {
+		addrs[i] = net.JoinHostPort(rec.Target, strconv.Itoa(int(rec.Port)))
+	}
+	slices.Sort(addrs)
+	return addrs, nil
+}
+
+// srvLookupTimeout bounds one refresh's lookup.
+const srvLookupTimeout = 5 * time.Second
+
+// refresh resolves the SRV name every SRVRefresh until Close, and swaps
+// in the new servers when they changed (a failed lookup keeps the old
+// ones). Servers that stay keep their connections; the idle connections
+// of the others are closed.
+func (s *Store) refresh() {
+	t := time.NewTicker(s.opts.SRVRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), srvLookupTimeout)
+		addrs, err := lookupSRV(ctx, s.opts.Resolver, s.opts.SRV)
+		cancel()
+		if err != nil {
+			continue
+		}
+		old := s.ring.Load()
+		if slices.EqualFunc(old.servers, addrs, func(sv *server, a string) bool { return sv.addr == a }) {
+			continue
+		}
+		r := s.newRing(addrs, old)
+		s.ring.Store(r)
+		for _, sv := range old.servers {
+			if !slices.Contains(r.servers, sv) {
+				sv.close()
+			}
+		}
+	}
+}
