@@ -13,6 +13,11 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
+// beforeSwap, when set (by tests, in export_test.go), runs between a
+// decision's read and its write: a test changes the item there, as
+// another process would.
+var beforeSwap func(name []byte)
+
 // longAgo interrupts a connection's I/O when set as its deadline.
 var longAgo = time.Unix(1, 0)
 
@@ -195,6 +200,9 @@ func (s *Store) update(ctx context.Context, deadline time.Time, name []byte, o *
 			next, write, err := o.step(name, v, found)
 			if err != nil || !write {
 				return err
+			}
+			if beforeSwap != nil {
+				beforeSwap(name)
 			}
 			exp := s.exptime(o.now, o.ttl())
 			res, err := c.store(name, next, exp, unique)

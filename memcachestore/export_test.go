@@ -30,3 +30,10 @@ func (s *Store) Name(key string, lim sluice.Limit, now int64) (string, error) {
 // Exptime is the expiry the store gives a state written at now that
 // matters for ttl (µs).
 func (s *Store) Exptime(now, ttl int64) int64 { return s.exptime(now, ttl) }
+
+// SetBeforeSwap makes f run between every compare-and-swap decision's
+// read and its write, until the test ends.
+func SetBeforeSwap(t interface{ Cleanup(func()) }, f func(name string)) {
+	beforeSwap = func(name []byte) { f(string(name)) }
+	t.Cleanup(func() { beforeSwap = nil })
+}

@@ -147,6 +147,7 @@ func (c *conn) get(name []byte, cas bool) (val []byte, unique uint64, found bool
 	case !ok:
 		return nil, 0, false, fmt.Errorf("%w: VALUE line %.100q", errProtocol, l)
 	case size64 > maxValue:
+		c.broken = true // the value is left unread: the stream is lost
 		return nil, 0, false, &ValueError{Name: string(name), Reason: fmt.Sprintf("%d bytes, more than a state's %d", size64, maxValue)}
 	}
 	n := int(size64)

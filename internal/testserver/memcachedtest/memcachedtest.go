@@ -31,10 +31,6 @@ import (
 // StartTimeout bounds how long a memcached may take to answer.
 const StartTimeout = 10 * time.Second
 
-// stopTimeout bounds how long a server may take to exit after SIGTERM
-// before it is killed.
-const stopTimeout = 3 * time.Second
-
 // Option configures a server started by Server.
 type Option func(*options)
 
@@ -344,26 +340,14 @@ func (i *Instance) Restart() {
 // and waits until it answers. It is Restart for a stopped server.
 func (i *Instance) Start() { i.t.Helper(); i.Restart() }
 
-// stop ends the process: SIGTERM (plus SIGCONT, in case it is paused),
-// then SIGKILL after stopTimeout, and reaps it.
+// stop ends the process with SIGKILL (memcached keeps nothing to save,
+// and takes most of a second to exit on SIGTERM) and reaps it.
 func (i *Instance) stop() {
 	cmd, done := i.current()
 	if cmd == nil {
 		return
 	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
+	i.kill(cmd, done)
 }
 
 // Do sends one text-protocol command (without its final "\r\n"; a storage
