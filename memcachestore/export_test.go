@@ -37,3 +37,6 @@ func SetBeforeSwap(t interface{ Cleanup(func()) }, f func(name string)) {
 	beforeSwap = func(name []byte) { f(string(name)) }
 	t.Cleanup(func() { beforeSwap = nil })
 }
+
+// RefreshSRV resolves the SRV name now, as the refresher does.
+func (s *Store) RefreshSRV(ctx context.Context) error { return s.refreshOnce(ctx) }

@@ -65,7 +65,8 @@ type Options struct {
 	// SRVRefresh re-resolves SRV this often (MEMCACHE_SRV_REFRESH); 0, the
 	// default, never. A failed lookup keeps the servers in use.
 	SRVRefresh time.Duration
-	// Resolver resolves SRV (nil: net.DefaultResolver).
+	// Resolver resolves SRV and the servers' host names (nil:
+	// net.DefaultResolver).
 	Resolver *net.Resolver
 
 	// MaxIdleConns is the connections kept open per server between calls

@@ -25,7 +25,7 @@ type server struct {
 
 func newServer(addr string, o *Options, tc *tls.Config) *server {
 	sv := &server{addr: addr, slots: make(chan struct{}, o.MaxConns), maxIdle: o.MaxIdleConns}
-	nd := &net.Dialer{KeepAlive: 30 * time.Second}
+	nd := &net.Dialer{KeepAlive: 30 * time.Second, Resolver: o.Resolver}
 	if tc == nil {
 		sv.dialer = func(ctx context.Context) (net.Conn, error) { return nd.DialContext(ctx, "tcp", addr) }
 		return sv

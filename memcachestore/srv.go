@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sluicehq/sluice"
 )
 
 // lookupSRV resolves an SRV name, _service._proto.name, into its targets
@@ -38,10 +40,7 @@ func lookupSRV(ctx context.Context, r *net.Resolver, name string) ([]string, err
 // srvLookupTimeout bounds one refresh's lookup.
 const srvLookupTimeout = 5 * time.Second
 
-// refresh resolves the SRV name every SRVRefresh until Close, and swaps
-// in the new servers when they changed (a failed lookup keeps the old
-// ones). Servers that stay keep their connections; the idle connections
-// of the others are closed.
+// refresh resolves the SRV name every SRVRefresh until Close.
 func (s *Store) refresh() {
 	t := time.NewTicker(s.opts.SRVRefresh)
 	defer t.Stop()
@@ -52,21 +51,34 @@ func (s *Store) refresh() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), srvLookupTimeout)
-		addrs, err := lookupSRV(ctx, s.opts.Resolver, s.opts.SRV)
+		_ = s.refreshOnce(ctx)
 		cancel()
-		if err != nil {
-			continue
-		}
-		old := s.ring.Load()
-		if slices.EqualFunc(old.servers, addrs, func(sv *server, a string) bool { return sv.addr == a }) {
-			continue
-		}
-		r := s.newRing(addrs, old)
-		s.ring.Store(r)
-		for _, sv := range old.servers {
-			if !slices.Contains(r.servers, sv) {
-				sv.close()
-			}
+	}
+}
+
+// refreshOnce resolves the SRV name and swaps in the new servers when
+// they changed; a failed lookup keeps the old ones. Servers that stay
+// keep their connections; the idle connections of the others are closed.
+func (s *Store) refreshOnce(ctx context.Context) error {
+	addrs, err := lookupSRV(ctx, s.opts.Resolver, s.opts.SRV)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock() // one swap at a time, and none after Close
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	old := s.ring.Load()
+	if slices.EqualFunc(old.servers, addrs, func(sv *server, a string) bool { return sv.addr == a }) {
+		return nil
+	}
+	r := s.newRing(addrs, old)
+	s.ring.Store(r)
+	for _, sv := range old.servers {
+		if !slices.Contains(r.servers, sv) {
+			sv.close()
 		}
 	}
+	return nil
 }

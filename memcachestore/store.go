@@ -65,6 +65,7 @@ type Store struct {
 	stripes [nStripes]chan struct{}
 	closed  atomic.Bool
 	once    sync.Once
+	mu      sync.Mutex    // orders SRV swaps and Close
 	stop    chan struct{} // closed by Close: the SRV refresher returns
 	wg      sync.WaitGroup
 
@@ -158,7 +159,9 @@ func (s *Store) serverTLS(addr string) *tls.Config {
 // use close when their call ends).
 func (s *Store) Close() error {
 	s.once.Do(func() {
+		s.mu.Lock()
 		s.closed.Store(true)
+		s.mu.Unlock()
 		close(s.stop)
 		s.wg.Wait()
 		for _, sv := range s.ring.Load().servers {
