@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"time"
 
@@ -88,10 +89,16 @@ func (c *conn) wrap(err error) error {
 }
 
 // callErr makes the error of a call whose context ended wrap the
-// context's error.
+// context's error, and a timeout wrap context.DeadlineExceeded.
 func (s *Store) callErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return err
+		}
 		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
 	}
 	return err
 }
