@@ -34,8 +34,12 @@ const (
 	// MaxTimeout is the longest Timeout.
 	MaxTimeout = time.Minute
 	// DefaultMaxCASAttempts is how many times one decision may read and
-	// try to swap a state that other writers keep changing.
-	DefaultMaxCASAttempts = 32
+	// try to swap a state that other writers keep changing. Each process
+	// has one decision in flight per state (the others wait their turn),
+	// so a decision loses an attempt only to another process's write:
+	// with k processes admitting on one state at once, it loses one with a
+	// chance of about (k-1)/k, and all of them with (1-1/k)^100.
+	DefaultMaxCASAttempts = 100
 	// MaxCASAttemptsLimit is the largest MaxCASAttempts.
 	MaxCASAttemptsLimit = 1000
 	// DefaultClockSkew is how far apart the clocks of the processes
