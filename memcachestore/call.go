@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -117,25 +118,37 @@ type op struct {
 	buf  [64]byte
 }
 
+// scratch is a call's op and item name, reused across calls (the name
+// reaches functions, such as crc32's, that keep the compiler from proving
+// that it stays on the stack).
+type scratch struct {
+	o    op
+	name [maxName + 32]byte
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
 // decide is AllowN and Lease: the decision and its time (µs).
 func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, int64, error) {
 	if err := s.check(ctx, key, lim, n); err != nil {
 		return sluice.Decision{}, 0, err
 	}
-	o := op{lim: lim, p: params(lim), n: int64(n), now: s.nowMicro()}
-	var nb [maxName + 32]byte
-	name, err := s.name(nb[:0], key, &o)
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	o := &sc.o
+	*o = op{lim: lim, p: params(lim), n: int64(n), now: s.nowMicro()}
+	name, err := s.name(sc.name[:0], key, o)
 	if err != nil {
 		return sluice.Decision{}, 0, err
 	}
 	deadline := s.deadline(ctx)
 	switch {
 	case n == 0:
-		err = s.peek(ctx, deadline, name, &o)
+		err = s.peek(ctx, deadline, name, o)
 	case lim.Algorithm == sluice.FixedWindow && o.p.Charge:
-		err = s.charge(ctx, deadline, name, &o)
+		err = s.charge(ctx, deadline, name, o)
 	default:
-		err = s.update(ctx, deadline, name, &o)
+		err = s.update(ctx, deadline, name, o)
 	}
 	if err != nil {
 		return sluice.Decision{}, 0, err
@@ -222,7 +235,7 @@ func (s *Store) update(ctx context.Context, deadline time.Time, name []byte, o *
 			// exists or not found (cas), not stored (add): another
 			// writer came first.
 		}
-		return fmt.Errorf("%w: %d attempts on %.80q", ErrContended, s.opts.MaxCASAttempts, name)
+		return fmt.Errorf("%w: %d attempts on %.80q", ErrContended, s.opts.MaxCASAttempts, string(name))
 	})
 }
 
@@ -253,7 +266,7 @@ func (s *Store) charge(ctx context.Context, deadline time.Time, name []byte, o *
 				}
 			}
 			if !found {
-				return fmt.Errorf("%w: %.80q vanished between add and incr", ErrContended, name)
+				return fmt.Errorf("%w: %.80q vanished between add and incr", ErrContended, string(name))
 			}
 		}
 		before := int64(0)
@@ -398,12 +411,14 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	if n == 0 {
 		return nil
 	}
-	o := op{lim: lim, p: params(lim), n: int64(n), now: s.nowMicro(), ret: true, zero: at.IsZero()}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	o := &sc.o
+	*o = op{lim: lim, p: params(lim), n: int64(n), now: s.nowMicro(), ret: true, zero: at.IsZero()}
 	if !o.zero {
 		o.at = at.UnixMicro()
 	}
-	var nb [maxName + 32]byte
-	name, err := s.name(nb[:0], key, &o)
+	name, err := s.name(sc.name[:0], key, o)
 	if err != nil {
 		return fmt.Errorf("memcachestore: return: %w", err)
 	}
@@ -415,7 +430,7 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 			return err
 		})
 	}
-	return s.update(ctx, deadline, name, &o)
+	return s.update(ctx, deadline, name, o)
 }
 
 // Reset implements sluice.Resetter: it deletes the item of key's state
@@ -425,9 +440,10 @@ func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 	if err := s.check(ctx, key, lim, 0); err != nil {
 		return fmt.Errorf("memcachestore: reset: %w", err)
 	}
-	o := op{lim: lim, p: params(lim), now: s.nowMicro()}
-	var nb [maxName + 32]byte
-	name, err := s.name(nb[:0], key, &o)
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	sc.o = op{lim: lim, p: params(lim), now: s.nowMicro()}
+	name, err := s.name(sc.name[:0], key, &sc.o)
 	if err != nil {
 		return fmt.Errorf("memcachestore: reset: %w", err)
 	}

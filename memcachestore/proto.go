@@ -12,8 +12,8 @@ import (
 )
 
 // The text protocol, as much of it as the store speaks: get, gets, add,
-// cas, incr, decr, delete and version. Every command is written whole and
-// flushed, and its reply read whole, before the connection serves another;
+// cas, incr, decr, delete and version. Every command is written whole, in
+// one write, and its reply read whole, before the connection serves another;
 // a connection that fails or reads a reply it does not expect is closed,
 // never reused.
 
@@ -57,18 +57,29 @@ const (
 type conn struct {
 	nc     net.Conn
 	r      *bufio.Reader
-	w      *bufio.Writer
+	out    []byte // the command being written
 	sv     *server
 	reused bool               // taken from the idle list: it may have been closed by the server since
 	cmds   int                // commands sent since it was taken
 	stop   func() bool        // stops the call's cancellation hook (nil: none)
 	broken bool               // a failure left the stream in an unknown state: close, never reuse
 	val    [maxValue + 2]byte // the value of the last get, and its "\r\n"
-	num    [24]byte
 }
 
+// maxCommand is the longest command the store writes: a cas of a
+// 250-byte name and a state.
+const maxCommand = 512
+
 func newConn(nc net.Conn, sv *server) *conn {
-	return &conn{nc: nc, r: bufio.NewReaderSize(nc, maxLine), w: bufio.NewWriterSize(nc, 512), sv: sv}
+	return &conn{nc: nc, r: bufio.NewReaderSize(nc, maxLine), out: make([]byte, 0, maxCommand), sv: sv}
+}
+
+// send writes the command in c.out (which it copies into no other
+// buffer: the names it holds never leave the call) in one write.
+func (c *conn) send() error {
+	c.cmds++
+	_, err := c.nc.Write(c.out)
+	return err
 }
 
 // stale reports whether err, the failure of the first command on a reused
@@ -113,15 +124,13 @@ func (c *conn) unexpected(l []byte) error {
 // get sends get (or gets, with cas) for name and returns the value, valid
 // until the next command, and its CAS unique (gets only).
 func (c *conn) get(name []byte, cas bool) (val []byte, unique uint64, found bool, err error) {
-	c.cmds++
 	if cas {
-		c.w.WriteString("gets ")
+		c.out = append(c.out[:0], "gets "...)
 	} else {
-		c.w.WriteString("get ")
+		c.out = append(c.out[:0], "get "...)
 	}
-	c.w.Write(name)
-	c.w.WriteString("\r\n")
-	if err := c.w.Flush(); err != nil {
+	c.out = append(append(c.out, name...), "\r\n"...)
+	if err := c.send(); err != nil {
 		return nil, 0, false, err
 	}
 	l, err := c.line()
@@ -140,7 +149,7 @@ func (c *conn) get(name []byte, cas bool) (val []byte, unique uint64, found bool
 	_, rest, _ = bytes.Cut(rest, []byte(" ")) // flags
 	size, rest, _ := bytes.Cut(rest, []byte(" "))
 	if !bytes.Equal(got, name) {
-		return nil, 0, false, fmt.Errorf("%w: VALUE of %.64q for a get of %.64q", errProtocol, got, name)
+		return nil, 0, false, fmt.Errorf("%w: VALUE of %.64q for a get of %.64q", errProtocol, got, string(name))
 	}
 	size64, ok := atou(size)
 	switch {
@@ -176,25 +185,19 @@ func (c *conn) get(name []byte, cas bool) (val []byte, unique uint64, found bool
 // store sends add (unique 0) or cas (unique > 0) of val under name with
 // exptime, and returns the outcome.
 func (c *conn) store(name, val []byte, exptime int64, unique uint64) (storeResult, error) {
-	c.cmds++
 	if unique == 0 {
-		c.w.WriteString("add ")
+		c.out = append(c.out[:0], "add "...)
 	} else {
-		c.w.WriteString("cas ")
+		c.out = append(c.out[:0], "cas "...)
 	}
-	c.w.Write(name)
-	c.w.WriteString(" 0 ")
-	c.w.Write(strconv.AppendInt(c.num[:0], exptime, 10))
-	c.w.WriteByte(' ')
-	c.w.Write(strconv.AppendInt(c.num[:0], int64(len(val)), 10))
+	c.out = append(append(c.out, name...), " 0 "...)
+	c.out = strconv.AppendInt(c.out, exptime, 10)
+	c.out = strconv.AppendInt(append(c.out, ' '), int64(len(val)), 10)
 	if unique != 0 {
-		c.w.WriteByte(' ')
-		c.w.Write(strconv.AppendUint(c.num[:0], unique, 10))
+		c.out = strconv.AppendUint(append(c.out, ' '), unique, 10)
 	}
-	c.w.WriteString("\r\n")
-	c.w.Write(val)
-	c.w.WriteString("\r\n")
-	if err := c.w.Flush(); err != nil {
+	c.out = append(append(append(c.out, "\r\n"...), val...), "\r\n"...)
+	if err := c.send(); err != nil {
 		return 0, err
 	}
 	l, err := c.line()
@@ -218,17 +221,14 @@ func (c *conn) store(name, val []byte, exptime int64, unique uint64) (storeResul
 // new value; found is false when the item does not exist. memcached's incr
 // wraps at 2^64 and its decr stops at 0.
 func (c *conn) incr(name []byte, delta uint64, down bool) (v uint64, found bool, err error) {
-	c.cmds++
 	if down {
-		c.w.WriteString("decr ")
+		c.out = append(c.out[:0], "decr "...)
 	} else {
-		c.w.WriteString("incr ")
+		c.out = append(c.out[:0], "incr "...)
 	}
-	c.w.Write(name)
-	c.w.WriteByte(' ')
-	c.w.Write(strconv.AppendUint(c.num[:0], delta, 10))
-	c.w.WriteString("\r\n")
-	if err := c.w.Flush(); err != nil {
+	c.out = strconv.AppendUint(append(append(c.out, name...), ' '), delta, 10)
+	c.out = append(c.out, "\r\n"...)
+	if err := c.send(); err != nil {
 		return 0, false, err
 	}
 	l, err := c.line()
@@ -246,11 +246,8 @@ func (c *conn) incr(name []byte, delta uint64, down bool) (v uint64, found bool,
 
 // del sends delete of name; a missing item is no error.
 func (c *conn) del(name []byte) error {
-	c.cmds++
-	c.w.WriteString("delete ")
-	c.w.Write(name)
-	c.w.WriteString("\r\n")
-	if err := c.w.Flush(); err != nil {
+	c.out = append(append(append(c.out[:0], "delete "...), name...), "\r\n"...)
+	if err := c.send(); err != nil {
 		return err
 	}
 	l, err := c.line()
@@ -265,9 +262,8 @@ func (c *conn) del(name []byte) error {
 
 // version sends version: the cheapest command, for Ping.
 func (c *conn) version() error {
-	c.cmds++
-	c.w.WriteString("version\r\n")
-	if err := c.w.Flush(); err != nil {
+	c.out = append(c.out[:0], "version\r\n"...)
+	if err := c.send(); err != nil {
 		return err
 	}
 	l, err := c.line()

@@ -271,6 +271,13 @@ func (s *Store) stripe(name []byte) chan struct{} {
 	return s.stripes[crc32.ChecksumIEEE(name)%nStripes]
 }
 
+// timers are the stopped timers of waits, reused.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
 // acquire takes ch's one slot, waiting as long as ctx and deadline allow.
 func acquire(ctx context.Context, ch chan struct{}, deadline time.Time) error {
 	select {
@@ -278,8 +285,12 @@ func acquire(ctx context.Context, ch chan struct{}, deadline time.Time) error {
 		return nil
 	default:
 	}
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
+	t := timers.Get().(*time.Timer)
+	t.Reset(time.Until(deadline))
+	defer func() {
+		t.Stop() // since Go 1.23 a stopped timer delivers nothing stale
+		timers.Put(t)
+	}()
 	select {
 	case ch <- struct{}{}:
 		return nil
