@@ -73,17 +73,20 @@ func (s *Store) disarm(c *conn) {
 	c.stop = nil
 }
 
-// isReply reports an error that leaves the connection sound: a reply the
-// server made on purpose, or a state the store cannot read.
+// isReply reports an error that leaves the connection sound: a state
+// the store cannot read (read whole), or a decision that lost or could
+// not use compare-and-swap. An error reply of the server (ServerError)
+// closes the connection all the same: it is rare, and what the server
+// made of the rest of the stream is not worth guessing.
 func isReply(err error) bool {
-	var se *ServerError
 	var ve *ValueError
-	return errors.As(err, &se) || errors.As(err, &ve) || errors.Is(err, ErrContended) || errors.Is(err, ErrNoCAS)
+	return errors.As(err, &ve) || errors.Is(err, ErrContended) || errors.Is(err, ErrNoCAS)
 }
 
 // wrap names the server in an error of its connection.
 func (c *conn) wrap(err error) error {
-	if isReply(err) {
+	var se *ServerError
+	if isReply(err) || errors.As(err, &se) {
 		return err
 	}
 	return fmt.Errorf("memcachestore: %s: %w", c.sv.addr, err)

@@ -84,8 +84,10 @@ func (c *conn) send() error {
 
 // stale reports whether err, the failure of the first command on a reused
 // connection, says that the server had closed it before the command was
-// sent (a restart, an idle timeout): a read-only command may then be sent
-// again on a new connection, since the server never saw it.
+// sent (a restart, memcached's idle_timeout): the command may then be
+// sent again on a new connection, since no server took it. (A server that
+// crashed while taking it lost its items with it.) A timeout is never
+// stale: a paused server may still take the command.
 func (c *conn) stale(err error) bool {
 	return c.reused && c.cmds == 1 && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
