@@ -106,8 +106,8 @@
 // memcached is a cache: it evicts items when its memory is full (least
 // recently used first), and a restarted server starts empty. An evicted or
 // lost state starts again untouched: its key may then admit up to one
-// more limit's worth. Give memcached the memory the states need (an item
-// takes about 100 bytes with the default prefix and a short key), or start
+// more limit's worth. Give memcached the memory the states need (a state of a
+// 27-byte key takes a 120-byte chunk with the default prefix), or start
 // it with -M, which makes writes fail instead (the store then reports the
 // server's error: no decision). A server run with -C (no CAS) cannot
 // decide atomically: calls that need compare-and-swap return ErrNoCAS.
