@@ -288,17 +288,37 @@ func (i *Instance) kill(cmd *exec.Cmd, done <-chan struct{}) {
 	<-done
 }
 
-// Pause stops the process with SIGSTOP: connections stay open and
-// requests hang.
+// Pause stops the process with SIGSTOP, and returns once every thread of
+// it has stopped (where /proc tells): connections stay open and requests
+// hang.
 func (i *Instance) Pause() {
 	i.t.Helper()
 	i.signal(syscall.SIGSTOP)
+	i.waitStopped(true)
 }
 
-// Resume continues a paused process with SIGCONT.
+// Resume continues a paused process with SIGCONT, and returns once it
+// runs again (where /proc tells).
 func (i *Instance) Resume() {
 	i.t.Helper()
 	i.signal(syscall.SIGCONT)
+	i.waitStopped(false)
+}
+
+// waitStopped waits until every thread of the process is stopped (or,
+// with stopped false, until one is not), as /proc/<pid>/task/*/stat says;
+// without /proc it returns at once.
+func (i *Instance) waitStopped(stopped bool) {
+	i.t.Helper()
+	deadline := time.Now().Add(StartTimeout)
+	for time.Now().Before(deadline) {
+		all, ok := threadsStopped(i.Pid())
+		if !ok || all == stopped {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	i.t.Fatalf("memcachedtest: pid %d: threads not all %s within %v", i.Pid(), map[bool]string{true: "stopped", false: "running"}[stopped], StartTimeout)
 }
 
 func (i *Instance) signal(sig syscall.Signal) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // alive reports whether pid is a live process that is not a zombie.
@@ -70,5 +71,20 @@ func TestRestartEmptiesAndKeepsThePort(t *testing.T) {
 	s.Start()
 	if got := s.MustDo("version"); !strings.HasPrefix(got, "VERSION ") {
 		t.Fatalf("version after Start = %q", got)
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Server(t)
+	s.Pause()
+	if all, ok := threadsStopped(s.Pid()); ok && !all {
+		t.Fatal("Pause returned with a thread still running")
+	}
+	if _, err := s.do(200*time.Millisecond, "version"); err == nil {
+		t.Fatal("a paused server answered")
+	}
+	s.Resume()
+	if got := s.MustDo("version"); !strings.HasPrefix(got, "VERSION ") {
+		t.Fatalf("version after Resume = %q", got)
 	}
 }
