@@ -29,7 +29,8 @@ import (
 // aligned window, and never more than Burst + Rate·t/Period in any
 // interval t for the buckets.
 //
-// Defaults keep it near 3 s. Longer runs:
+// The children start together once all have their store open. Defaults
+// keep it near 3 s. Longer runs:
 //
 //	SLUICE_MC_PROCS=8 SLUICE_MC_GOROUTINES=16 SLUICE_MC_DURATION=30s \
 //	  go test -run TestMultiProcessExactness -v ./memcachestore
@@ -60,10 +61,26 @@ func mpCases() []mpCase {
 type mpConfig struct {
 	Addr       string
 	Prefix     string
-	Start      time.Time
 	Duration   time.Duration
 	Goroutines int
 	Out        string
+	Ready      string // the child creates it once its store is open
+	Go         string // the parent writes the start time there once all are ready
+}
+
+// waitFile returns the contents of path once it exists, or fails t after a
+// minute (only a broken machine takes that long).
+func waitFile(t *testing.T, path string) []byte {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil {
+			return b
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within a minute", path)
+	return nil
 }
 
 type mpResult struct {
@@ -115,17 +132,24 @@ func TestMultiProcessHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	if err := os.WriteFile(cfg.Ready, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var start time.Time
+	if err := start.UnmarshalText(waitFile(t, cfg.Go)); err != nil {
+		t.Fatal(err)
+	}
 	res := mpResult{Stamps: map[string][]int64{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	end := cfg.Start.Add(cfg.Duration)
+	end := start.Add(cfg.Duration)
 	for _, c := range mpCases() {
 		for range cfg.Goroutines {
 			wg.Go(func() {
 				var stamps []int64
 				var errs int
 				var firstErr error
-				time.Sleep(time.Until(cfg.Start))
+				time.Sleep(time.Until(start))
 				for time.Now().Before(end) {
 					d, at, err := store.Lease(context.Background(), c.Name, c.Limit, 1)
 					switch {
@@ -175,7 +199,7 @@ func TestMultiProcessExactness(t *testing.T) {
 	dur := envDuration(t, envDur, 1500*time.Millisecond)
 	m := memcachedtest.Server(t)
 	dir := t.TempDir()
-	start := time.Now().Add(time.Second) // time for every child to start
+	goFile := filepath.Join(dir, "go")
 	prefix := fmt.Sprintf("mp%d:", rand.Uint32())
 
 	type child struct {
@@ -185,8 +209,8 @@ func TestMultiProcessExactness(t *testing.T) {
 	}
 	var children []child
 	for p := range procs {
-		cfg := mpConfig{Addr: m.Addr, Prefix: prefix, Start: start, Duration: dur, Goroutines: gor,
-			Out: filepath.Join(dir, fmt.Sprintf("child%d.json", p))}
+		cfg := mpConfig{Addr: m.Addr, Prefix: prefix, Duration: dur, Goroutines: gor,
+			Out: filepath.Join(dir, fmt.Sprintf("child%d.json", p)), Ready: filepath.Join(dir, fmt.Sprintf("child%d.ready", p)), Go: goFile}
 		raw, err := json.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -197,7 +221,7 @@ func TestMultiProcessExactness(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer logf.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Until(start)+dur+time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMultiProcessHelper$", "-test.count=1", "-test.v")
 		cmd.Env = append(os.Environ(), envChild+"="+string(raw))
@@ -206,6 +230,19 @@ func TestMultiProcessExactness(t *testing.T) {
 			t.Fatalf("start child %d: %v", p, err)
 		}
 		children = append(children, child{cmd: cmd, out: cfg.Out, log: logName})
+		defer func() { _ = cmd.Process.Kill() }() // a child left waiting when the parent fails
+	}
+	// Start together, once every child has its store open.
+	for p := range procs {
+		waitFile(t, filepath.Join(dir, fmt.Sprintf("child%d.ready", p)))
+	}
+	start := time.Now().Add(100 * time.Millisecond)
+	startText, _ := start.MarshalText()
+	if err := os.WriteFile(goFile+".tmp", startText, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(goFile+".tmp", goFile); err != nil { // appears whole
+		t.Fatal(err)
 	}
 	merged := map[string][]int64{}
 	took := 0
