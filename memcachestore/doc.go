@@ -64,11 +64,11 @@
 // on its own clock (Options.Clock, time.Now by default), as
 // envoyproxy/ratelimit does. The decisions are exact for the times the
 // processes give them; between processes whose clocks differ by up to d,
-// a window starts and ends up to d apart for them, and a bucket or
-// counter written by a process ahead refills up to d early for one
-// behind: a token bucket or GCRA may admit up to Rate·d/Period more than
-// its limit in any interval, and a window's count holds what the
-// processes' own clocks put in it. Keep the clocks synchronized (NTP);
+// a window starts and ends up to d apart for them, and a state written
+// by a process behind has refilled up to d early for a process ahead: a
+// token bucket or GCRA may admit up to Rate·d/Period more than its limit
+// in an interval, and a window's count holds what the processes' own
+// clocks put in it. Keep the clocks synchronized (NTP);
 // Options.ClockSkew (1s by default) is how far apart they are assumed to
 // be, for item lifetimes. A fixed window's item is named by its window, so
 // a clock that runs back (or a process behind) counts in the window its
