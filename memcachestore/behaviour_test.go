@@ -131,7 +131,7 @@ func TestReferenceKeysShareCount(t *testing.T) {
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour, Counting: sluice.CountAll}
 	key := "ratelimit_dom_k1_v1_"
 	start := time.Now().Truncate(time.Hour).Unix()
-	name := key + "_" + strconv.FormatInt(start, 10)
+	name := key + strconv.FormatInt(start, 10) // the reference's: "ratelimit_dom_k1_v1_1764979200"
 	// What the reference does for 4 hits: add, then incr.
 	m.MustDo("add " + name + " 0 3600 1\r\n1")
 	m.MustDo("incr " + name + " 3")

@@ -113,8 +113,9 @@
 // decide atomically: calls that need compare-and-swap return ErrNoCAS.
 //
 // With Options.ReferenceKeys, fixed windows of whole seconds keep
-// envoyproxy/ratelimit's names instead: the key itself, "_", and the
-// window's start in Unix seconds, without prefix or escaping. Given the
+// envoyproxy/ratelimit's names instead: the key itself (the reference's
+// ends with "_") followed by the window's start in Unix seconds, without
+// prefix or escaping. Given the
 // key that envoyproxy/ratelimit builds and the same servers, both count on
 // one item (its value, the count, and its incr are the same), so that a
 // fleet moving from one to the other keeps its counts. Otherwise the

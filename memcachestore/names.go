@@ -132,12 +132,12 @@ func appendCut(b []byte, key string, room int) []byte {
 }
 
 // appendReferenceName appends envoyproxy/ratelimit's name of a fixed
-// window (Options.ReferenceKeys): the key, "_", and the window's start in
-// Unix seconds. It reports a key that memcached would refuse as a
+// window (Options.ReferenceKeys): the key (which, built as the reference
+// builds it, ends with "_") followed by the window's start in Unix
+// seconds. It reports a key that memcached would refuse as a
 // *sluice.LimitError on Key.
 func appendReferenceName(b []byte, key string, startSeconds int64) ([]byte, error) {
 	b = append(b, key...)
-	b = append(b, '_')
 	b = strconv.AppendInt(b, startSeconds, 10)
 	if len(b) > maxName {
 		return b, &sluice.LimitError{Field: "Key", Err: sluice.ErrInvalidKey,

@@ -93,7 +93,9 @@ func TestReferenceNames(t *testing.T) {
 	s := testStore(t, Options{ReferenceKeys: true})
 	fw := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: time.Minute}
 	now := int64(1_764_979_230_000_000)
-	if got, err := s.Name("ratelimit_domain_key_value_", fw, now); err != nil || got != "ratelimit_domain_key_value__1764979200" {
+	// The reference's name of domain "domain", entry key=value, prefix
+	// "ratelimit_": its key ends with "_", then the window's start.
+	if got, err := s.Name("ratelimit_domain_key_value_", fw, now); err != nil || got != "ratelimit_domain_key_value_1764979200" {
 		t.Errorf("reference name = %q, %v", got, err)
 	}
 	// Other algorithms and periods keep the store's names.

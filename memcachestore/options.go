@@ -96,13 +96,13 @@ type Options struct {
 	// MaxPrefixLen bytes, none of them a space or a control character.
 	Prefix string
 	// ReferenceKeys keeps fixed windows whose Period is whole seconds
-	// under envoyproxy/ratelimit's item names: the key itself, "_", and
+	// under envoyproxy/ratelimit's item names: the key itself followed by
 	// the window's start in Unix seconds, without Prefix or escaping.
 	// Given the key that envoyproxy/ratelimit builds (its
-	// CACHE_KEY_PREFIX, the domain and the descriptor's entries, each
-	// followed by "_") and the same servers in the same order, both count
-	// on one item, so that a fleet moving from one to the other keeps its
-	// counts. Such a key must be a valid memcached key once its suffix is
+	// CACHE_KEY_PREFIX, the domain, "_", and each of the descriptor's
+	// entries as key_value_, so that it ends with "_") and the same
+	// servers in the same order, both count on one item, so that a fleet
+	// moving from one to the other keeps its counts. Such a key must be a valid memcached key once its suffix is
 	// added (at most 250 bytes, no spaces or control characters): another
 	// is a *sluice.LimitError on Key. Other limits keep the store's names.
 	ReferenceKeys bool
