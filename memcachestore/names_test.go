@@ -105,7 +105,7 @@ func TestReferenceNames(t *testing.T) {
 	if got, _ := s.Name("k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: 1500 * time.Millisecond}, now); !strings.HasPrefix(got, "sluice:k:f") {
 		t.Errorf("a fixed window of 1.5s with ReferenceKeys = %q, want the store's name", got)
 	}
-	for _, k := range []string{"a b", "a\x00", strings.Repeat("k", 240)} {
+	for _, k := range []string{"a b", "a\x00", strings.Repeat("k", 241)} {
 		if _, err := s.Name(k, fw, now); !namesKey(err) {
 			t.Errorf("reference name of %q: %v, want a *sluice.LimitError on Key", k, err)
 		}
