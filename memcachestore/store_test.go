@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
 	"github.com/sluicehq/sluice/memcachestore"
 	"github.com/sluicehq/sluice/sluicetest"
@@ -54,4 +55,25 @@ func TestConformanceRealTime(t *testing.T) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {
 		return open(t, memcachestore.Options{}, m.Addr)
 	}, sluicetest.WithAlgorithms(decided...), sluicetest.FixedWindowsApart())
+}
+
+// TestConformanceFailover: a healthy memcached behind failover decides
+// exactly as the store alone, and a sliding log is still refused, not
+// decided by a failure mode. The deadline is long: a degraded decision
+// is not what this test is about (the fault tests are).
+func TestConformanceFailover(t *testing.T) {
+	m := memcachedtest.Server(t)
+	wrap := func(t *testing.T, s sluice.Store, opts ...failover.Option) sluice.Store {
+		fs, err := failover.New(s, append(opts, failover.WithTimeout(5*time.Second))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { fs.Close() })
+		return fs
+	}
+	sluicetest.Run(t, func(t *testing.T) sluice.Store {
+		return wrap(t, open(t, memcachestore.Options{}, m.Addr))
+	}, sluicetest.WithClock(func(t *testing.T, c *sluicetest.Clock) sluice.Store {
+		return wrap(t, openClock(t, c.Now, memcachestore.Options{}, m.Addr), failover.WithClock(c.Now))
+	}), sluicetest.WithAlgorithms(decided...), sluicetest.FixedWindowsApart())
 }

@@ -117,7 +117,7 @@ func (s *suite) testCountAll(t *testing.T) {
 // testCountAllMulti: inside AllowMulti, a limit that counts every hit is
 // charged whatever the call decides, and its denial denies the call.
 func (s *suite) testCountAllMulti(t *testing.T) {
-	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.needMulti(t)
 	s.needAll(t)
 	e := s.env(t, 0)
 	key := newKey(t)

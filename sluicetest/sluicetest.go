@@ -61,12 +61,14 @@
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
 // tiered store holding leases); FixedWindowsApart for a store that keeps
-// each fixed window as a state of its own; WithAlgorithms for a store that decides
-// only some algorithms (memcachestore), whose cases then run for those, and
-// which must refuse every other with a *sluice.LimitError on "Algorithm"
-// wrapping sluice.ErrInvalidLimit. AllowMulti cases run when the store
-// implements sluice.MultiStore, Lease cases when it implements
-// sluice.Leaser, Reset cases when it implements sluice.Resetter.
+// each fixed window as a state of its own; WithAlgorithms for a store
+// that decides only some algorithms (memcachestore), whose cases then run
+// for those, and which must refuse every other with a *sluice.LimitError
+// on "Algorithm" wrapping sluice.ErrInvalidLimit. AllowMulti cases run
+// when the store implements sluice.MultiStore (and does not answer
+// sluice.ErrMultiUnsupported, as a wrapper over a store without it does),
+// Lease cases when it implements sluice.Leaser, Reset cases when it
+// implements sluice.Resetter.
 package sluicetest
 
 import (
