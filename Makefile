@@ -1,4 +1,4 @@
-# make test: the whole suite, with its own set-up (redis-server when missing,
+# make test: the whole suite, with its own set-up (redis-server and memcached when missing,
 #   envoyproxy/ratelimit built from the Go module proxy for make compat).
 # make bench: the benchmarks (not part of make test).
 # make regions: the multi-region simulation's standard table (not part of
@@ -24,6 +24,7 @@ LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 .PHONY: test check-format vet unit bench regions fuzz compat binary release release-check
 test: 
 	./scripts/ensure-redis.sh
+	./scripts/ensure-memcached.sh
 	./scripts/ensure-nginx.sh
 	./scripts/ensure-prometheus.sh
 	./scripts/ensure-chromium.sh

@@ -78,7 +78,7 @@ var countingAlgorithms = []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWi
 // recorded, a cost of 0 then denies, larger ones are errors, and the same
 // state read without counting denials sees the debt.
 func (s *suite) testCountAll(t *testing.T) {
-	for _, a := range countingAlgorithms {
+	for _, a := range s.cfg.only(countingAlgorithms) {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim, key := countAllLimit(a), newKey(t)
@@ -117,7 +117,8 @@ func (s *suite) testCountAll(t *testing.T) {
 // testCountAllMulti: inside AllowMulti, a limit that counts every hit is
 // charged whatever the call decides, and its denial denies the call.
 func (s *suite) testCountAllMulti(t *testing.T) {
-	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.needMulti(t)
+	s.needAll(t)
 	e := s.env(t, 0)
 	key := newKey(t)
 	tokens := countAllLimit(sluice.FixedWindow) // 3 per hour
@@ -205,7 +206,7 @@ func (s *suite) testRefundNow(t *testing.T) {
 // nothing either: it reports what is left, and in debt it denies with the
 // same RetryAfter however often it is asked.
 func (s *suite) testPeekCountAll(t *testing.T) {
-	for _, a := range countingAlgorithms {
+	for _, a := range s.cfg.only(countingAlgorithms) {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim, key := countAllLimit(a), newKey(t)

@@ -2,6 +2,7 @@ package sluicetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -67,6 +68,26 @@ func need[T any](t *testing.T, s *suite, what string) {
 	t.Helper()
 	if _, ok := s.probe(t).(T); !ok {
 		t.Skipf("the store does not implement %s", what)
+	}
+}
+
+// multiStore returns st as a sluice.MultiStore when it decides AllowMulti:
+// a wrapper has the method whatever its shared store, and answers
+// sluice.ErrMultiUnsupported (to an empty call too) when that cannot.
+func multiStore(st sluice.Store) (sluice.MultiStore, bool) {
+	ms, ok := st.(sluice.MultiStore)
+	if !ok {
+		return nil, false
+	}
+	_, err := ms.AllowMulti(context.Background(), nil)
+	return ms, !errors.Is(err, sluice.ErrMultiUnsupported)
+}
+
+// needMulti skips t unless the store decides AllowMulti.
+func (s *suite) needMulti(t *testing.T) {
+	t.Helper()
+	if _, ok := multiStore(s.probe(t)); !ok {
+		t.Skip("the store does not decide AllowMulti (sluice.MultiStore)")
 	}
 }
 

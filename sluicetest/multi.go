@@ -14,7 +14,8 @@ import (
 // testMulti runs when the store implements sluice.MultiStore: AllowMulti is
 // all-or-nothing, even under concurrency.
 func (s *suite) testMulti(t *testing.T) {
-	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.needMulti(t)
+	s.needAll(t)
 	t.Run("AllAdmitted", s.testMultiAllAdmitted)
 	t.Run("DeniedCountsNothing", s.testMultiDenied)
 	t.Run("SameState", s.testMultiSameState)

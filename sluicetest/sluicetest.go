@@ -60,15 +60,22 @@
 //
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
-// tiered store holding leases). AllowMulti cases run when the store
-// implements sluice.MultiStore, Lease cases when it implements
-// sluice.Leaser, Reset cases when it implements sluice.Resetter.
+// tiered store holding leases); FixedWindowsApart for a store that keeps
+// each fixed window as a state of its own; WithAlgorithms for a store
+// that decides only some algorithms (memcachestore), whose cases then run
+// for those, and which must refuse every other with a *sluice.LimitError
+// on "Algorithm" wrapping sluice.ErrInvalidLimit. AllowMulti cases run
+// when the store implements sluice.MultiStore (and does not answer
+// sluice.ErrMultiUnsupported, as a wrapper over a store without it does),
+// Lease cases when it implements sluice.Leaser, Reset cases when it
+// implements sluice.Resetter.
 package sluicetest
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +91,10 @@ type config struct {
 	clocked   func(t *testing.T, c *Clock) sluice.Store
 	tol       time.Duration
 	denyEarly bool
-	err       error // the first invalid option
+	// windowsApart is FixedWindowsApart's declaration.
+	windowsApart bool
+	algs         []sluice.Algorithm // WithAlgorithms; nil: every algorithm
+	err          error              // the first invalid option
 }
 
 func (cfg *config) invalid(format string, args ...any) {
@@ -132,6 +142,54 @@ func WithTolerance(d time.Duration) Option {
 // checked unchanged.
 func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
 
+// FixedWindowsApart declares a store that keeps each fixed window as a
+// state of its own, named by the window (memcachestore, as
+// envoyproxy/ratelimit does), rather than one state per key that holds
+// the newest window it has seen: a clock that runs back into an earlier
+// window counts in that window's state, instead of being held at the
+// newest window, and the later window keeps its count. The suite then runs
+// a table of its own for a clock running backwards on a fixed window; the
+// limit per window holds all the same.
+func FixedWindowsApart() Option { return func(cfg *config) { cfg.windowsApart = true } }
+
+// WithAlgorithms declares the algorithms a store decides (by default every
+// one). The cases run for those only, and the case Unsupported checks that
+// the store refuses each of the others, before counting anything, with a
+// *sluice.LimitError on "Algorithm" wrapping sluice.ErrInvalidLimit (a
+// Limit no wait could make decidable). A store that decides only some
+// algorithms must say which in its documentation, and why.
+func WithAlgorithms(as ...sluice.Algorithm) Option {
+	return func(cfg *config) {
+		if len(as) == 0 {
+			cfg.invalid("WithAlgorithms(): want at least one algorithm")
+			return
+		}
+		for _, a := range as {
+			if !slices.Contains(algorithms, a) {
+				cfg.invalid("WithAlgorithms: unknown algorithm %v", a)
+				return
+			}
+		}
+		cfg.algs = slices.Clone(as)
+	}
+}
+
+// decides reports whether the store decides algorithm a.
+func (cfg *config) decides(a sluice.Algorithm) bool {
+	return cfg.algs == nil || slices.Contains(cfg.algs, a)
+}
+
+// only returns the algorithms of as that the store decides, in order.
+func (cfg *config) only(as []sluice.Algorithm) []sluice.Algorithm {
+	var out []sluice.Algorithm
+	for _, a := range as {
+		if cfg.decides(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Epoch returns the fake Clock's start in every case: midnight UTC,
 // aligned to every period that divides a day, so fixed windows start with
 // the case. Start a Clock of your own tests there to reuse the suite's
@@ -178,6 +236,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"RefundNow", s.testRefundNow},
 		{"Reset", s.testReset},
 		{"Semaphore", s.testSemaphore},
+		{"Unsupported", s.testUnsupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)
