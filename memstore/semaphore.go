@@ -66,6 +66,7 @@ func (s *Store) semCheck(ctx context.Context, key string, lim *sluice.Concurrenc
 		return sluice.ValidateKey(key)
 	}
 	if lim != nil {
+		*lim = lim.Normalize()
 		if err := lim.Validate(); err != nil {
 			return err
 		}
@@ -125,9 +126,9 @@ func (s *Store) semDrop(sh *semShard, key string, k *semKey) {
 
 // Acquire implements sluice.Semaphore on the store's clock (WithClock),
 // clamped per key so that it never runs backwards: a permit is held while
-// the clock is before its lease's end, and free from that instant. Every
+// the clock is before its TTL's end, and free from that instant. Every
 // call on a key first removes its expired permits. A denial's RetryAfter
-// is the time to the earliest lease end. A new key when WithMaxKeys keys
+// is the time to the earliest TTL end. A new key when WithMaxKeys keys
 // hold live permits is an error wrapping ErrSemaphoreFull.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	if err := s.semCheck(ctx, key, &lim, holder); err != nil {
@@ -157,7 +158,7 @@ func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyL
 		d.RetryAfter = time.Duration(k.earliest()-now) * time.Microsecond
 		return d, nil
 	}
-	exp := now + lim.Lease.Microseconds()
+	exp := now + lim.TTL.Microseconds()
 	k.holders[holder] = exp
 	d.Acquired, d.Held, d.Expires = true, len(k.holders), time.UnixMicro(exp)
 	return d, nil
@@ -201,7 +202,7 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 		now = k.trim(now)
 		d.Held = len(k.holders)
 		if _, ok := k.holders[holder]; ok {
-			exp := now + lim.Lease.Microseconds()
+			exp := now + lim.TTL.Microseconds()
 			k.holders[holder] = exp
 			d.Acquired, d.Expires = true, time.UnixMicro(exp)
 			return d, nil
@@ -215,7 +216,7 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 }
 
 // Freed implements sluice.PermitWaker: the channel is closed when a permit
-// of key is released or its lease ends (on a store with the default clock;
+// of key is released or its TTL ends (on a store with the default clock;
 // with WithClock, only a call that finds it expired closes it), or at once
 // when none is held. Each call may return a new channel: call Freed before
 // each try.

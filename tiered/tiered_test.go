@@ -34,7 +34,7 @@ func TestConformanceDenialCacheOnly(t *testing.T) {
 }
 
 // TestConformanceLeases runs the suite on leases over memstore (a
-// sluice.Leaser), and over the exact fake of fake_test.go.
+// sluice.Reserver), and over the exact fake of fake_test.go.
 func TestConformanceLeases(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) {
 		sluicetest.Run(t, func(t *testing.T) sluice.Store {
