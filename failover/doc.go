@@ -134,7 +134,7 @@
 // # Composition
 //
 // With package tiered, put the breaker inside: tiered(failover(shared)),
-// which package stack builds (stack.New). Lease spends and cached denials
+// which package stack builds (stack.New). Spends from tiered's leases and cached denials
 // are then decided by tiered without a deadline, with the breaker closed or
 // open (units leased before an outage were admitted by the shared store and
 // are spent as usual); only the calls that need the shared store go through

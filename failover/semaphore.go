@@ -14,7 +14,7 @@ import (
 // localPermits remembers the holders of the permits taken locally.
 type localPermits struct {
 	mu    sync.Mutex
-	m     map[permitID]time.Time // lease end, on the local store's clock
+	m     map[permitID]time.Time // TTL end, on the local store's clock
 	sweep int                    // the size at which expired entries are next removed
 }
 

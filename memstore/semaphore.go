@@ -37,7 +37,7 @@ type semShard struct {
 
 // semKey is one key's permits.
 type semKey struct {
-	holders map[string]int64 // holder → lease end, µs on the store's clock
+	holders map[string]int64 // holder → TTL end, µs on the store's clock
 	last    int64            // the latest time seen: the clock is clamped so it never runs backwards for the key
 	freed   chan struct{}    // closed when a permit is released or expires; nil when nobody waits
 	timer   *time.Timer      // wakes freed at the earliest expiry
@@ -105,7 +105,7 @@ func (k *semKey) wake() {
 	}
 }
 
-// earliest is the earliest lease end of k's permits.
+// earliest is the earliest TTL end of k's permits.
 func (k *semKey) earliest() int64 {
 	first := int64(0)
 	for _, exp := range k.holders {
@@ -244,7 +244,7 @@ func (s *Store) Freed(key string) <-chan struct{} {
 	return k.freed
 }
 
-// semSchedule makes k's freed channel close at k's earliest lease end, on
+// semSchedule makes k's freed channel close at k's earliest TTL end, on
 // the default clock (a fake clock has no timers). A permit extended in the
 // meantime makes the timer find none expired: it schedules itself again.
 func (s *Store) semSchedule(sh *semShard, key string, k *semKey, now int64) {

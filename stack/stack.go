@@ -12,7 +12,7 @@
 //     a lease, a cached denial, the approximate local share) never waits
 //     for a deadline or a breaker, and units leased before an outage keep
 //     being spent during it: the shared store admitted them.
-//   - failover sits on every shared call: AllowN, AllowMulti, Lease and
+//   - failover sits on every shared call: AllowN, AllowMulti, Reserve and
 //     Return each run under its deadline and count towards its breaker.
 //     While the shared store does not answer, failover decides by each
 //     limit's failure mode (sluice.Limit.FailureMode, or the default of

@@ -116,7 +116,7 @@
 // stack builds (stack.New): decisions served locally then never wait for a
 // deadline, and units leased before an outage keep being spent during it.
 // tiered never caches a degraded denial (Decision.Degraded) and never keeps a
-// lease from a degraded answer: when a Lease comes back degraded, the request
+// lease from a degraded answer: when a Reserve comes back degraded, the request
 // is decided by the shared store's AllowN (which applies the failure mode),
 // and that answer is returned as it is.
 //
@@ -131,7 +131,7 @@
 // # Counters
 //
 // Stats reports decisions served locally (lease spends, cached denials,
-// local-share admissions), shared calls (AllowN, Lease, Return) and leased
+// local-share admissions), shared calls (AllowN, Reserve, Return) and leased
 // and returned units.
 //
 // # Concurrency limits

@@ -118,7 +118,7 @@ type entry struct {
 	lastUse   time.Duration
 	dead      bool // removed from its shard: look the key up again
 
-	// noLeaseUntil (local time): a degraded Lease asked to decide without
+	// noLeaseUntil (local time): a degraded Reserve asked to decide without
 	// leases until then, each decision by the shared store's AllowN.
 	noLeaseUntil time.Duration
 }
@@ -179,10 +179,11 @@ type Stats struct {
 	Local int64
 	// CachedDenials counts the denials among Local.
 	CachedDenials int64
-	// Shared counts calls to the shared store: AllowN, AllowMulti, Lease
+	// Shared counts calls to the shared store: AllowN, AllowMulti, Reserve
 	// and Return.
 	Shared int64
-	// Leases counts Lease calls that were granted, Leased their units.
+	// Leases counts the leases granted (Reserve calls that admitted),
+	// Leased their units.
 	Leases, Leased int64
 	// Refreshes counts the granted leases among Leases that were taken
 	// ahead, in the background (WithRefreshAhead).
@@ -301,7 +302,7 @@ func (s *Store) fromEntry(sh *shard, e *entry, ck ckey, now time.Duration, n int
 }
 
 // slow decides through the shared store, e being ck's entry as the fast
-// path found it (nil when it had none); noLease when a degraded Lease asked
+// path found it (nil when it had none); noLease when a degraded Reserve asked
 // for none for now.
 func (s *Store) slow(ctx context.Context, sh *shard, ck ckey, e *entry, n int, noLease bool) (sluice.Decision, error) {
 	s.life.RLock()
