@@ -127,10 +127,14 @@ func TestItems(t *testing.T) {
 // so that counts carry over between the two.
 func TestReferenceKeysShareCount(t *testing.T) {
 	m := memcachedtest.Server(t)
-	s := open(t, memcachestore.Options{ReferenceKeys: true}, m.Addr)
+	// The store's clock stands still in the middle of an hour, so that
+	// no window ends while the test runs (memcached's item lifetimes
+	// still count on the real clock, hours from their end).
+	now := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+	s := openClock(t, func() time.Time { return now }, memcachestore.Options{ReferenceKeys: true}, m.Addr)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour, Counting: sluice.CountAll}
 	key := "ratelimit_dom_k1_v1_"
-	start := time.Now().Truncate(time.Hour).Unix()
+	start := now.Truncate(time.Hour).Unix()
 	name := key + strconv.FormatInt(start, 10) // the reference's: "ratelimit_dom_k1_v1_1764979200"
 	// What the reference does for 4 hits: add, then incr.
 	m.MustDo("add " + name + " 0 3600 1\r\n1")

@@ -107,7 +107,7 @@ func (s *Store) callErr(ctx context.Context, err error) error {
 	return err
 }
 
-// op is one step on one state: a decision (AllowN, Lease) or a return.
+// op is one step on one state: a decision (AllowN, Reserve) or a return.
 type op struct {
 	lim  sluice.Limit
 	p    algo.Params
@@ -131,7 +131,7 @@ type scratch struct {
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
 
-// decide is AllowN and Lease: the decision and its time (µs).
+// decide is AllowN and Reserve: the decision and its time (µs).
 func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, int64, error) {
 	if err := s.check(ctx, key, lim, n); err != nil {
 		return sluice.Decision{}, 0, err
@@ -396,7 +396,7 @@ func (s *Store) exptime(now, ttl int64) int64 {
 	return min(max(floorDiv(now, 1_000_000)+secs, maxRelative+1), maxUnix)
 }
 
-// Return implements sluice.Leaser: it gives back n units of a lease
+// Return implements sluice.Reserver: it gives back n units of a reservation
 // admitted at at (a zero at: as of now). Afterwards the key is as if they
 // had never been admitted, as far as they still count; returning more
 // than was leased never raises the limit beyond an untouched key. A fixed

@@ -22,7 +22,7 @@ import (
 // The multi-process exactness test: several OS processes (this test
 // binary run again) share one memcached and hammer the same keys, each
 // with several goroutines; every admission is stamped with the time its
-// decision used (Lease reports it: the process's clock, which all of them
+// decision used (Reserve reports it: the process's clock, which all of them
 // share on one machine), and the parent checks the merged stamps against
 // each algorithm's invariant: never more than Rate in a fixed window's
 // window (counting admitted hits or every hit) or in a sliding window's
@@ -151,7 +151,7 @@ func TestMultiProcessHelper(t *testing.T) {
 				var firstErr error
 				time.Sleep(time.Until(start))
 				for time.Now().Before(end) {
-					d, at, err := store.Lease(context.Background(), c.Name, c.Limit, 1)
+					d, at, err := store.Reserve(context.Background(), c.Name, c.Limit, 1)
 					switch {
 					case err != nil:
 						errs++

@@ -17,11 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
-var (
-	_ sluice.Store    = (*Store)(nil)
-	_ sluice.Leaser   = (*Store)(nil)
-	_ sluice.Resetter = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // Errors that callers match with errors.Is.
 var (
@@ -58,6 +54,8 @@ const nStripes = 1024
 
 // Store is a sluice.Store on memcached. It is safe for concurrent use.
 type Store struct {
+	sluice.Unsupported // no AllowMulti, no concurrency limits
+
 	opts Options
 	tls  *tls.Config // nil: plain TCP
 	ring atomic.Pointer[ring]
@@ -202,10 +200,10 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	return d, err
 }
 
-// Lease implements sluice.Leaser: it admits n like AllowN and also
+// Reserve implements sluice.Reserver: it admits n like AllowN and also
 // returns the time of the decision (this process's clock), which Return
 // needs.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	d, at, err := s.decide(ctx, key, lim, n)
 	if err != nil {
 		return d, time.Time{}, err

@@ -15,10 +15,18 @@ import (
 // decided are the algorithms the store decides.
 var decided = []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWindow, sluice.TokenBucket, sluice.GCRA}
 
+// busyTimeout is the calls' timeout of a test that does not test
+// timeouts: long enough for a machine whose cores are busy with other work
+// (the default, 500ms, is not).
+const busyTimeout = 30 * time.Second
+
 // open opens a store on the servers at addrs, closed when the test ends.
 func open(t testing.TB, o memcachestore.Options, addrs ...string) *memcachestore.Store {
 	t.Helper()
 	o.Servers = addrs
+	if o.Timeout == 0 {
+		o.Timeout = busyTimeout
+	}
 	s, err := memcachestore.Open(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +39,9 @@ func open(t testing.TB, o memcachestore.Options, addrs ...string) *memcachestore
 func openClock(t testing.TB, now func() time.Time, o memcachestore.Options, addrs ...string) *memcachestore.Store {
 	t.Helper()
 	o.Servers = addrs
+	if o.Timeout == 0 {
+		o.Timeout = busyTimeout
+	}
 	s, err := memcachestore.OpenTestClock(context.Background(), o, now)
 	if err != nil {
 		t.Fatal(err)

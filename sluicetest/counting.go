@@ -117,7 +117,7 @@ func (s *suite) testCountAll(t *testing.T) {
 // testCountAllMulti: inside AllowMulti, a limit that counts every hit is
 // charged whatever the call decides, and its denial denies the call.
 func (s *suite) testCountAllMulti(t *testing.T) {
-	s.needMulti(t)
+	s.need(t, capMulti)
 	s.needAll(t)
 	e := s.env(t, 0)
 	key := newKey(t)
@@ -149,10 +149,10 @@ func (s *suite) testCountAllMulti(t *testing.T) {
 // testRefundNow: Return with a zero time gives back units as if taken at
 // the store's now: never to an untouched key, reducing a debt.
 func (s *suite) testRefundNow(t *testing.T) {
-	need[sluice.Leaser](t, s, "sluice.Leaser")
+	s.need(t, capReserve)
 	ctx := context.Background()
 	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
-		ls := e.s.(sluice.Leaser)
+		ls := e.f
 		c := lim.Capacity()
 		ret := func(l sluice.Limit, n int) {
 			t.Helper()

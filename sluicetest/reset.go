@@ -9,19 +9,19 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// testReset runs when the store implements sluice.Resetter: a used key,
+// testReset runs when the store can reset (sluice.Resetter): a used key,
 // once reset, admits its full capacity again; the key's states under other
 // algorithms and periods keep what they counted; resetting an untouched key
 // is nil; a limit that counts every hit has its debt cleared; an invalid
 // key or limit is a *sluice.LimitError naming the field.
 func (s *suite) testReset(t *testing.T) {
-	need[sluice.Resetter](t, s, "sluice.Resetter")
+	s.need(t, capReset)
 	ctx := context.Background()
 	algs := s.cfg.only(algorithms)
 	for i, a := range algs {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
-			rs := e.s.(sluice.Resetter)
+			rs := e.f
 			lim, key := longLimit(a), newKey(t)
 			c := lim.Capacity()
 			otherPeriod := lim
@@ -61,7 +61,7 @@ func (s *suite) testReset(t *testing.T) {
 		for _, a := range s.cfg.only(countingAlgorithms) {
 			t.Run(a.String(), func(t *testing.T) {
 				e := s.env(t, 0)
-				rs := e.s.(sluice.Resetter)
+				rs := e.f
 				lim, key := countAllLimit(a), newKey(t)
 				c := lim.Capacity()
 				e.allow(key, lim, 3*c)
@@ -82,7 +82,7 @@ func (s *suite) testReset(t *testing.T) {
 	})
 	t.Run("Invalid", func(t *testing.T) {
 		e := s.env(t, 0)
-		rs := e.s.(sluice.Resetter)
+		rs := e.f
 		good := longLimit(sluice.GCRA)
 		bad := func(f func(*sluice.Limit)) sluice.Limit { l := good; f(&l); return l }
 		tests := []struct {

@@ -42,8 +42,8 @@
 // t; FixedWindow and SlidingWindow: at most Rate per epoch-aligned window).
 // AllowMulti is all-or-nothing, requests on one state are decided one after
 // the other, and costs on one state whose sum exceeds its capacity are
-// ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
-// key exactly, never beyond untouched. Reset puts a key back to untouched
+// ErrExceedsCapacity (no wait could admit them). Reserve and Return restore
+// a key exactly, never beyond untouched. Reset puts a key back to untouched
 // under one limit's algorithm and period (its debt too), and no other
 // state of the key.
 //
@@ -54,9 +54,9 @@
 // the call decides. A Return with a zero time refunds at the store's now,
 // reducing a debt, never crediting an untouched key.
 //
-// A store that implements sluice.Semaphore runs the SemaphoreCases too
-// (concurrency limits: at most Max held, leases that end exactly, renewals
-// that count once, ErrPermitLost, bounds checked before any state).
+// A store with concurrency limits runs the SemaphoreCases too (at most Max
+// held, TTLs that end exactly, renewals that count once, ErrPermitLost,
+// bounds checked before any state).
 //
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
@@ -64,11 +64,15 @@
 // each fixed window as a state of its own; WithAlgorithms for a store
 // that decides only some algorithms (memcachestore), whose cases then run
 // for those, and which must refuse every other with a *sluice.LimitError
-// on "Algorithm" wrapping sluice.ErrInvalidLimit. AllowMulti cases run
-// when the store implements sluice.MultiStore (and does not answer
-// sluice.ErrMultiUnsupported, as a wrapper over a store without it does),
-// Lease cases when it implements sluice.Leaser, Reset cases when it
-// implements sluice.Resetter.
+// on "Algorithm" wrapping sluice.ErrInvalidLimit. The cases of a
+// capability run when the store supports it: the store is lifted
+// (sluice.Lift), asked once by a call that changes nothing, and the cases
+// are skipped when the answer wraps the capability's sentinel
+// (sluice.ErrMultiUnsupported for the AllowMulti cases,
+// ErrReserveUnsupported for Reserve and RefundNow, ErrResetUnsupported for
+// Reset, ErrSemaphoreUnsupported for Semaphore): a store that embeds
+// sluice.Unsupported and implements a capability's methods is held to that
+// capability's contract.
 package sluicetest
 
 import (
@@ -229,7 +233,7 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"CancelledContext", s.testCancelledContext},
 		{"Concurrent", s.testConcurrent},
 		{"Multi", s.testMulti},
-		{"Lease", s.testLease},
+		{"Reserve", s.testReserve},
 		{"CountAll", s.testCountAll},
 		{"CountAllMulti", s.testCountAllMulti},
 		{"PeekCountAll", s.testPeekCountAll},
@@ -280,8 +284,9 @@ type env struct {
 	t     *testing.T
 	cfg   *config
 	s     sluice.Store
-	c     *Clock    // nil on real time
-	start time.Time // the time of offset 0
+	f     sluice.FullStore // s, lifted
+	c     *Clock           // nil on real time
+	start time.Time        // the time of offset 0
 	unit  time.Duration
 }
 
@@ -294,9 +299,11 @@ func (s *suite) env(t *testing.T, align time.Duration) *env {
 		e.c = NewClock(epoch)
 		e.start = epoch
 		e.s = s.cfg.clocked(t, e.c)
+		e.f = sluice.Lift(e.s)
 		return e
 	}
 	e.s = s.newStore(t)
+	e.f = sluice.Lift(e.s)
 	e.unit = 20 * s.cfg.tol
 	if align > 0 {
 		// The next multiple of a since the Unix epoch (fixed windows are

@@ -15,7 +15,7 @@ import (
 type Engine struct {
 	store  sluice.Store
 	multi  sluice.MultiStore // store, when it decides all-or-nothing
-	leaser sluice.Leaser     // store, when it gives hits back
+	leaser sluice.Reserver   // store, when it gives hits back
 	cfg    atomic.Pointer[config.Config]
 	obs    Observer
 	log    *slog.Logger
@@ -80,7 +80,7 @@ func New(store sluice.Store, cfg *config.Config, opts ...Option) *Engine {
 	e := &Engine{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now,
 		nearRatio: DefaultNearLimitRatio, bounds: DefaultBounds}
 	e.multi, _ = store.(sluice.MultiStore)
-	e.leaser, _ = store.(sluice.Leaser)
+	e.leaser, _ = store.(sluice.Reserver)
 	for _, o := range opts {
 		o(e)
 	}
