@@ -1039,7 +1039,7 @@ func TestMatchAllocs(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"testdata/compat", "testdata/sluice"} {
+	for _, dir := range []string{"testdata/compat", "testdata/sluice", "testdata/reference"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			f.Fatal(err)
@@ -1054,22 +1054,25 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(DefaultExample())
 	f.Add([]byte(bomb()))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: \"a*b*c\", share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}\n  - {key: k, value: \"a*\"}\n  - {key: k}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.yaml", data)
-		if err != nil {
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Parse error %v is not an *Error", err)
+		for _, o := range []Options{{}, {Wildcards: WildcardsTrailing, MaxEntries: 2}} {
+			c, err := o.Parse("fuzz.yaml", data)
+			if err != nil {
+				var ce *Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("Parse error %v is not an *Error", err)
+				}
+				if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+					t.Fatalf("Parse error %q does not name the file", err)
+				}
+				continue
 			}
-			if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-				t.Fatalf("Parse error %q does not name the file", err)
+			// Every rule of a config that loads is usable: a valid limit, or
+			// unlimited, or the reference's block-all.
+			for _, dom := range c.Domains() {
+				walk(t, c.domains[dom])
 			}
-			return
-		}
-		// Every rule of a config that loads is usable: a valid limit, or
-		// unlimited, or the reference's block-all.
-		for _, dom := range c.Domains() {
-			walk(t, c.domains[dom])
 		}
 	})
 }
