@@ -95,6 +95,7 @@ type Config struct {
 	files   map[string]string // domain -> file it came from (the first, when merged)
 	opts    Options
 	places  map[*node]place // where each descriptor is written, while loading; nil after
+	noLines bool            // the files' lines mean nothing to their authors (xDS resources)
 }
 
 // Domains returns the configured domains, sorted.
@@ -268,7 +269,7 @@ func (c *Config) add(name string, data []byte, errs *Errors) {
 	if c.places == nil {
 		c.places = map[*node]place{}
 	}
-	p := &parser{file: name, max: MaxErrors - len(*errs), opts: c.opts, places: c.places}
+	p := &parser{file: name, max: MaxErrors - len(*errs), opts: c.opts, places: c.places, noLines: c.noLines}
 	if c.opts.MergeDomains {
 		// A domain already read takes this file's descriptors at its
 		// first level, as checked by its addChild. A file with an error

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	rlsconf "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 )
 
 // TestNeverMatches checks that a descriptor that could never match is an
@@ -233,4 +235,39 @@ func FuzzMerge(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFromXDSOptions checks that an xDS update is read with the Options:
+// two resources of one domain merge with MergeDomains, and a conflict names
+// the other resource, with no line (a resource has none).
+func TestFromXDSOptions(t *testing.T) {
+	wild := func(name, value string, rpu uint32) *rlsconf.RateLimitConfig {
+		return &rlsconf.RateLimitConfig{Name: name, Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{
+			{Key: "k", Value: value, RateLimit: xdsLimit(rlsconf.RateLimitUnit_MINUTE, rpu)},
+		}}
+	}
+	if _, err := FromXDS([]*rlsconf.RateLimitConfig{wild("a", "x*y", 1), wild("b", "z*", 2)}); err == nil {
+		t.Errorf("two resources of one domain, not merged: no error")
+	}
+	c, err := Options{MergeDomains: true}.FromXDS([]*rlsconf.RateLimitConfig{wild("b", "z*", 2), wild("a", "x*y", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, rate := range map[string]int{"x1y": 1, "z1": 2} {
+		if m, _ := c.Match("d", d("k", v)); len(m.Rules) != 1 || m.Rules[0].Limit.Rate != rate {
+			t.Errorf("Match(k=%s) = %+v, want rate %d", v, m.Rules, rate)
+		}
+	}
+	_, err = Options{MergeDomains: true}.FromXDS([]*rlsconf.RateLimitConfig{wild("a", "x*", 1), wild("b", "x*y", 2)})
+	want := `xds resource "b": descriptors[0].value: wildcard "x*y" never matches: every value it matches is matched first by "x*" (xds resource "a"), an earlier wildcard of key "k"`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("shadowed across resources: %v, want %s", err, want)
+	}
+	_, err = FromXDS([]*rlsconf.RateLimitConfig{{Name: "a", Domain: "d", Descriptors: []*rlsconf.RateLimitDescriptor{
+		{Key: "k", Value: "x*", RateLimit: xdsLimit(rlsconf.RateLimitUnit_MINUTE, 1)},
+		{Key: "k", Value: "xy*", RateLimit: xdsLimit(rlsconf.RateLimitUnit_MINUTE, 1)},
+	}}})
+	if want := `matched first by "x*", an earlier`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("shadowed in one resource: %v, want %s", err, want)
+	}
 }

@@ -38,9 +38,10 @@ type parser struct {
 	// places holds where each descriptor read so far is written, for the
 	// errors of a later one that conflicts with it; nil: not kept.
 	places    map[*node]place
-	nodes     int // nodes visited so far
-	maxNodes  int // the budget for nodes
-	pathBytes int // bytes of descriptor paths built so far
+	noLines   bool // places name files, not lines (xDS resources)
+	nodes     int  // nodes visited so far
+	maxNodes  int  // the budget for nodes
+	pathBytes int  // bytes of descriptor paths built so far
 
 	errs    []*Error // the errors found so far, in file order
 	max     int      // report at most this many errors
@@ -82,8 +83,10 @@ type place struct {
 func (p *parser) where(n *node) string {
 	w, ok := p.places[n]
 	switch {
-	case !ok:
+	case !ok || p.noLines && w.file == p.file:
 		return ""
+	case p.noLines:
+		return w.file
 	case w.file != p.file:
 		return fmt.Sprintf("%s:%d", w.file, w.line)
 	}

@@ -51,6 +51,7 @@ func (o Options) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) 
 	resources = slices.Clone(resources)
 	slices.SortStableFunc(resources, func(a, b *rlsconf.RateLimitConfig) int { return strings.Compare(a.GetName(), b.GetName()) })
 	c := o.empty()
+	c.noLines = true
 	var errs Errors
 	for i, r := range resources {
 		if len(errs) >= MaxErrors {
