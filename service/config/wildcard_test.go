@@ -273,3 +273,24 @@ func FuzzWildcardCovers(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWildcardMatch is one match of a value against a pattern: a
+// trailing wildcard, one in the middle, three; values of 16 and 1024 bytes,
+// matching and not.
+func BenchmarkWildcardMatch(b *testing.B) {
+	for _, bb := range []struct{ name, pattern, value string }{
+		{"trailing/16", "/api/*", "/api/v1/users/42"},
+		{"middle/16", "/api/*/users", "/api/v1/x/users"},
+		{"three/16", "/api*v1*u*s", "/api/v1/users/s"},
+		{"three/1024/match", "/api*v1*u*s", "/api" + strings.Repeat("x", 1000) + "v1/users/s"},
+		{"three/1024/miss", "/api*v1*u*s", "/api" + strings.Repeat("v", 1000) + "v2/users/s"},
+	} {
+		p := mustPattern(b, bb.pattern, WildcardsAnywhere)
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				p.match(bb.value)
+			}
+		})
+	}
+}
