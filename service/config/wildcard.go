@@ -157,7 +157,7 @@ func (g *segment) index(t string) int {
 	s, f := g.s, g.fail
 	k := int32(0)
 	for i := 0; i < len(t); i++ {
-		if k == 0 {
+		if k == 0 && t[i] != s[0] {
 			// Skip to the next byte that can start a match.
 			j := strings.IndexByte(t[i:], s[0])
 			if j < 0 {
