@@ -21,6 +21,7 @@ import (
 // leaves the running one in force.
 type reloader struct {
 	paths    []string
+	opts     config.Options
 	interval time.Duration
 	log      *slog.Logger
 	metrics  *server.Metrics
@@ -34,7 +35,8 @@ type reloader struct {
 // when its files change, until stop is called. It runs also without
 // --config, so that SIGHUP does not kill the process.
 func startReloader(g *configFlags, sum [32]byte, check func(*config.Config) error, c *core) (stop func()) {
-	r := &reloader{paths: g.paths(), interval: g.reloadInterval, log: c.log, metrics: c.metrics, info: c.config, apply: c.eng.SetConfig, sum: sum, check: check}
+	opts, _ := g.read.options() // checked by validate
+	r := &reloader{paths: g.paths(), opts: opts, interval: g.reloadInterval, log: c.log, metrics: c.metrics, info: c.config, apply: c.eng.SetConfig, sum: sum, check: check}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.run(ctx) })
@@ -78,7 +80,7 @@ func (r *reloader) reload(force bool) {
 		return
 	}
 	r.sum = sum // a broken file is reported once, not every interval
-	c, lerr := config.Load(r.paths...)
+	c, lerr := r.opts.Load(r.paths...)
 	if lerr == nil && r.check != nil {
 		lerr = r.check(c)
 	}

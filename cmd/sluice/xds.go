@@ -134,10 +134,10 @@ type xdsSource struct {
 // startXDS subscribes to the configuration over xDS and applies each
 // update to c's service, vetted by check, as a reload; stop ends the
 // subscription.
-func startXDS(g *xdsFlags, check func(*config.Config) error, c *core) (*xdsSource, error) {
+func startXDS(g *xdsFlags, read config.Options, check func(*config.Config) error, c *core) (*xdsSource, error) {
 	s := &xdsSource{first: make(chan struct{})}
 	apply := func(u xds.Update) error {
-		cfg, err := config.FromXDS(u.Resources)
+		cfg, err := read.FromXDS(u.Resources)
 		if err == nil {
 			err = check(cfg)
 		}
@@ -185,7 +185,8 @@ func (s *xdsSource) ready() (bool, string) {
 // waits for the first configuration, as envoyproxy/ratelimit does before
 // it serves; a signal ends the wait.
 func waitXDS(ctx context.Context, f *serveFlags, check func(*config.Config) error, c *core) (*xdsSource, error) {
-	src, err := startXDS(&f.xds, check, c)
+	read, _ := f.config.read.options() // checked by validate
+	src, err := startXDS(&f.xds, read, check, c)
 	if err != nil {
 		return nil, err
 	}
