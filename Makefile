@@ -1,6 +1,8 @@
-# make test: the whole suite, with its own set-up (redis-server when missing,
+# make test: the whole suite, with its own set-up (redis-server and memcached when missing,
 #   envoyproxy/ratelimit built from the Go module proxy for make compat).
 # make bench: the benchmarks (not part of make test).
+# make regions: the multi-region simulation's standard table (not part of
+#   make test; its short smoke run is, in bench/regions); docs/regions.md.
 # make compat: the differential test against envoyproxy/ratelimit (part of make test).
 GO ?= go
 # The reference's version, as in bench/loadgen/run.sh.
@@ -19,9 +21,10 @@ BIN ?= $(DIST)/sluice-$(VERSION)-$(GOOS)-$(GOARCH)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: test check-format vet unit bench fuzz compat binary release release-check
+.PHONY: test check-format vet unit bench regions fuzz compat binary release release-check
 test: 
 	./scripts/ensure-redis.sh
+	./scripts/ensure-memcached.sh
 	./scripts/ensure-nginx.sh
 	./scripts/ensure-prometheus.sh
 	./scripts/ensure-chromium.sh
@@ -36,10 +39,17 @@ vet:
 
 unit:
 	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
-	cd bench && $(GO) test -race -count=1 ./loadgen ./deviation
+	cd bench && $(GO) test -race -count=1 ./loadgen ./deviation ./regions/...
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
+
+# About five minutes: fourteen runs of 10-12 s on loopback, each with its own
+# redis-server, WAN proxies and member processes. Prints the table and
+# writes the reports to bench/regions.json.
+regions:
+	./scripts/ensure-redis.sh
+	cd bench && $(GO) run ./regions -table standard -json regions.json
 
 # Builds envoyproxy/ratelimit's service_cmd from the Go module proxy into a
 # temporary directory and runs bench/compat against it. A failure is printed

@@ -132,12 +132,6 @@ func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 	return 0
 }
 
-func params(l sluice.Limit) algo.Params {
-	p := algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
-	p.Charge = l.Counting == sluice.CountAll
-	return p
-}
-
 func decision(l sluice.Limit, r algo.Result) sluice.Decision {
 	return sluice.Decision{
 		Allowed:    r.Allowed,

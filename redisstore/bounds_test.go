@@ -153,7 +153,7 @@ func TestScriptTime(t *testing.T) {
 			}
 		}}},
 		{worstCase: worstCase{"sliding log: return after an admission that left expired entries", fillKeys(1), func(t *testing.T, s *Store, _ *time.Time, key string) {
-			_, at, err := s.Lease(ctx, key+"/0", logLim, 1)
+			_, at, err := s.Reserve(ctx, key+"/0", logLim, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -147,19 +147,19 @@
 // once, across every process sharing the Redis. Each Acquire, Release and
 // Extend is one script run on Redis's clock. A key's holders are one ZSET,
 // <prefix>{<key>}c, in the key's hash slot (so on Cluster too), scored by
-// the end of each holder's lease in µs: every call first removes the
-// expired holders, so a permit whose process died frees when its lease
-// ends, never later; the key's TTL follows its latest lease, so an idle
-// key vanishes. At most Max (sluice.MaxPermits) holders are stored, so a
-// call's work is bounded. A denial carries RetryAfter, the time until the
-// earliest lease ends; Acquire does not wait (sluice.Limiter's AcquireWait
+// the end of each holder's TTL in µs: every call first removes the
+// expired holders, so a permit whose process died frees when its TTL
+// ends, never later; the key's Redis TTL follows its latest permit's, so
+// an idle key vanishes. At most Max (sluice.MaxPermits) holders are
+// stored, so a call's work is bounded. A denial carries RetryAfter, the
+// time until the earliest permit's TTL ends; Acquire does not wait (sluice.Limiter's AcquireWait
 // sleeps until then, or until its context ends).
 //
 // A call is never retried after a timeout: an acquire whose reply was lost
-// may have taken a permit, which stays taken for one lease at most
+// may have taken a permit, which stays taken for one TTL at most
 // (Release with the same holder frees it at once). A server restarted
 // without persistence forgets the permits it held, as it forgets rate
-// state: for up to one lease more than Max may run, and their Extend
+// state: for up to one TTL more than Max may run, and their Extend
 // reports sluice.ErrPermitLost. Each held permit costs Redis about 52
 // bytes while a key has up to 128 holders (a listpack), about 135 beyond.
 //

@@ -217,7 +217,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 					d = ds[0]
 				}
 			case s == st.flat:
-				d, at, err = s.Lease(context.Background(), key, lim, int(n))
+				d, at, err = s.Reserve(context.Background(), key, lim, int(n))
 			default:
 				d, err = s.AllowN(context.Background(), key, lim, int(n))
 			}

@@ -149,7 +149,7 @@ func TestMultiProcessHelper(t *testing.T) {
 				var errs int
 				var firstErr error
 				lease := func() bool {
-					d, at, err := store.Lease(context.Background(), key, c.Limit, 1)
+					d, at, err := store.Reserve(context.Background(), key, c.Limit, 1)
 					if err != nil {
 						errs++
 						if firstErr == nil {
@@ -195,7 +195,7 @@ func TestMultiProcessHelper(t *testing.T) {
 						} {
 							time.Sleep(time.Until(at))
 							for range 10 {
-								d, at, err := store.Lease(context.Background(), key, c.Limit, 1)
+								d, at, err := store.Reserve(context.Background(), key, c.Limit, 1)
 								switch {
 								case err != nil:
 									errs++

@@ -41,7 +41,7 @@ func TestSemaphoreFailoverFaults(t *testing.T) {
 	}
 	defer rc.Close()
 	rs := redisstore.NewRueidis(rc)
-	lim := sluice.ConcurrencyLimit{Max: 4, Lease: 700 * time.Millisecond}
+	lim := sluice.ConcurrencyLimit{Max: 4, TTL: 700 * time.Millisecond}
 	const replicas, perPolicy = 2, 6
 	localShare := int64(max(lim.Max/replicas, 1))
 	policies := []sluice.FailureMode{sluice.FailClosed, sluice.FailOpen}
@@ -154,7 +154,7 @@ func TestSemaphoreFailoverFaults(t *testing.T) {
 
 			// A lost reply's permit frees within one lease; then every
 			// slot is free, and counted once.
-			time.Sleep(lim.Lease)
+			time.Sleep(lim.TTL)
 			ctx := context.Background()
 			for _, m := range policies {
 				fs, key := fos[m], prefix+fault.name+"/"+m.String()

@@ -35,7 +35,7 @@ func TestSemaphoreFaults(t *testing.T) {
 	gc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer gc.Close()
 	stores := []*redisstore.Store{redisstore.NewRueidis(rc), redisstore.NewGoRedis(gc)}
-	lim := sluice.ConcurrencyLimit{Max: 4, Lease: 700 * time.Millisecond}
+	lim := sluice.ConcurrencyLimit{Max: 4, TTL: 700 * time.Millisecond}
 	const workers = 12
 	key := fmt.Sprintf("semfault%d", rand.Uint32())
 	name := "sluice:{" + key + "}c"
@@ -110,7 +110,7 @@ func TestSemaphoreFaults(t *testing.T) {
 				t.Errorf("ZCARD %d after the load, want <= Max %d", n, lim.Max)
 			}
 			// A lost reply's permit frees within one lease.
-			time.Sleep(lim.Lease)
+			time.Sleep(lim.TTL)
 			if n := srv.MustDo("ZCARD", name); n != "0" {
 				t.Fatalf("ZCARD %s one lease after every release, want 0", n)
 			}
@@ -156,7 +156,7 @@ func TestSemaphoreRestartForgets(t *testing.T) {
 	defer rc.Close()
 	s := redisstore.NewRueidis(rc)
 	ctx := context.Background()
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Minute}
 	if d, err := s.Acquire(ctx, "k", lim, "a"); err != nil || !d.Acquired {
 		t.Fatal(d, err)
 	}

@@ -102,7 +102,7 @@ func TestSemaphoreHelper(t *testing.T) {
 	}
 	s := semChildStore(t, cfg)
 	ctx := context.Background()
-	lease := cfg.Limit.Lease.Microseconds()
+	lease := cfg.Limit.TTL.Microseconds()
 	if cfg.Mode == "crash" {
 		var res semResult
 		for i := range cfg.Limit.Max {
@@ -247,7 +247,7 @@ func TestSemaphoreMultiProcessExactness(t *testing.T) {
 	dur := envDuration(t, envDur, 1500*time.Millisecond)
 	srv := redistest.Server(t)
 	dir := t.TempDir()
-	lim := sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}
 	key := fmt.Sprintf("semmp%d", rand.Uint32())
 	start := time.Now().Add(time.Second)
 	type child struct {
@@ -321,7 +321,7 @@ func TestSemaphoreCrash(t *testing.T) {
 	}
 	srv := redistest.Server(t)
 	dir := t.TempDir()
-	lim := sluice.ConcurrencyLimit{Max: 3, Lease: 500 * time.Millisecond}
+	lim := sluice.ConcurrencyLimit{Max: 3, TTL: 500 * time.Millisecond}
 	key := fmt.Sprintf("semcrash%d", rand.Uint32())
 	name := "sluice:{" + key + "}c"
 	cfg := semConfig{Mode: "crash", Addr: srv.Addr, Client: "rueidis", Key: key, Limit: lim, Out: filepath.Join(dir, "crash.json")}
@@ -373,7 +373,7 @@ func TestSemaphoreCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 		if d.Acquired {
-			now := d.Expires.UnixMicro() - lim.Lease.Microseconds()
+			now := d.Expires.UnixMicro() - lim.TTL.Microseconds()
 			if now < res.Expires[k] {
 				t.Errorf("slot %d acquired at %d µs, before the dead holder's lease ended at %d", k, now, res.Expires[k])
 			}
@@ -393,7 +393,7 @@ func TestSemaphoreCrash(t *testing.T) {
 		if d.Held != lim.Max {
 			t.Errorf("denied with Held %d, want %d", d.Held, lim.Max)
 		}
-		if time.Since(killed) > lim.Lease+5*time.Second {
+		if time.Since(killed) > lim.TTL+5*time.Second {
 			t.Fatalf("slot %d still taken %v after the crash", k, time.Since(killed))
 		}
 		// Come back close to the lease's end, to see it free at it.

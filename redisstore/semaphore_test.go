@@ -29,7 +29,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // clk, with exact times.
 func testSemaphore(t *testing.T, s *Store, clk *fakeClock, key string) {
 	ctx := context.Background()
-	lim := sluice.ConcurrencyLimit{Max: 2, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 2, TTL: time.Second}
 	t0 := clk.Now()
 	a, err := s.Acquire(ctx, key, lim, "a")
 	if err != nil || !a.Acquired || a.Held != 1 || !a.Expires.Equal(t0.Add(time.Second)) || a.RetryAfter != 0 || a.Limit != lim {
@@ -87,7 +87,7 @@ func testSemaphore(t *testing.T, s *Store, clk *fakeClock, key string) {
 	if !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 {
 		t.Fatalf("Extend of expired b = %+v, %v; want ErrPermitLost, held 2", lost, err)
 	}
-	if lost, err := s.Extend(ctx, key, sluice.ConcurrencyLimit{Max: 5, Lease: time.Second}, "never"); !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 || lost.RetryAfter != 0 {
+	if lost, err := s.Extend(ctx, key, sluice.ConcurrencyLimit{Max: 5, TTL: time.Second}, "never"); !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 || lost.RetryAfter != 0 {
 		t.Fatalf("Extend of a holder never seen = %+v, %v", lost, err)
 	}
 }
@@ -134,8 +134,8 @@ func TestSemaphoreRedisLayout(t *testing.T) {
 	if rl := s.redisKey(key, sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Second}); slot(rl) != slot(name) || rl == name {
 		t.Fatalf("holders %q and rate state %q: want the same slot, different names", name, rl)
 	}
-	short := sluice.ConcurrencyLimit{Max: 3, Lease: 200 * time.Millisecond}
-	long := sluice.ConcurrencyLimit{Max: 3, Lease: 2 * time.Second}
+	short := sluice.ConcurrencyLimit{Max: 3, TTL: 200 * time.Millisecond}
+	long := sluice.ConcurrencyLimit{Max: 3, TTL: 2 * time.Second}
 	a, err := s.Acquire(ctx, key, short, "a")
 	if err != nil || !a.Acquired {
 		t.Fatal(a, err)
@@ -168,7 +168,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 	srv := redistest.Server(t)
 	s := NewRueidis(newRueidis(t, srv.Addr))
 	ctx := context.Background()
-	ok := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	ok := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	long := string(make([]byte, sluice.MaxHolderLen+1))
 	for _, tc := range []struct {
 		name, key, holder, field string
@@ -177,10 +177,10 @@ func TestSemaphoreInvalid(t *testing.T) {
 		{"key", "", "h", "Key", ok},
 		{"holder empty", "k", "", "Holder", ok},
 		{"holder long", "k", long, "Holder", ok},
-		{"max 0", "k", "h", "Max", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}},
-		{"max big", "k", "h", "Max", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, Lease: time.Second}},
-		{"lease", "k", "h", "Lease", sluice.ConcurrencyLimit{Max: 1, Lease: time.Millisecond}},
-		{"lease µs", "k", "h", "Lease", sluice.ConcurrencyLimit{Max: 1, Lease: time.Second + time.Microsecond}},
+		{"max 0", "k", "h", "Max", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}},
+		{"max big", "k", "h", "Max", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, TTL: time.Second}},
+		{"lease", "k", "h", "TTL", sluice.ConcurrencyLimit{Max: 1, TTL: time.Millisecond}},
+		{"lease µs", "k", "h", "TTL", sluice.ConcurrencyLimit{Max: 1, TTL: time.Second + time.Microsecond}},
 	} {
 		for op, call := range map[string]func() error{
 			"acquire": func() error { _, err := s.Acquire(ctx, tc.key, tc.lim, tc.holder); return err },
@@ -188,7 +188,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 			"release": func() error { return s.Release(ctx, tc.key, tc.holder) },
 		} {
 			err := call()
-			if op == "release" && (tc.field == "Max" || tc.field == "Lease") {
+			if op == "release" && (tc.field == "Max" || tc.field == "TTL") {
 				if err != nil {
 					t.Errorf("%s %s: %v, want nil (Release takes no limit)", op, tc.name, err)
 				}

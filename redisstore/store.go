@@ -17,11 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
-var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // ErrCrossSlot is returned by AllowMulti on Redis Cluster when the requests'
 // keys lie in different hash slots, so that no single script can decide
@@ -53,8 +49,9 @@ type Store struct {
 	closed  atomic.Bool
 	once    sync.Once
 
-	argCache sync.Map // sluice.Limit -> *limitArgs
-	batch    *batcher // nil: one single script per decision, or per slot
+	limits   validate.Limits // the limits validated at the entrance (check)
+	argCache sync.Map        // sluice.Limit -> *limitArgs
+	batch    *batcher        // nil: one single script per decision, or per slot
 	// slotBatch holds, on Cluster with batching, one batcher per hash
 	// slot (made on first use): a script's keys must share a slot there.
 	slotBatch []atomic.Pointer[batcher]
@@ -164,6 +161,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// check validates a request at the store's entrance, as memstore does: a
+// limit seen before costs one lookup in the cache of validated limits.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
@@ -171,7 +170,7 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validate.Request(key, lim, n); err != nil {
+	if _, err := s.limits.Check(key, lim, n); err != nil {
 		return err
 	}
 	if s.msLayout && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
@@ -252,9 +251,9 @@ func decision(lim sluice.Limit, r []int64) sluice.Decision {
 	}
 }
 
-// Lease implements sluice.Leaser: AllowN, and the Redis time (µs) the script
-// decided at, which Return needs.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+// Reserve implements sluice.Reserver: AllowN, and the Redis time (µs) the
+// script decided at, which Return needs.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	d, at, err := s.allow(ctx, key, lim, n)
 	if err != nil {
 		return d, time.Time{}, err
@@ -262,7 +261,14 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return d, time.UnixMicro(at), nil
 }
 
-// Return implements sluice.Leaser: it gives back n units of a Lease made at
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.Reserve(ctx, key, lim, n)
+}
+
+// Return implements sluice.Reserver: it gives back n units reserved at
 // at, as far as they still count (as memstore does), in one script on
 // Redis time. A zero at is Redis's time now, as the script reads it: a
 // refund whose admission time is unknown leaves the current window, moves

@@ -78,7 +78,7 @@ type mpChildResult struct {
 	FirstErr string
 }
 
-// recorder is a sluice.Leaser that records what the store grants and takes
+// recorder is a sluice.Reserver that records what the store grants and takes
 // back.
 type recorder struct {
 	*redisstore.Store
@@ -86,8 +86,8 @@ type recorder struct {
 	grants map[sluice.Algorithm][]mpGrant
 }
 
-func (r *recorder) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
-	d, at, err := r.Store.Lease(ctx, key, lim, n)
+func (r *recorder) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	d, at, err := r.Store.Reserve(ctx, key, lim, n)
 	if err == nil && d.Allowed {
 		r.mu.Lock()
 		r.grants[lim.Algorithm] = append(r.grants[lim.Algorithm], mpGrant{at.UnixMicro(), n})

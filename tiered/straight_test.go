@@ -69,7 +69,7 @@ func (d *degrading) AllowN(_ context.Context, _ string, lim sluice.Limit, n int)
 	return sluice.Decision{Limit: lim, RetryAfter: time.Hour, Degraded: true}, nil
 }
 
-func (d *degrading) Lease(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Decision, time.Time, error) {
+func (d *degrading) Reserve(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Decision, time.Time, error) {
 	d.leases.Add(1)
 	return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: d.leaseRetry}, time.Time{}, nil
 }

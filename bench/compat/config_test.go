@@ -274,7 +274,7 @@ func caseFiles(t *testing.T, name string) map[string][]byte {
 
 func (a *acceptance) corpusCase(t *testing.T, c corpusCase) {
 	files := caseFiles(t, c.name)
-	e := a.evaluate(t, files)
+	e := a.evaluate(t, files, c.settings)
 	defer func() {
 		if t.Failed() {
 			t.Logf("configuration:\n%s", showFiles(files))
@@ -327,7 +327,7 @@ func word(accepts bool) string {
 
 func (a *acceptance) generatedCase(t *testing.T, m mutant) {
 	files := map[string][]byte{m.base + ".yaml": m.data}
-	e := a.evaluate(t, files)
+	e := a.evaluate(t, files, settings{})
 	defer func() {
 		if t.Failed() {
 			t.Logf("mutation of testdata/configs/%s.yaml: %s\n%s", m.base, m.what, showFiles(files))
@@ -369,6 +369,7 @@ func showFiles(files map[string][]byte) string {
 // evaluation is what evaluate found out about one configuration.
 type evaluation struct {
 	ref, sl verdict
+	set     settings
 	dir     string   // the configuration directory
 	refSvc  *service // the reference, running
 	debug   string   // the base URL of its debug listener (/rlconfig)
@@ -377,8 +378,9 @@ type evaluation struct {
 
 var domainLine = regexp.MustCompile(`(?m)^\s*"?domain"?\s*:\s*["']?([^"'\s#,}]+)`)
 
-// evaluate writes files into a fresh directory and gets both verdicts.
-func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation {
+// evaluate writes files into a fresh directory and gets both verdicts,
+// each run with set.
+func (a *acceptance) evaluate(t *testing.T, files map[string][]byte, set settings) *evaluation {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -395,11 +397,11 @@ func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation
 			domain = string(m[1])
 		}
 	}
-	e := &evaluation{dir: dir}
-	e.refSvc, e.debug, e.ref = a.reference(t, root, domain)
-	e.sl, e.domains = sluiceCheck(t, dir)
+	e := &evaluation{dir: dir, set: set}
+	e.refSvc, e.debug, e.ref = a.reference(t, root, domain, set.refEnv...)
+	e.sl, e.domains = sluiceCheck(t, dir, set.slArgs...)
 	if !e.sl.accepted {
-		serveRefuses(t, dir, e.sl.msg)
+		serveRefuses(t, dir, e.sl.msg, set.slArgs...)
 	}
 	return e
 }
@@ -407,10 +409,10 @@ func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation
 // reference runs the reference on the configuration under root and
 // returns its verdict, retrying when a port it was given was taken in the
 // meantime.
-func (a *acceptance) reference(t *testing.T, root, domain string) (*service, string, verdict) {
+func (a *acceptance) reference(t *testing.T, root, domain string, env ...string) (*service, string, verdict) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		s, debug, v, err := a.tryReference(t, root, domain)
+		s, debug, v, err := a.tryReference(t, root, domain, env...)
 		if err == nil {
 			return s, debug, v
 		}
@@ -469,13 +471,13 @@ func uniquePort(t *testing.T) string {
 	return ""
 }
 
-func (a *acceptance) tryReference(t *testing.T, root, domain string) (*service, string, verdict, error) {
+func (a *acceptance) tryReference(t *testing.T, root, domain string, env ...string) (*service, string, verdict, error) {
 	t.Helper()
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
 	cmd := exec.Command(referenceBin(t))
 	cmd.Dir = root
 	cmd.Env = referenceEnv(root, a.redis, httpPort, grpcPort, debugPort,
-		"CACHE_KEY_PREFIX=cfg"+strconv.FormatInt(a.prefix.Add(1), 10)+"_")
+		append([]string{"CACHE_KEY_PREFIX=cfg" + strconv.FormatInt(a.prefix.Add(1), 10) + "_"}, env...)...)
 	s := run(t, "reference", cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(20 * time.Second); ; {
@@ -581,11 +583,12 @@ func crash(out string) string {
 	return tail(out, 400)
 }
 
-// sluiceCheck runs sluice check DIR: its verdict and the domains it loaded.
-func sluiceCheck(t *testing.T, dir string) (verdict, []string) {
+// sluiceCheck runs sluice check [args] DIR: its verdict and the domains it
+// loaded.
+func sluiceCheck(t *testing.T, dir string, args ...string) (verdict, []string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(sluiceBin, "check", dir)
+	cmd := exec.Command(sluiceBin, append(append([]string{"check"}, args...), dir)...)
 	cmd.Env = minimalEnv()
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -607,14 +610,14 @@ func sluiceCheck(t *testing.T, dir string) (verdict, []string) {
 
 // serveRefuses checks that sluice serve refuses to start on a configuration
 // that sluice check rejected with msg, and says why.
-func serveRefuses(t *testing.T, dir, msg string) {
+func serveRefuses(t *testing.T, dir, msg string, args ...string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, "serve", "--config", dir,
+	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"serve", "--config", dir,
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready,
-		"--log-level", "warn", "--reload-interval", "0")
+		"--log-level", "warn", "--reload-interval", "0"}, args...)...)
 	cmd.Env = minimalEnv()
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -642,8 +645,8 @@ var dumpLine = regexp.MustCompile(`^(.+): unit=(\w+) requests_per_unit=\d+, shad
 
 // limits reads the reference's loaded limits from its debug listener and
 // makes a request descriptor for each: the key and value of each level
-// ("key_value", split at the first '_'), a wildcard's prefix and "w1" for a
-// wildcard value, "u1" for a key-only level.
+// ("key_value", split at the first '_'), a wildcard value with each '*'
+// replaced by "w1", "u1" for a key-only level.
 func limits(t *testing.T, debug string, domains []string) []limitLine {
 	t.Helper()
 	resp, err := http.Get(debug + "/rlconfig")
@@ -679,8 +682,8 @@ func limits(t *testing.T, debug string, domains []string) []limitLine {
 			switch {
 			case value == "":
 				value = "u1"
-			case strings.HasSuffix(value, "*"):
-				value = strings.TrimSuffix(value, "*") + "w1"
+			case strings.Contains(value, "*"):
+				value = strings.ReplaceAll(value, "*", "w1")
 			}
 			l.entries = append(l.entries, &rlpb.RateLimitDescriptor_Entry{Key: key, Value: value})
 		}
@@ -706,7 +709,7 @@ func window(unit string) time.Duration {
 // checker.step). It returns the differences of the first part.
 func (a *acceptance) compare(t *testing.T, e *evaluation, combined bool) []string {
 	t.Helper()
-	sl := startSluice(t, "sluice", e.dir)
+	sl := startSluice(t, "sluice", e.dir, e.set.slArgs...)
 	lines := limits(t, e.debug, e.domains)
 	var diffs []string
 	byDomain := map[string][]*rlpb.RateLimitDescriptor{}

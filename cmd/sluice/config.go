@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/source"
 )
 
@@ -12,11 +14,35 @@ import (
 type configFlags struct {
 	file           string
 	reloadInterval time.Duration
+	read           readFlags
 }
 
 func (g *configFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.file, "config", "", "configuration `FILE or DIR` (envoyproxy/ratelimit YAML); the built-in example when empty")
 	fs.DurationVar(&g.reloadInterval, "reload-interval", time.Second, "how often to check the configuration files for changes; 0 reloads on SIGHUP only")
+	g.read.register(fs)
+}
+
+// readFlags are how a configuration is read where its files leave a
+// choice (config.Options); serve and check share them.
+type readFlags struct {
+	wildcards    string
+	mergeDomains bool
+	maxEntries   int // serve's --max-descriptor-entries (check's own flag)
+}
+
+func (g *readFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.wildcards, "wildcards", "anywhere", "which '*' of a descriptor value is a wildcard (`mode`): anywhere (any run of bytes, as envoyproxy/ratelimit's current versions) or trailing (only a '*' ending the value, as its earlier versions; any other '*' is literal)")
+	fs.BoolVar(&g.mergeDomains, "merge-domains", false, "let several configuration files define one domain: their first-level descriptors merge (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
+}
+
+// options are the config.Options of the flags.
+func (g *readFlags) options() (config.Options, error) {
+	w, err := config.ParseWildcards(g.wildcards)
+	if err != nil {
+		return config.Options{}, fmt.Errorf("--%v", err)
+	}
+	return config.Options{Wildcards: w, MergeDomains: g.mergeDomains, MaxEntries: g.maxEntries}, nil
 }
 
 // errDurations is the one message for the durations of the process's life,
@@ -27,14 +53,16 @@ func (g *configFlags) validate() error {
 	if g.reloadInterval < 0 {
 		return errDurations
 	}
-	return nil
+	_, err := g.read.options()
+	return err
 }
 
 // files is the configuration's source with these flags: the files of
 // --config, reloaded every --reload-interval when they change, or the
 // built-in example.
 func (g *configFlags) files() *source.Files {
-	f := &source.Files{Interval: g.reloadInterval}
+	o, _ := g.read.options() // checked by validate
+	f := &source.Files{Interval: g.reloadInterval, Options: o}
 	if g.file != "" {
 		f.Paths = []string{g.file}
 	}

@@ -81,6 +81,9 @@ func (f *serveFlags) groups() []flagGroup {
 // of the Redis client live with the listeners' (tlsFlags), and they need
 // --redis to be a rediss:// URL.
 func (f *serveFlags) validate() error {
+	// A limit deeper than a request descriptor can reach is an error of
+	// the configuration.
+	f.config.read.maxEntries = f.limits.maxDescriptorEntries
 	for _, g := range f.groups() {
 		if err := g.validate(); err != nil {
 			return err

@@ -55,15 +55,19 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 	octx, cancel := context.WithTimeout(ctx, connectTimeout)
 	rs, err := redisstore.Open(octx, f.redis.url, ropts...)
 	cancel()
-	var raw redisLayer = rs
+	var raw sluice.FullStore = rs
 	var down error
 	if err != nil {
-		if f.redis.required || !unreachable(err) || ctx.Err() != nil {
+		if f.redis.required || !redisstore.Unreachable(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("--redis: %w", err)
 		}
 		// Serve by the failure policy, breaker open, until Redis answers.
 		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
-		raw, down = newPendingStore(f.redis.url, ropts, log), err
+		later, lerr := redisstore.OpenLater(f.redis.url, append(ropts, redisstore.WithLogger(log))...)
+		if lerr != nil {
+			return nil, fmt.Errorf("--redis: %w", lerr)
+		}
+		raw, down = later, err
 	}
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
@@ -110,13 +114,4 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 		close:     func() { st.Close(); raw.Close() },
 		waitBound: f.redis.timeout,
 	}, nil
-}
-
-// redisLayer is the Redis store at the bottom: *redisstore.Store, or a
-// pendingStore while Redis has not been reached.
-type redisLayer interface {
-	sluice.Store
-	sluice.MultiStore
-	sluice.Leaser
-	Close() error
 }

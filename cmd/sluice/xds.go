@@ -129,7 +129,8 @@ func startXDS(ctx context.Context, f *serveFlags, ap *source.Applier, c *core) (
 	if err != nil {
 		return nil, err
 	}
-	src, err := source.StartXDS(o, ap)
+	read, _ := f.config.read.options() // checked by validate
+	src, err := source.StartXDS(o, read, ap)
 	if err != nil {
 		return nil, err
 	}

@@ -338,11 +338,7 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := Caller(r.Context())
-	rs, ok := a.store.(sluice.Resetter)
-	if !ok {
-		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%T) cannot reset a key", a.store))
-		return
-	}
+	rs := sluice.Lift(a.store) // a store that cannot reset answers ErrResetUnsupported: 501
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	out := resetJSON{By: who, Reset: []resetEntry{}}

@@ -316,7 +316,8 @@ func TestDefaultExample(t *testing.T) {
 
 // TestMatchPrecedence checks the reference's order at each level: the exact
 // key/value, then wildcards in config order, then the key-only default; and
-// that the node of the last entry decides.
+// that the node of the last entry decides. (A "*" beside a key-only default
+// is an error: the default would never match; see TestNeverMatches.)
 func TestMatchPrecedence(t *testing.T) {
 	const yml = `
 domain: p
@@ -339,7 +340,7 @@ descriptors:
   - key: k
     value: abc
     rate_limit: {unit: second, requests_per_unit: 4}
-  - key: k
+  - key: any
     value: "*"
     rate_limit: {unit: second, requests_per_unit: 5}
   - key: other
@@ -357,8 +358,9 @@ descriptors:
 		{d("k", "abc"), 4},   // exact beats every wildcard
 		{d("k", "abd"), 2},   // first wildcard in order
 		{d("k", "axe"), 3},   // second wildcard
-		{d("k", "zzz"), 5},   // "*" wildcard, still before the default
-		{d("k", ""), 5},      // "*" matches the empty value too
+		{d("k", "zzz"), 1},   // no wildcard matches: the default
+		{d("any", "zzz"), 5}, // "*" matches every value
+		{d("any", ""), 5},    // the empty value too
 		{d("other", "b"), 0}, // wildcard of another key does not apply, no default
 		{d("other", "a"), 6},
 		{d("k", "axe", "sub", "x"), 33},
@@ -493,14 +495,14 @@ descriptors:
   - key: k
     value: v
   - key: k
-    value: v`, `t.yaml:6: descriptors[1].key: duplicate descriptor "k" with value "v" at this level (a.k_v)`},
+    value: v`, `t.yaml:6: descriptors[1].key: duplicate descriptor "k" with value "v" at this level (a.k_v; first at line 4)`},
 		{"duplicate default", `
 domain: a
 descriptors:
   - key: k
     descriptors:
       - key: j
-      - key: j`, `t.yaml:7: descriptors[0].descriptors[1].key: duplicate descriptor "j" with no value at this level (a.k.j)`},
+      - key: j`, `t.yaml:7: descriptors[0].descriptors[1].key: duplicate descriptor "j" with no value at this level (a.k.j; first at line 6)`},
 		{"bad unit", `
 domain: a
 descriptors:
@@ -596,13 +598,13 @@ descriptors:
   - key: k
     value: v
     share_threshold: true
-    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:6: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "v"`},
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:6: descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not "v"`},
 		{"share_threshold on a key-only descriptor", `
 domain: a
 descriptors:
   - key: k
     share_threshold: true
-    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not ""`},
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not ""`},
 		{"replaces entry unknown key", `
 domain: a
 descriptors:
@@ -1037,7 +1039,7 @@ func TestMatchAllocs(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"testdata/compat", "testdata/sluice"} {
+	for _, dir := range []string{"testdata/compat", "testdata/sluice", "testdata/reference"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			f.Fatal(err)
@@ -1052,22 +1054,25 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(DefaultExample())
 	f.Add([]byte(bomb()))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: \"a*b*c\", share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}\n  - {key: k, value: \"a*\"}\n  - {key: k}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.yaml", data)
-		if err != nil {
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Parse error %v is not an *Error", err)
+		for _, o := range []Options{{}, {Wildcards: WildcardsTrailing, MaxEntries: 2}} {
+			c, err := o.Parse("fuzz.yaml", data)
+			if err != nil {
+				var ce *Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("Parse error %v is not an *Error", err)
+				}
+				if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+					t.Fatalf("Parse error %q does not name the file", err)
+				}
+				continue
 			}
-			if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-				t.Fatalf("Parse error %q does not name the file", err)
+			// Every rule of a config that loads is usable: a valid limit, or
+			// unlimited, or the reference's block-all.
+			for _, dom := range c.Domains() {
+				walk(t, c.domains[dom])
 			}
-			return
-		}
-		// Every rule of a config that loads is usable: a valid limit, or
-		// unlimited, or the reference's block-all.
-		for _, dom := range c.Domains() {
-			walk(t, c.domains[dom])
 		}
 	})
 }
@@ -1185,8 +1190,8 @@ extra: 1
 		`t.yaml:14: descriptors[2].descriptors[0].rate_limit.unit: unknown unit "eon" (want second, minute, hour, day, week, month or year)`,
 		`t.yaml:17: descriptors[3].rate_limits[0].burst: Burst 2 applies only to token_bucket and gcra, not fixed_window`,
 		`t.yaml:19: descriptors[3].rate_limits[2]: same algorithm and period (fixed_window, 1s) as descriptors[3].rate_limits[1]: one key holds one state per algorithm and period; keep the stricter limit`,
-		`t.yaml:20: descriptors[4].key: duplicate descriptor "k" with no value at this level (a.k)`,
-		`t.yaml:22: descriptors[5].key: duplicate descriptor "k" with no value at this level (a.k)`,
+		`t.yaml:20: descriptors[4].key: duplicate descriptor "k" with no value at this level (a.k; first at line 3)`,
+		`t.yaml:22: descriptors[5].key: duplicate descriptor "k" with no value at this level (a.k; first at line 3)`,
 		`t.yaml:24: extra: unknown key (want one of domain, descriptors)`,
 	}
 	_, err := Parse("t.yaml", []byte(give))

@@ -68,7 +68,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		return res, nil
 	}
 	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
-	if e.multi != nil && len(enforced) > sluice.MaxMultiRequests {
+	if e.multi && len(enforced) > sluice.MaxMultiRequests {
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
 		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
 	}
@@ -200,11 +200,8 @@ func (e *Engine) refund(ctx context.Context, cs []check) error {
 		if c.n == 0 || c.rule.Deny {
 			continue // nothing to give back
 		}
-		err := sluice.ErrLeaseUnsupported
-		if e.leaser != nil {
-			err = e.leaser.Return(ctx, c.key, c.lim, c.n, time.Time{})
-		}
-		if errors.Is(err, sluice.ErrLeaseUnsupported) {
+		err := e.store.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		if errors.Is(err, sluice.ErrReserveUnsupported) {
 			return invalid(field(c.desc, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", c.desc))
 		}
 		if err != nil {
@@ -419,16 +416,14 @@ type counter struct {
 
 // allowMulti decides reqs (two or more) all or nothing.
 func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if e.multi != nil {
-		ds, err := e.multi.AllowMulti(ctx, reqs)
-		if !errors.Is(err, sluice.ErrMultiUnsupported) {
-			return ds, err
-		}
+	ds, err := e.store.AllowMulti(ctx, reqs)
+	if !errors.Is(err, sluice.ErrMultiUnsupported) {
+		return ds, err
 	}
 	// A store without AllowMulti: one call per limit, stopping at the first
 	// denial. Limits decided before it stay counted; the all-or-nothing
 	// guarantee needs a MultiStore.
-	ds := make([]sluice.Decision, len(reqs))
+	ds = make([]sluice.Decision, len(reqs))
 	denied := false
 	for k, r := range reqs {
 		n := r.N

@@ -279,7 +279,7 @@ func TestRefundNeedsLeaser(t *testing.T) {
 	}
 	st := memstore.New()
 	defer st.Close()
-	// A store that is no Leaser, and a wrapper that is one over a store
+	// A store that is no Reserver, and a wrapper that is one over a store
 	// that is not (its Return says so).
 	for _, s := range []sluice.Store{noLeaser{st}, unsupported{st}} {
 		e := New(s, cfg)
@@ -295,7 +295,7 @@ func TestRefundNeedsLeaser(t *testing.T) {
 	}
 }
 
-// unsupported is a wrapper that is a MultiStore and a Leaser over a store
+// unsupported is a wrapper that is a MultiStore and a Reserver over a store
 // that is neither, as the observed store and the library's wrappers are:
 // AllowMulti and Return fail with the errors that say so.
 type unsupported struct{ sluice.Store }
@@ -304,12 +304,12 @@ func (unsupported) AllowMulti(context.Context, []sluice.Request) ([]sluice.Decis
 	return nil, fmt.Errorf("%w: test", sluice.ErrMultiUnsupported)
 }
 
-func (unsupported) Lease(context.Context, string, sluice.Limit, int) (sluice.Decision, time.Time, error) {
-	return sluice.Decision{}, time.Time{}, fmt.Errorf("%w: test", sluice.ErrLeaseUnsupported)
+func (unsupported) Reserve(context.Context, string, sluice.Limit, int) (sluice.Decision, time.Time, error) {
+	return sluice.Decision{}, time.Time{}, fmt.Errorf("%w: test", sluice.ErrReserveUnsupported)
 }
 
 func (unsupported) Return(context.Context, string, sluice.Limit, int, time.Time) error {
-	return fmt.Errorf("%w: test", sluice.ErrLeaseUnsupported)
+	return fmt.Errorf("%w: test", sluice.ErrReserveUnsupported)
 }
 
 // A store whose AllowMulti is unsupported decides limit by limit, as one
@@ -361,7 +361,8 @@ func TestStoreError(t *testing.T) {
 	e, _, _ := newEngine(t)
 	st := memstore.New()
 	st.Close()
-	e.store, e.multi, e.leaser = st, st, st
+	e.store = st
+	e.multi = true
 	_, err := e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 1)}})
 	var se *StoreError
 	if !errors.As(err, &se) || !errors.Is(err, sluice.ErrClosed) {

@@ -32,7 +32,7 @@ type Descriptor struct {
 	HasHits bool
 	// NegativeHits gives the descriptor's hits back to each of its limits
 	// instead of spending them (Envoy's is_negative_hits): a refund. The
-	// store must be a sluice.Leaser.
+	// store must be a sluice.Reserver.
 	NegativeHits bool
 }
 

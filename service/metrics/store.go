@@ -26,39 +26,25 @@ type StoreObserver interface {
 // goes through it once, timed for a StoreObserver and, with a tracer, in
 // a child span of the caller's. The engine, the HTTP API and the admin API
 // all call their store through it, so no call site times or traces a store
-// call itself. It is a sluice.Store, sluice.MultiStore, sluice.Leaser,
-// sluice.Resetter and sluice.Semaphore; a call its store does not support
-// returns an error wrapping the matching sluice.Err...Unsupported, naming
-// the store, and is neither timed nor traced.
+// call itself. It is a sluice.FullStore over the store it observes
+// (sluice.Lift): a call that store does not support returns its error
+// wrapping the capability's sluice.Err...Unsupported, which is not counted
+// as a failed store call.
 type Observed struct {
-	s      sluice.Store
-	multi  sluice.MultiStore // s, when it is one
-	leaser sluice.Leaser     // s, when it is one
-	reset  sluice.Resetter   // s, when it is one
-	sem    sluice.Semaphore  // s, when it is one
-	obs    StoreObserver     // nil: no metrics
-	tr     *tracing.Tracer   // nil: no spans
+	s   sluice.Store     // the store observed, for its name
+	f   sluice.FullStore // s, lifted
+	obs StoreObserver    // nil: no metrics
+	tr  *tracing.Tracer  // nil: no spans
 }
 
-var (
-	_ sluice.Store      = (*Observed)(nil)
-	_ sluice.MultiStore = (*Observed)(nil)
-	_ sluice.Leaser     = (*Observed)(nil)
-	_ sluice.Resetter   = (*Observed)(nil)
-	_ sluice.Semaphore  = (*Observed)(nil)
-)
+var _ sluice.FullStore = (*Observed)(nil)
 
 // Observe returns s observed by obs (nil: no metrics) and traced by tr
 // (nil: no spans). Spans carry the limit's algorithm and the cost (with
 // the tracer's Keys, the key), and once the store answered, whether it
 // allowed and whether it decided without the shared store (degraded).
 func Observe(s sluice.Store, obs StoreObserver, tr *tracing.Tracer) *Observed {
-	o := &Observed{s: s, obs: obs, tr: tr}
-	o.multi, _ = s.(sluice.MultiStore)
-	o.leaser, _ = s.(sluice.Leaser)
-	o.reset, _ = s.(sluice.Resetter)
-	o.sem, _ = s.(sluice.Semaphore)
-	return o
+	return &Observed{s: s, f: sluice.Lift(s), obs: obs, tr: tr}
 }
 
 // String names the store observed: its String, or its type.
@@ -70,9 +56,10 @@ func (o *Observed) String() string {
 }
 
 // end times the call begun at start and ends its span (nil when not
-// traced) with err, nil for an answer.
+// traced) with err, nil for an answer. A capability the store lacks is
+// not a store call: it is not timed.
 func (o *Observed) end(start time.Time, span trace.Span, err error) {
-	if o.obs != nil {
+	if o.obs != nil && !unsupported(err) {
 		o.obs.StoreCall(time.Since(start), err)
 	}
 	if span != nil {
@@ -106,8 +93,12 @@ func (o *Observed) keyAttrs(key string) []attribute.KeyValue {
 	return nil
 }
 
-// unsupported is the error of a call that the store does not support.
-func (o *Observed) unsupported(err error) error { return fmt.Errorf("%w: %s", err, o) }
+// unsupported reports whether err is the answer of a store that lacks
+// the capability called.
+func unsupported(err error) bool {
+	return err != nil && (errors.Is(err, sluice.ErrMultiUnsupported) || errors.Is(err, sluice.ErrReserveUnsupported) ||
+		errors.Is(err, sluice.ErrResetUnsupported) || errors.Is(err, sluice.ErrSemaphoreUnsupported))
+}
 
 // AllowN implements sluice.Store.
 func (o *Observed) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
@@ -121,10 +112,10 @@ func (o *Observed) AllowN(ctx context.Context, key string, lim sluice.Limit, n i
 	return d, err
 }
 
-// AllowMulti implements sluice.MultiStore when the store does.
+// AllowMulti implements sluice.MultiStore.
 func (o *Observed) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if o.multi == nil {
-		return nil, o.unsupported(sluice.ErrMultiUnsupported)
+	if len(reqs) == 0 {
+		return o.f.AllowMulti(ctx, reqs) // asks whether the store has AllowMulti; no store call
 	}
 	var span trace.Span
 	if o.tr != nil {
@@ -139,7 +130,7 @@ func (o *Observed) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]slu
 		ctx, span = o.tr.Start(ctx, "store.AllowMulti", attrs...)
 	}
 	start := time.Now()
-	ds, err := o.multi.AllowMulti(ctx, reqs)
+	ds, err := o.f.AllowMulti(ctx, reqs)
 	allowed, degraded := true, false
 	for _, d := range ds {
 		allowed, degraded = allowed && d.Allowed, degraded || d.Degraded
@@ -148,86 +139,71 @@ func (o *Observed) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]slu
 	return ds, err
 }
 
-// Lease implements sluice.Leaser when the store does.
-func (o *Observed) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
-	if o.leaser == nil {
-		return sluice.Decision{}, time.Time{}, o.unsupported(sluice.ErrLeaseUnsupported)
-	}
+// Reserve implements sluice.Reserver.
+func (o *Observed) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	var span trace.Span
 	if o.tr != nil {
-		ctx, span = o.tr.Start(ctx, "store.Lease", o.limitAttrs(key, lim, n)...)
+		ctx, span = o.tr.Start(ctx, "store.Reserve", o.limitAttrs(key, lim, n)...)
 	}
 	start := time.Now()
-	d, at, err := o.leaser.Lease(ctx, key, lim, n)
+	d, at, err := o.f.Reserve(ctx, key, lim, n)
 	o.decided(start, span, err, d.Allowed, d.Degraded)
 	return d, at, err
 }
 
-// Return implements sluice.Leaser when the store does.
+// Return implements sluice.Reserver.
 func (o *Observed) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
-	if o.leaser == nil {
-		return o.unsupported(sluice.ErrLeaseUnsupported)
-	}
 	var span trace.Span
 	if o.tr != nil {
 		ctx, span = o.tr.Start(ctx, "store.Return", o.limitAttrs(key, lim, n)...)
 	}
 	start := time.Now()
-	err := o.leaser.Return(ctx, key, lim, n, at)
+	err := o.f.Return(ctx, key, lim, n, at)
 	o.end(start, span, err)
 	return err
 }
 
-// Reset implements sluice.Resetter when the store does.
+// Reset implements sluice.Resetter.
 func (o *Observed) Reset(ctx context.Context, key string, lim sluice.Limit) error {
-	if o.reset == nil {
-		return o.unsupported(sluice.ErrResetUnsupported)
-	}
 	var span trace.Span
 	if o.tr != nil {
 		ctx, span = o.tr.Start(ctx, "store.Reset", o.limitAttrs(key, lim, 0)...)
 	}
 	start := time.Now()
-	err := o.reset.Reset(ctx, key, lim)
+	err := o.f.Reset(ctx, key, lim)
 	o.end(start, span, err)
 	return err
 }
 
-// Acquire implements sluice.Semaphore when the store does.
+// Acquire implements sluice.Semaphore.
 func (o *Observed) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	return o.permit(ctx, "store.Acquire", key, func(ctx context.Context) (sluice.PermitDecision, error) {
-		return o.sem.Acquire(ctx, key, lim, holder)
+		return o.f.Acquire(ctx, key, lim, holder)
 	})
 }
 
-// Release implements sluice.Semaphore when the store does.
+// Release implements sluice.Semaphore.
 func (o *Observed) Release(ctx context.Context, key, holder string) error {
-	if o.sem == nil {
-		return o.unsupported(sluice.ErrSemaphoreUnsupported)
-	}
 	var span trace.Span
 	if o.tr != nil {
 		ctx, span = o.tr.Start(ctx, "store.Release", o.keyAttrs(key)...)
 	}
 	start := time.Now()
-	err := o.sem.Release(ctx, key, holder)
+	err := o.f.Release(ctx, key, holder)
 	o.end(start, span, err)
 	return err
 }
 
-// Extend implements sluice.Semaphore when the store does.
+// Extend implements sluice.Semaphore.
 func (o *Observed) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	return o.permit(ctx, "store.Extend", key, func(ctx context.Context) (sluice.PermitDecision, error) {
-		return o.sem.Extend(ctx, key, lim, holder)
+		return o.f.Extend(ctx, key, lim, holder)
 	})
 }
 
 // permit observes call, the permit's call named name on key. A lost
 // permit is an answer (not acquired), not a failed call.
 func (o *Observed) permit(ctx context.Context, name, key string, call func(context.Context) (sluice.PermitDecision, error)) (sluice.PermitDecision, error) {
-	if o.sem == nil {
-		return sluice.PermitDecision{}, o.unsupported(sluice.ErrSemaphoreUnsupported)
-	}
 	var span trace.Span
 	if o.tr != nil {
 		ctx, span = o.tr.Start(ctx, name, o.keyAttrs(key)...)
@@ -241,3 +217,10 @@ func (o *Observed) permit(ctx context.Context, name, key string, call func(conte
 	o.decided(start, span, answer, d.Acquired, d.Degraded)
 	return d, err
 }
+
+// Freed implements sluice.PermitWaker: the store's, or nil.
+func (o *Observed) Freed(key string) <-chan struct{} { return o.f.Freed(key) }
+
+// Close implements io.Closer: it closes nothing, as the store observed
+// is its caller's to close.
+func (o *Observed) Close() error { return nil }

@@ -21,6 +21,9 @@ type Files struct {
 	// Interval is how often to look for a change of content; 0 reloads on
 	// SIGHUP only.
 	Interval time.Duration
+	// Options are how the files are read (wildcards, merged domains, the
+	// entries bound).
+	Options config.Options
 
 	// sum is the fingerprint of the files last loaded, or tried: a broken
 	// file is reported once, not at every Interval. Only Load, then Run's
@@ -33,10 +36,10 @@ type Files struct {
 // so that a change in between is reloaded.
 func (f *Files) Load() (*config.Config, error) {
 	if len(f.Paths) == 0 {
-		return config.Parse("built-in example", config.DefaultExample())
+		return f.Options.Parse("built-in example", config.DefaultExample())
 	}
 	f.sum, _ = fingerprint(f.Paths)
-	return config.Load(f.Paths...)
+	return f.Options.Load(f.Paths...)
 }
 
 // Origin is the origin of the configuration last loaded.
@@ -87,7 +90,7 @@ func (f *Files) reload(a *Applier, force bool) {
 		return
 	}
 	f.sum = sum
-	c, err := config.Load(f.Paths...)
+	c, err := f.Options.Load(f.Paths...)
 	if err := a.Reload(c, err, f.Origin()); err != nil {
 		a.logger().Error("configuration reload failed; keeping the running configuration", "err", err)
 	}

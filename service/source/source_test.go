@@ -165,7 +165,7 @@ func TestXDS(t *testing.T) {
 	const wait = 20 * time.Second
 	a, _ := newApplier(t)
 	cp := xdstest.Start(t, nil)
-	x, err := StartXDS(xds.Options{Server: cp.Addr, NodeID: "n"}, a)
+	x, err := StartXDS(xds.Options{Server: cp.Addr, NodeID: "n"}, config.Options{}, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestXDS(t *testing.T) {
 		t.Errorf("metrics:\n%s", got)
 	}
 	// Wait ends with its context.
-	x2, err := StartXDS(xds.Options{Server: cp.Addr, NodeID: "nobody"}, a)
+	x2, err := StartXDS(xds.Options{Server: cp.Addr, NodeID: "nobody"}, config.Options{}, a)
 	if err != nil {
 		t.Fatal(err)
 	}

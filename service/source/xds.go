@@ -22,12 +22,12 @@ type XDS struct {
 }
 
 // StartXDS subscribes to the configuration with the client options o
-// (whose Apply it sets) and puts each update in force through a, until
-// Stop.
-func StartXDS(o xds.Options, a *Applier) (*XDS, error) {
+// (whose Apply it sets), reads each update's resources with read, and puts
+// it in force through a, until Stop.
+func StartXDS(o xds.Options, read config.Options, a *Applier) (*XDS, error) {
 	x := &XDS{first: make(chan struct{})}
 	o.Apply = func(u xds.Update) error {
-		c, err := config.FromXDS(u.Resources)
+		c, err := read.FromXDS(u.Resources)
 		if err := a.Reload(c, err, Origin{"xds", u.Version}); err != nil {
 			return err
 		}
