@@ -76,6 +76,9 @@ type Group struct {
 	exited   []chan struct{}
 	messages chan Message
 	stopOnce sync.Once
+
+	mu     sync.Mutex
+	killed map[int]bool // by Kill
 }
 
 // event: child i is ready, or its report pipe has closed.
@@ -227,10 +230,25 @@ func (g *Group) Wait() {
 	}
 	for i, cmd := range g.cmds {
 		<-g.exited[i]
-		if !cmd.ProcessState.Success() {
+		g.mu.Lock()
+		killed := g.killed[i]
+		g.mu.Unlock()
+		if !cmd.ProcessState.Success() && !killed {
 			g.t.Fatalf("reexec: child %d: %v\n%s", i, cmd.ProcessState, g.log(i))
 		}
 	}
+}
+
+// Kill kills child i (SIGKILL, a crash) and waits until it has exited.
+func (g *Group) Kill(i int) {
+	g.mu.Lock()
+	if g.killed == nil {
+		g.killed = map[int]bool{}
+	}
+	g.killed[i] = true
+	g.mu.Unlock()
+	g.cmds[i].Process.Kill()
+	<-g.exited[i]
 }
 
 // Log returns child i's output so far.
