@@ -34,9 +34,17 @@ vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 
+# The Redis-backed tests (those that start a server with
+# internal/testserver/redistest, listed as they run) then run a second time
+# on Valkey when valkey-server is present (VALKEY_SERVER, else
+# ../shared/valkey/, else PATH), and are skipped with one line when it is not.
 unit:
-	$(GO) test -race -shuffle=on -count=1 -timeout 20m ./...
-	cd bench && $(GO) test -race -count=1 ./loadgen ./deviation
+	@rec=$$(mktemp) && trap 'rm -f "$$rec"' EXIT && \
+	echo "$(GO) test -race -shuffle=on -count=1 -timeout 20m ./..." && \
+	REDISTEST_RECORD="$$rec" $(GO) test -race -shuffle=on -count=1 -timeout 20m ./... && \
+	echo "cd bench && $(GO) test -race -count=1 ./loadgen ./deviation" && \
+	(cd bench && REDISTEST_RECORD="$$rec" $(GO) test -race -count=1 ./loadgen ./deviation) && \
+	GO="$(GO)" ./scripts/valkey-tests.sh "$$rec" -race -shuffle=on -count=1 -timeout 20m
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
