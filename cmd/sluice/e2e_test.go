@@ -71,7 +71,10 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	args = append([]string{"serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready, "--log-level", "debug"}, args...)
 	p := &proc{cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	// A busy machine's Redis answers late, not never: the default
+	// deadline of a store call (50 ms) would turn its slow calls into
+	// failover decisions. A test's own --redis-timeout (or env) wins.
+	p.cmd.Env = append(append(os.Environ(), "SLUICE_REDIS_TIMEOUT=5s"), env...)
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
