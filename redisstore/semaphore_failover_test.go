@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/wait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -137,12 +138,12 @@ func TestSemaphoreFailoverFaults(t *testing.T) {
 					return true
 				}
 			}
-			waitUntil(t, "acquires from Redis before the fault", every(func(c *counts) bool { return c.acquired.Load() >= enough }))
+			wait.Until(t, "acquires from Redis before the fault", every(func(c *counts) bool { return c.acquired.Load() >= enough }))
 			fault.inject()
-			waitUntil(t, "degraded decisions during the fault", every(func(c *counts) bool { return c.degradedAcq.Load()+c.degradedDen.Load() >= enough }))
+			wait.Until(t, "degraded decisions during the fault", every(func(c *counts) bool { return c.degradedAcq.Load()+c.degradedDen.Load() >= enough }))
 			fault.repair()
 			repaired.Store(true)
-			waitUntil(t, "acquires from Redis after the repair", every(func(c *counts) bool { return c.sharedAfter.Load() >= enough }))
+			wait.Until(t, "acquires from Redis after the repair", every(func(c *counts) bool { return c.sharedAfter.Load() >= enough }))
 			close(stop)
 			wg.Wait()
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/wait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -95,15 +96,15 @@ func TestSemaphoreFaults(t *testing.T) {
 			}
 			// Each phase lasts until the load has seen it, however
 			// long a busy machine takes.
-			waitUntil(t, "acquires before the fault", func() bool { return acquired.Load() >= workers })
+			wait.Until(t, "acquires before the fault", func() bool { return acquired.Load() >= workers })
 			failedBefore := failed.Load()
 			fault.inject()
 			// A worker whose call failed releases until answered: until
 			// the repair.
-			waitUntil(t, "a failed call during the fault", func() bool { return failed.Load() > failedBefore })
+			wait.Until(t, "a failed call during the fault", func() bool { return failed.Load() > failedBefore })
 			fault.repair()
 			acquiredBefore := acquired.Load()
-			waitUntil(t, "acquires after the repair", func() bool { return acquired.Load() >= acquiredBefore+workers })
+			wait.Until(t, "acquires after the repair", func() bool { return acquired.Load() >= acquiredBefore+workers })
 			close(stop)
 			wg.Wait()
 			right := srv.MustDo("ZCARD", name)

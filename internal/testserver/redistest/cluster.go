@@ -105,29 +105,46 @@ func (c *ClusterInstance) assignSlots(masters int) []string {
 }
 
 // meet introduces every node to the first and waits until all know each
-// other, with no handshake left.
+// other, with no handshake left. A handshake that does not complete within
+// the node timeout (a busy machine) is dropped by Redis: a node that still
+// does not know the first one after a while is introduced again.
 func (c *ClusterInstance) meet() {
 	n := len(c.nodes)
 	first := c.nodes[0]
-	for _, i := range c.nodes[1:] {
+	introduce := func(i *Instance) {
 		i.MustDo("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(first.Port), first.busPort())
 	}
+	for _, i := range c.nodes[1:] {
+		introduce(i)
+	}
+	lastMeet := time.Now()
 	c.waitFor("all nodes to know each other", func() error {
+		var missing []*Instance
+		var err error
 		for _, i := range c.nodes {
-			view, err := i.clusterNodes()
-			if err != nil {
-				return err
+			view, verr := i.clusterNodes()
+			if verr != nil {
+				return verr
 			}
-			if len(view) != n {
-				return fmt.Errorf("%s knows %d of %d nodes", i.Addr, len(view), n)
+			if len(view) != n && err == nil {
+				err = fmt.Errorf("%s knows %d of %d nodes", i.Addr, len(view), n)
 			}
 			for _, v := range view {
-				if v.has("handshake") || v.has("noaddr") {
-					return fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
+				if (v.has("handshake") || v.has("noaddr")) && err == nil {
+					err = fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
 				}
 			}
+			if i != first && !slices.ContainsFunc(view, func(v nodeInfo) bool { return v.addr == first.Addr }) {
+				missing = append(missing, i)
+			}
 		}
-		return nil
+		if len(missing) > 0 && time.Since(lastMeet) > 2*NodeTimeout {
+			for _, i := range missing {
+				introduce(i)
+			}
+			lastMeet = time.Now()
+		}
+		return err
 	})
 }
 
