@@ -19,56 +19,6 @@ import (
 // other client while it runs.
 const maxScriptTime = time.Millisecond
 
-// calibration is a script of sliding_log.lua's kind of work, four times
-// the entries of the heaviest single decision (a sliding log of the
-// largest Rate, 500, taking its Rate onto a full expired log): 2000
-// entries removed, 2000 written in ZADDs of 500. It runs in about the time
-// that the heaviest decisions take at Rate 1000 (docs/bounds.md: 0.74-1.1
-// ms on an idle machine), the script having less work besides the ZSET's
-// than sluice's. On a machine that stretches scripts (other work on its
-// cores and caches, a slower CPU) a worst case must still cost no more
-// than it, both measured in the same run.
-const calibration = `
-redis.call('ZREMRANGEBYRANK', KEYS[1], '0', '1999')
-for c = 0, 3 do
-  local args = {}
-  for k = 1, 500 do
-    args[#args + 1] = string.format('%d', 1800000000000000 + c * 500 + k)
-    args[#args + 1] = string.format('%d', c * 500 + k)
-  end
-  redis.call('ZADD', KEYS[1], unpack(args))
-end
-return 1`
-
-// setCalibration fills the calibration's key with 2000 entries, all to be
-// removed.
-func setCalibration(t *testing.T, c rueidis.Client, key string) {
-	t.Helper()
-	args := []string{"ZADD", key}
-	for i := range 2000 {
-		args = append(args, strconv.Itoa(i), "old-"+strconv.Itoa(i))
-	}
-	if err := c.Do(context.Background(), c.B().Arbitrary(args...).Build()).Error(); err != nil {
-		t.Fatalf("ZADD: %v", err)
-	}
-}
-
-// runCalibration runs the calibration three times and returns its
-// fastest SLOWLOG time.
-func runCalibration(t *testing.T, c rueidis.Client, key string) time.Duration {
-	t.Helper()
-	fastest := time.Hour
-	for range 3 {
-		setCalibration(t, c, key)
-		slowScripts(t, c)
-		if err := c.Do(context.Background(), c.B().Eval().Script(calibration).Numkeys(1).Key(key).Build()).Error(); err != nil {
-			t.Fatalf("calibration: %v", err)
-		}
-		fastest = min(fastest, slices.Max(slowScripts(t, c)))
-	}
-	return fastest
-}
-
 // slowScripts returns the time of every script run (EVALSHA or EVAL) the
 // slow log holds, oldest first, and empties the log.
 func slowScripts(t *testing.T, c rueidis.Client) []time.Duration {
@@ -147,13 +97,12 @@ func mustAllow(t *testing.T, s *Store, key string, lim sluice.Limit, n int) {
 // SLOWLOG times a command on the wall clock, and a machine shared with
 // other work stretches a run (preempted in the middle, or slower while
 // other work holds the core's caches and its twin): each case runs up to
-// five times, each run next to the calibration script (the same kind of
-// work, about twice the heaviest decision's time; three tries), and
-// passes when each of
-// its scripts took at most 1 ms in one of the runs, or, after five runs,
-// no longer at its fastest than the fastest calibration. A script made
-// twice as heavy fails on any machine. The figures are logged (go test
-// -v).
+// five times, each run next to redistest's calibration script (the same
+// kind of work, about twice the heaviest decision's time; its fastest of
+// three), and passes when each of its scripts took at most 1 ms in one of
+// the runs, or, after five runs, no longer at its fastest than the fastest
+// calibration. A script made twice as heavy fails on any machine. The
+// figures are logged (go test -v).
 func TestScriptTime(t *testing.T) {
 	srv := redistest.Server(t)
 	srv.MustDo("CONFIG", "SET", "slowlog-log-slower-than", "0")
@@ -272,7 +221,11 @@ func TestScriptTime(t *testing.T) {
 				slowScripts(t, c)
 				tt.run(t, s, &clock, key)
 				runs = append(runs, slowScripts(t, c))
-				cal = append(cal, runCalibration(t, c, fmt.Sprintf("calibration%d.%d", i, attempt)))
+				d, err := srv.Calibrate(fmt.Sprintf("calibration%d.%d", i, attempt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cal = append(cal, d)
 				// Within 1 ms: done. Else the comparison with the
 				// calibration takes every run of both.
 				if best = fastestRuns(runs); best <= maxScriptTime {
