@@ -616,8 +616,10 @@ func TestE2ERedisOutage(t *testing.T) {
 		p.should(t, "e2e", 0, d("key1", "outage"))
 		fastest = min(fastest, time.Since(start))
 	}
-	if fastest > 250*time.Millisecond {
-		t.Errorf("decisions with the breaker open took at least %v, want well under the 500ms timeout", fastest)
+	// A decision that waited for the store would take the timeout: the
+	// fastest of five under it shows none did, however busy the machine.
+	if fastest >= 500*time.Millisecond {
+		t.Errorf("decisions with the breaker open took at least %v, want under the 500ms timeout", fastest)
 	}
 	_, m := p.get(t, "/metrics")
 	if !strings.Contains(m, `sluice_breaker_open 1`) || !strings.Contains(m, `sluice_degraded_decisions_total{allowed="false",policy="fail_closed"}`) {

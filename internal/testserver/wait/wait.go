@@ -8,6 +8,7 @@
 package wait
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -28,4 +29,24 @@ func Until(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// PastDeadline runs call, which is bounded by ctx's deadline, and returns
+// how long after that deadline it returned (0 when it returned before),
+// measured against a goroutine that ctx's end wakes at the same moment: a
+// busy machine delays both alike, a layer that holds the call past its
+// deadline delays the call alone. For a call bounded by a timeout of its
+// own, pass a context with the same timeout, made just before the call.
+func PastDeadline(ctx context.Context, call func()) time.Duration {
+	woke := make(chan time.Time, 1)
+	go func() {
+		<-ctx.Done()
+		woke <- time.Now()
+	}()
+	call()
+	returned := time.Now()
+	if ctx.Err() == nil {
+		return 0
+	}
+	return max(returned.Sub(<-woke), 0)
 }

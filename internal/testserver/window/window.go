@@ -23,10 +23,24 @@ import (
 	"time"
 )
 
-// Findings collects what a sequence found wrong. It has the Errorf and
-// Helper of a testing.TB, so that a sequence's checks can take either.
+// TB is what a sequence's checks need of a test: *testing.T has it, and
+// so has *Findings.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+var _ TB = (*Findings)(nil)
+
+// Findings collects what a sequence found wrong, and its logs.
 type Findings struct {
-	msgs []string
+	msgs, logs []string
+}
+
+// Logf records a log line, shown by Run.
+func (f *Findings) Logf(format string, args ...any) {
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
 }
 
 // Errorf records a finding.
@@ -64,6 +78,9 @@ func Run(t testing.TB, period, need time.Duration, seq func(f *Findings, attempt
 		f := &Findings{}
 		seq(f, attempt)
 		ended := time.Now()
+		for _, l := range f.logs {
+			t.Logf("%s", l)
+		}
 		if Start(began, period) == Start(ended, period) {
 			for _, m := range f.msgs {
 				t.Error(m)
