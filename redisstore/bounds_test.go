@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -18,17 +19,17 @@ import (
 // other client while it runs.
 const maxScriptTime = time.Millisecond
 
-// slowScripts returns the longest script run (EVALSHA or EVAL) the slow
-// log holds, and empties the log.
-func slowScripts(t *testing.T, c rueidis.Client) time.Duration {
+// slowScripts returns the time of every script run (EVALSHA or EVAL) the
+// slow log holds, oldest first, and empties the log.
+func slowScripts(t *testing.T, c rueidis.Client) []time.Duration {
 	t.Helper()
 	ctx := context.Background()
 	v, err := c.Do(ctx, c.B().Arbitrary("SLOWLOG", "GET", "100000").Build()).ToArray()
 	if err != nil {
 		t.Fatalf("SLOWLOG GET: %v", err)
 	}
-	var longest int64
-	for _, e := range v {
+	var out []time.Duration
+	for _, e := range slices.Backward(v) {
 		f, err := e.ToArray()
 		if err != nil || len(f) < 4 {
 			t.Fatalf("SLOWLOG entry %v: %v", e, err)
@@ -41,13 +42,37 @@ func slowScripts(t *testing.T, c rueidis.Client) time.Duration {
 		name, _ := args[0].ToString()
 		switch name {
 		case "EVALSHA", "evalsha", "EVAL", "eval":
-			longest = max(longest, us)
+			out = append(out, time.Duration(us)*time.Microsecond)
 		}
 	}
 	if err := c.Do(ctx, c.B().Arbitrary("SLOWLOG", "RESET").Build()).Error(); err != nil {
 		t.Fatalf("SLOWLOG RESET: %v", err)
 	}
-	return time.Duration(longest) * time.Microsecond
+	return out
+}
+
+// fastestRuns returns, for each script of a case (the i-th of each run),
+// its fastest run, and the slowest of those: a script preempted in one run
+// is not preempted in all. Runs with another number of scripts than the
+// first count their longest script for every position.
+func fastestRuns(runs [][]time.Duration) time.Duration {
+	if len(runs) == 0 || len(runs[0]) == 0 {
+		return 0
+	}
+	best := make([]time.Duration, len(runs[0]))
+	for i := range best {
+		best[i] = time.Hour
+	}
+	for _, r := range runs {
+		for i := range best {
+			d := slices.Max(r)
+			if len(r) == len(best) {
+				d = r[i]
+			}
+			best[i] = min(best[i], d)
+		}
+	}
+	return slices.Max(best)
 }
 
 // worstCase is one of the heaviest scripts that validation admits: setup
@@ -69,9 +94,15 @@ func mustAllow(t *testing.T, s *Store, key string, lim sluice.Limit, n int) {
 // TestScriptTime runs the worst cases of every script at the largest limits
 // validation admits, against a real redis-server, and asserts with SLOWLOG
 // (every command logged) that none ran longer than 1 ms of Redis time.
-// SLOWLOG times a command on the wall clock, so that a machine shared with
-// other work can stretch a run: each case gets three attempts, and fails
-// when all three went over. The figures are logged (go test -v).
+// SLOWLOG times a command on the wall clock, and a machine shared with
+// other work stretches a run (preempted in the middle, or slower while
+// other work holds the core's caches and its twin): each case runs up to
+// five times, each run next to redistest's calibration script (the same
+// kind of work, about twice the heaviest decision's time; its fastest of
+// three), and passes when each of its scripts took at most 1 ms in one of
+// the runs, or, after five runs, no longer at its fastest than the fastest
+// calibration. A script made twice as heavy fails on any machine. The
+// figures are logged (go test -v).
 func TestScriptTime(t *testing.T) {
 	srv := redistest.Server(t)
 	srv.MustDo("CONFIG", "SET", "slowlog-log-slower-than", "0")
@@ -170,8 +201,10 @@ func TestScriptTime(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var took []time.Duration
-			for attempt := range 3 {
+			var runs [][]time.Duration
+			var cal []time.Duration
+			var best time.Duration
+			for attempt := range 5 {
 				clock := time.UnixMicro(1_800_000_000_000_000)
 				opts := []Option{WithBatching(false), WithTestClock(func() time.Time { return clock }),
 					WithPrefix(fmt.Sprintf("worst%d.%d:", i, attempt))}
@@ -187,15 +220,21 @@ func TestScriptTime(t *testing.T) {
 				tt.setup(t, s, &clock, key)
 				slowScripts(t, c)
 				tt.run(t, s, &clock, key)
-				d := slowScripts(t, c)
-				took = append(took, d)
-				if d <= maxScriptTime {
+				runs = append(runs, slowScripts(t, c))
+				d, err := srv.Calibrate(fmt.Sprintf("calibration%d.%d", i, attempt))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cal = append(cal, d)
+				// Within 1 ms: done. Else the comparison with the
+				// calibration takes every run of both.
+				if best = fastestRuns(runs); best <= maxScriptTime {
 					break
 				}
 			}
-			t.Logf("longest script: %v", took)
-			if took[len(took)-1] > maxScriptTime {
-				t.Errorf("longest script of %d attempts took %v, want <= %v", len(took), took, maxScriptTime)
+			t.Logf("scripts of each run: %v; calibration: %v", runs, cal)
+			if bound := max(maxScriptTime, slices.Min(cal)); best > bound {
+				t.Errorf("the slowest script, at its fastest of %d runs, took %v, want <= %v (1 ms, or the fastest calibration %v): %v", len(runs), best, bound, slices.Min(cal), runs)
 			}
 		})
 	}
