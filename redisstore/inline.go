@@ -47,7 +47,7 @@ var (
 	funcLine   = regexp.MustCompile(`^local function ([A-Za-z_]\w*)\(([^)]*)\)(.*)$`)
 	assignCall = regexp.MustCompile(`^(\s*)(local\s+)?([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*([A-Za-z_]\w*)\((.*)\)\s*$`)
 	bareCall   = regexp.MustCompile(`^(\s*)([A-Za-z_]\w*)\((.*)\)\s*$`)
-	returnStmt = regexp.MustCompile(`^(.*?)\breturn\b\s*(.*?)(\s+end)?\s*$`)
+	returnStmt = regexp.MustCompile(`^(.*?)\breturn\b\s*(.*?)(\s*\bend)?\s*$`)
 	loopWord   = regexp.MustCompile(`\b(while|for|repeat)\b`)
 	wordRe     = regexp.MustCompile(`[A-Za-z_]\w*`)
 )
@@ -202,7 +202,10 @@ func (in *inliner) expand(lines []string, depth int) []string {
 				case len(res) > 0:
 					r = strings.Join(res, ", ") + " = nil break"
 				}
-				bl = m[1] + r + m[3]
+				if m[3] != "" { // the end of a block the return closes: `then return end`
+					r += " end"
+				}
+				bl = m[1] + r
 			}
 			b = append(b, ind+"  "+bl)
 		}
