@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,6 +66,20 @@ func mpCases() []mpCase {
 	return cs
 }
 
+// mpCostCases are sliding logs of 100,000 (a log of up to 100,000
+// entries), hammered with costs of 1 to 2,000 units, so that a short run
+// fills them: one of an hour (its window never slides during the run) and
+// one of 200ms (it slides many times).
+func mpCostCases() []mpCase {
+	return []mpCase{
+		{Name: "sliding_log/100000 per hour/costs", Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 100_000, Period: time.Hour}, Pattern: "costs"},
+		{Name: "sliding_log/100000 per 200ms/costs", Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 100_000, Period: mpPeriod}, Pattern: "costs"},
+	}
+}
+
+// mpUnits is an admission of several units: its Redis time (µs) and cost.
+type mpUnits struct{ At, N int64 }
+
 // mpConfig is what the parent tells a child, as JSON in envChild.
 type mpConfig struct {
 	Addr       string
@@ -80,6 +95,7 @@ type mpConfig struct {
 // of its admissions.
 type mpResult struct {
 	Stamps   map[string][]int64
+	Units    map[string][]mpUnits // of mpCostCases
 	Errors   int
 	FirstErr string
 }
@@ -137,10 +153,43 @@ func TestMultiProcessHelper(t *testing.T) {
 	}
 	defer store.Close()
 
-	res := mpResult{Stamps: map[string][]int64{}}
+	res := mpResult{Stamps: map[string][]int64{}, Units: map[string][]mpUnits{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	end := cfg.Start.Add(cfg.Duration)
+	for _, c := range mpCostCases() {
+		key := cfg.Prefix + c.Name
+		for range cfg.Goroutines {
+			wg.Go(func() {
+				var units []mpUnits
+				var errs int
+				var firstErr error
+				time.Sleep(time.Until(cfg.Start))
+				for time.Now().Before(end) {
+					n := 1 + rand.IntN(2000)
+					d, at, err := store.Lease(context.Background(), key, c.Limit, n)
+					switch {
+					case err != nil:
+						errs++
+						if firstErr == nil {
+							firstErr = err
+						}
+					case d.Allowed:
+						units = append(units, mpUnits{at.UnixMicro(), int64(n)})
+					default:
+						time.Sleep(rand.N(min(d.RetryAfter, 2*time.Millisecond) + 1))
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				res.Units[c.Name] = append(res.Units[c.Name], units...)
+				res.Errors += errs
+				if firstErr != nil && res.FirstErr == "" {
+					res.FirstErr = firstErr.Error()
+				}
+			})
+		}
+	}
 	for _, c := range mpCases() {
 		key := cfg.Prefix + c.Name
 		for range cfg.Goroutines {
@@ -273,6 +322,7 @@ func TestMultiProcessExactness(t *testing.T) {
 		children = append(children, child{cmd: cmd, out: cfg.Out, log: logf})
 	}
 	merged := map[string][]int64{}
+	mergedUnits := map[string][]mpUnits{}
 	for p, c := range children {
 		err := c.cmd.Wait()
 		logText, _ := os.ReadFile(c.log.Name())
@@ -295,11 +345,28 @@ func TestMultiProcessExactness(t *testing.T) {
 			merged[name] = append(merged[name], s...)
 			total += len(s)
 		}
+		for name, u := range res.Units {
+			mergedUnits[name] = append(mergedUnits[name], u...)
+		}
 		if total == 0 {
 			t.Errorf("child %d (%s) was never admitted: it did not take part", p, []string{"rueidis", "go-redis"}[p%2])
 		}
 	}
 
+	for _, c := range mpCostCases() {
+		t.Run(c.Name, func(t *testing.T) {
+			u := mergedUnits[c.Name]
+			if len(u) == 0 {
+				t.Fatal("no admissions")
+			}
+			slices.SortFunc(u, func(a, b mpUnits) int { return cmp.Compare(a.At, b.At) })
+			got, at := maxUnitsInWindow(u, c.Limit.Period.Microseconds())
+			t.Logf("%d admissions; at most %d units in any %v (at %d)", len(u), got, c.Limit.Period, at)
+			if got > int64(c.Limit.Rate) {
+				t.Errorf("%d units admitted in (%d-%d, %d], want <= Rate %d", got, at, c.Limit.Period.Microseconds(), at, c.Limit.Rate)
+			}
+		})
+	}
 	durUs := dur.Microseconds()
 	for _, c := range mpCases() {
 		t.Run(c.Name, func(t *testing.T) {
@@ -370,6 +437,24 @@ func maxInWindow(s []int64, p int64) (int, int64) {
 		}
 		if n := j - lo + 1; n > best {
 			best, at = n, s[j]
+		}
+	}
+	return best, at
+}
+
+// maxUnitsInWindow returns the largest number of units admitted in any
+// interval (t-p, t], and such a t. u is sorted by time.
+func maxUnitsInWindow(u []mpUnits, p int64) (int64, int64) {
+	var best, at, sum int64
+	lo := 0
+	for j := range u {
+		sum += u[j].N
+		for u[lo].At <= u[j].At-p {
+			sum -= u[lo].N
+			lo++
+		}
+		if sum > best {
+			best, at = sum, u[j].At
 		}
 	}
 	return best, at

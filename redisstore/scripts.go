@@ -93,11 +93,12 @@ func luaFile(name string) string {
 
 // head is the start of every script: the index in ARGV of the test
 // clock's time (ta, read by the prologue), and the constants of
-// internal/algo that the scripts use, under their Go names in Lua's case
-// (algo.MaxCountDebt is MAX_COUNT_DEBT), so that a script reads as its Go.
+// internal/algo (and MaxMillisecondUnits) that the scripts use, under their
+// Go names in Lua's case (algo.MaxCountDebt is MAX_COUNT_DEBT), so that a
+// script reads as its Go.
 func head(ta int) string {
-	return fmt.Sprintf("local TA = %d\nlocal MAX_EXACT, MAX_COUNT_DEBT, MAX_BUCKET_DEBT = %d, %d, %d\n",
-		ta, int64(algo.MaxExact), int64(algo.MaxCountDebt), int64(algo.MaxBucketDebt))
+	return fmt.Sprintf("local TA = %d\nlocal MAX_EXACT, MAX_COUNT_DEBT, MAX_BUCKET_DEBT, LOG_RETURN_DEPTH, MAX_MILLISECOND_UNITS = %d, %d, %d, %d, %d\n",
+		ta, int64(algo.MaxExact), int64(algo.MaxCountDebt), int64(algo.MaxBucketDebt), algo.LogReturnDepth, MaxMillisecondUnits)
 }
 
 // assemble builds a script: head, the prologue, files, then the driver.
