@@ -13,9 +13,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check FILE|DIR...",
 		`Validate envoyproxy/ratelimit configuration files, or directories of
 *.yaml and *.yml files (subdirectories included), as sluice serve --config
-would load them together. Exits 0 when they are valid; otherwise prints
-every problem found, up to 20, one a line as file:line: key: problem, and
-exits 1.`, stderr)
+would load them together. Exits 0 when they are valid (printing a warning
+for each rule whose keys may each cost much memory: a sliding_log above
+10000 per period); otherwise prints every problem found, up to 20, one a
+line as file:line: key: problem, and exits 1.`, stderr)
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -27,6 +28,9 @@ exits 1.`, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	for _, w := range c.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	ds := c.Domains()
 	fmt.Fprintf(stdout, "ok: %d domain(s): %s\n", len(ds), strings.Join(ds, ", "))

@@ -120,7 +120,17 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // and exits within --drain-delay plus --shutdown-timeout; stop releases the
 // signals, so that a second one kills the process.
 func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger, stderr io.Writer) int {
-	check := func(c *config.Config) error { return checkFailureModes(c, f) }
+	// check vets every configuration before it runs (the files at start
+	// and on reload, xDS updates), and says what its largest rules cost.
+	check := func(c *config.Config) error {
+		if err := checkFailureModes(c, f); err != nil {
+			return err
+		}
+		for _, w := range c.Warnings() {
+			log.Warn("configuration: " + w)
+		}
+		return nil
+	}
 	cfg, sum, err := config.Empty(), [32]byte{}, error(nil)
 	if f.xds.server == "" {
 		cfg, sum, err = f.config.load(check)
