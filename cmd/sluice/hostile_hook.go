@@ -21,7 +21,11 @@ const hostilePanicKey = "hostile-panic"
 func init() {
 	testStoreWrap = func(s sluice.Store) sluice.Store {
 		if m, ok := s.(sluice.MultiStore); ok {
-			return panicMultiStore{panicStore{s}, m}
+			pm := panicMultiStore{panicStore{s}, m}
+			if sem, ok := s.(sluice.Semaphore); ok {
+				return panicSemStore{pm, sem}
+			}
+			return pm
 		}
 		return panicStore{s}
 	}
@@ -43,6 +47,13 @@ func (p panicStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n 
 type panicMultiStore struct {
 	panicStore
 	multi sluice.MultiStore
+}
+
+// panicSemStore keeps a Semaphore one too, so that the permit endpoints
+// answer as they do without the hook.
+type panicSemStore struct {
+	panicMultiStore
+	sluice.Semaphore
 }
 
 func (p panicMultiStore) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
