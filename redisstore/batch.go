@@ -50,10 +50,10 @@ const maxRunning = 4
 // work (callWork): a script blocks Redis while it runs, and a batch must
 // stay well under a millisecond of Redis time. In Redis 7 on a loaded
 // 2-core machine, a batched GCRA, fixed or sliding window decision took
-// about 3µs, a sliding-log decision up to 12µs (one that trims 16 expired
+// about 3µs, a sliding-log decision up to 16µs (one that trims 16 expired
 // entries, or a denial that searches a long log), and in the millisecond
 // layout 5µs and about 1µs more per unit of its cost (an entry written,
-// and as many expired entries removed): 128 bucket decisions, or 33
+// and as many expired entries removed): 128 bucket decisions, or 25
 // sliding-log ones, take about 400µs. A call heavier than the budget runs
 // alone (with its single script).
 const (
@@ -66,7 +66,7 @@ const (
 func callWork(kind, n int) int {
 	switch kind {
 	case int(sluice.SlidingLog):
-		return 12
+		return 16
 	case kindMsLog:
 		return 5 + 2*n
 	}

@@ -278,6 +278,16 @@ func logCases() []worstCase {
 		{"refund of Rate units", false, full(ones), func(t testing.TB, w *worstRun, r int) {
 			w.ret(t, w.k(0), w.rate, time.Time{})
 		}},
+		{"reset of a full log", false, full(ones), func(t testing.TB, w *worstRun, r int) {
+			if r > 0 {
+				fillLog(t, w.c, w.s, w.k(0), w.lim(), ones(w.rate))
+			}
+			var err error
+			w.script(func() { err = w.s.Reset(context.Background(), w.k(0), w.lim()) })
+			if err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{"millisecond layout: cost MaxMillisecondUnits onto a full expired log", true, full(ones), admit(most)},
 		{"millisecond layout: denial of cost MaxMillisecondUnits on a full log", true, full(ones), deny(most)},
 	}
