@@ -294,8 +294,8 @@ func logCases() []worstCase {
 }
 
 // manyCases are the worst cases of the scripts that decide many keys at
-// once, on logs of Rate min(rate, 10000) (16 keys) and min(rate, 500)
-// (128 keys).
+// once, on logs of Rate min(rate, 100000) (16 keys; 10,000 in the
+// millisecond layout) and min(rate, 500) (128 keys).
 func manyCases() []worstCase {
 	fullKeys := func(keys, most int) func(t testing.TB, w *worstRun) {
 		return func(t testing.TB, w *worstRun) {
@@ -311,7 +311,7 @@ func manyCases() []worstCase {
 	msUnits := each(1)
 	msUnits[0] = MaxMillisecondUnits - (sluice.MaxMultiRequests - 1)
 	return []worstCase{
-		{"AllowMulti: 16 full expired logs, cost Rate each", false, fullKeys(16, 10_000), func(t testing.TB, w *worstRun, _ int) {
+		{"AllowMulti: 16 full expired logs, cost Rate each", false, fullKeys(16, 100_000), func(t testing.TB, w *worstRun, _ int) {
 			w.expire()
 			w.multi(t, w.lim(), each(w.rate)...)
 		}},

@@ -118,7 +118,8 @@
 // its cost, counts the window as a difference of two unit numbers, finds
 // the unit whose expiry admits a denial by rank (bisection over ranks when
 // entries hold several units), and trims at most 16 expired entries (when
-// the units' numbers pass a multiple of 8): its work grows with the
+// the units' numbers pass a multiple of 8; in AllowMulti at most 2 per log
+// at every write): its work grows with the
 // logarithm of the log's length, not with its cost or the entries that
 // expired, and a log holds at most Rate + 25 entries. A return renumbers at
 // most 63 entries (it reaches the newest 64 times of admission). In the
@@ -127,8 +128,9 @@
 // permit script removes at most 16 expired holders. AllowMulti takes at
 // most sluice.MaxMultiRequests requests, a batch at most 128 decisions and
 // a budget of work. At those bounds, and at a Rate of 100,000, the fastest
-// of 5 runs of each worst case took at most about 0.6 ms on a 2-core
-// machine under a load average of 25 to 35 from other work
+// of 5 runs of each worst case took at most about 0.8 ms (16 logs in one
+// AllowMulti) on a 2-core machine under a load average of 20 to 35 from
+// other work
 // (TestScriptTime; docs/bounds.md has the figures).
 //
 // # The millisecond layout

@@ -97,7 +97,7 @@ func WithMillisecondLayout() Option { return func(s *Store) { s.msLayout = true 
 // wrapping sluice.ErrExceedsCapacity, and a Return gives back at most this
 // many. (sluice's own layout writes one member per decision, whatever its
 // cost.)
-const MaxMillisecondUnits = 250
+const MaxMillisecondUnits = 128
 
 // withTestClock makes every script use now() instead of Redis's TIME, and
 // lengthens TTLs by an hour so that keys outlive a stopped clock: exact

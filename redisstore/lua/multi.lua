@@ -79,7 +79,7 @@ for i = 1, #KEYS do
     value[key] = nil
   elseif units[key] and first[key] then
     local b = 3 + (first[key] - 1) * 5
-    LOG[tonumber(ARGV[b])][2](key, at[key], units[key], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), state[key][1], state[key][2])
+    LOG[tonumber(ARGV[b])][2](key, at[key], units[key], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), state[key][1], state[key][2], true)
     units[key] = nil
   end
 end

@@ -110,13 +110,18 @@ end
 -- admission's cost), at most 17 of the oldest (with '#', written again
 -- below): at least 9 more than were added since the last trim, which keeps
 -- a log within Rate + 25 members, and the work of a call bounded whatever
--- the log's length. Every read counts from the cut, and the newest member
+-- the log's length. AllowMulti's commit (every true) trims at every write
+-- instead, at most 3: it writes up to 16 logs in one call, whose work this
+-- keeps within the bound of one, and each of its trims still removes more
+-- than it adds. Every read counts from the cut, and the newest member
 -- keeps the cut from moving back over what was not trimmed.
-local function sl_write(key, now, n, _, per, _, last, same)
+local function sl_write(key, now, n, _, per, _, last, same, every)
   local cut = now - per
-  if cut >= 0 and floor((last + n) / 8) > floor(last / 8) then
+  if cut >= 0 and (every or floor((last + n) / 8) > floor(last / 8)) then
     local old = redis.call('ZCOUNT', key, '-inf', F('%d', cut))
-    if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, 17) - 1)) end
+    local most = 17
+    if every then most = 3 end
+    if old > 0 then redis.call('ZREMRANGEBYRANK', key, '0', F('%d', math.min(old, most) - 1)) end
   end
   if same then
     redis.call('ZADD', key, F('%d', -(last + n)), '#')
