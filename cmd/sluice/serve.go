@@ -130,7 +130,17 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	// Every configuration, at start, on reload or from xDS, is put in force
 	// through ap.
 	ap := &source.Applier{
-		Check:   func(c *config.Config) error { return checkFailureModes(c, f) },
+		// Every configuration is vetted before it runs, and what its
+		// largest rules cost is said.
+		Check: func(c *config.Config) error {
+			if err := checkFailureModes(c, f); err != nil {
+				return err
+			}
+			for _, w := range c.Warnings() {
+				log.Warn("configuration: " + w)
+			}
+			return nil
+		},
 		Metrics: m,
 		Info:    &admin.ConfigState{},
 		Log:     log,

@@ -178,14 +178,15 @@ func TestServeFlagGlobalModes(t *testing.T) {
 
 func TestServeFlagLimits(t *testing.T) {
 	testFlag(t, "limits", func(f serveFlags) limitsFlags { return f.limits }, []flagCase[limitsFlags]{
-		{"defaults", nil, nil, limitsFlags{maxRate: 1e9, maxBurst: 1e9, maxHits: 1e9, maxPeriod: 366 * 24 * time.Hour,
+		{"defaults", nil, nil, limitsFlags{maxRate: 1e9, maxLogRate: 500, maxBurst: 1e9, maxHits: 1e9, maxPeriod: 366 * 24 * time.Hour,
 			maxDescriptors: 16, maxDescriptorEntries: 16, memoryMaxKeys: 1_000_000, maxPermits: 10000}, 0, ""},
-		{"flags", nil, []string{"--max-rate", "5", "--max-burst", "6", "--max-hits", "7", "--max-period", "1h",
+		{"flags", nil, []string{"--max-rate", "5", "--max-log-rate", "4", "--max-burst", "6", "--max-hits", "7", "--max-period", "1h",
 			"--max-descriptors", "8", "--max-descriptor-entries", "9", "--memory-max-keys", "0", "--max-permits", "10"},
-			limitsFlags{maxRate: 5, maxBurst: 6, maxHits: 7, maxPeriod: time.Hour, maxDescriptors: 8, maxDescriptorEntries: 9, maxPermits: 10}, 0, ""},
-		{"env", map[string]string{"SLUICE_MAX_RATE": "11", "SLUICE_MEMORY_MAX_KEYS": "12"}, []string{"--max-descriptors", "1", "--max-descriptor-entries", "1", "--max-period", "1ms"},
-			limitsFlags{maxRate: 11, maxBurst: 1e9, maxHits: 1e9, maxPeriod: time.Millisecond, maxDescriptors: 1, maxDescriptorEntries: 1, memoryMaxKeys: 12, maxPermits: 10000}, 0, ""},
+			limitsFlags{maxRate: 5, maxLogRate: 4, maxBurst: 6, maxHits: 7, maxPeriod: time.Hour, maxDescriptors: 8, maxDescriptorEntries: 9, maxPermits: 10}, 0, ""},
+		{"env", map[string]string{"SLUICE_MAX_RATE": "11", "SLUICE_MAX_LOG_RATE": "100000", "SLUICE_MEMORY_MAX_KEYS": "12"}, []string{"--max-descriptors", "1", "--max-descriptor-entries", "1", "--max-period", "1ms"},
+			limitsFlags{maxRate: 11, maxLogRate: 100_000, maxBurst: 1e9, maxHits: 1e9, maxPeriod: time.Millisecond, maxDescriptors: 1, maxDescriptorEntries: 1, memoryMaxKeys: 12, maxPermits: 10000}, 0, ""},
 		{"rate 0", nil, []string{"--max-rate", "0"}, limitsFlags{}, 2, "--max-rate 0: must be >= 1"},
+		{"log rate 0", nil, []string{"--max-log-rate", "0"}, limitsFlags{}, 2, "--max-log-rate 0: must be >= 1"},
 		{"burst 0", nil, []string{"--max-burst", "0"}, limitsFlags{}, 2, "--max-burst 0: must be >= 1"},
 		{"hits 0", nil, []string{"--max-hits", "0"}, limitsFlags{}, 2, "--max-hits 0: must be >= 1"},
 		{"descriptors 0", nil, []string{"--max-descriptors", "0"}, limitsFlags{}, 2, "--max-descriptors 0: must be >= 1"},

@@ -33,6 +33,7 @@ var classes = []class{
 	identityClass,
 	utf8Class,
 	panicClass,
+	permitsClass,
 }
 
 // TestHostile runs every class on the memory store and on Redis, each

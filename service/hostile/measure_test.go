@@ -406,8 +406,8 @@ func statusOf(resp *http.Response, err error) (int, string, error) {
 
 // warmScripts makes sluice call every script it may run on Redis (a
 // decision and a peek of each algorithm, concurrent decisions, which are
-// batched, and a ShouldRateLimit of several descriptors, decided in one
-// call), before the slow log is reset: a script's first call on a Redis
+// batched, a ShouldRateLimit of several descriptors, decided in one call,
+// and a permit's acquire and release), before the slow log is reset: a script's first call on a Redis
 // compiles it, a cost of its size and never of the input.
 func (h *harness) warmScripts() {
 	h.t.Helper()
@@ -422,6 +422,14 @@ func (h *harness) warmScripts() {
 					h.t.Errorf("warming the scripts: %s: %d %s %v", body, code, trim(b), err)
 				}
 			})
+		}
+	}
+	for _, op := range [][2]string{
+		{"acquire", `{"key":"warm-permit","max":1,"lease":"1s","holder":"warm"}`},
+		{"release", `{"key":"warm-permit","holder":"warm"}`},
+	} {
+		if code, b, err := statusOf(cl.Post(h.p.httpURL("/v1/"+op[0]), "application/json", strings.NewReader(op[1]))); err != nil || code != 200 {
+			h.t.Errorf("warming the scripts: /v1/%s: %d %s %v", op[0], code, trim(b), err)
 		}
 	}
 	wg.Wait()
