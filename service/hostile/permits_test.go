@@ -3,6 +3,7 @@ package hostile
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,7 +36,7 @@ var permitsClass = class{name: "permits", run: runPermits}
 const (
 	maxHolderLen    = 128             // sluice.MaxHolderLen: the longest holder ids cost Redis the most to remove
 	permitLease     = 8 * time.Second // long enough to acquire them all on a busy machine
-	permitKeepLease = time.Minute
+	permitKeepLease = 5 * time.Minute // outlasts the acquiring however busy the machine
 	permitClients   = 16
 	permitReplays   = 5
 	pileBound       = 500 * time.Microsecond
@@ -52,7 +53,10 @@ func runPermits(t *testing.T, h *harness) {
 	if err != nil || maxPermits <= 0 {
 		t.Fatalf("--max-permits default: %v", err)
 	}
-	cl := hostileClient(5 * time.Second)
+	// One kept connection per client, each idle for less than the server's
+	// --http-idle-timeout: no request meets a connection the server is
+	// closing, and the clients never open more than --max-connections.
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: permitClients, IdleConnTimeout: time.Second}}
 	defer cl.CloseIdleConnections()
 	acquire := func(holder string, lease time.Duration) (permitReply, error) {
 		body := fmt.Sprintf(`{"key":"hostile-permits","max":%d,"lease_ms":%d,"holder":%q}`, maxPermits, lease.Milliseconds(), holder)
