@@ -167,7 +167,7 @@ type deadlines struct {
 	set []time.Time
 }
 
-func (d *deadlines) Write(b []byte) (int, error)         { return len(b), nil }
+func (d *deadlines) Write(b []byte) (int, error)        { return len(b), nil }
 func (d *deadlines) SetWriteDeadline(t time.Time) error { d.set = append(d.set, t); return nil }
 
 // TestWriteDeadlineOfEachWrite: each write's deadline is timeout from its
