@@ -17,6 +17,7 @@ import (
 // store, so they run on the memory store only.
 var surfaceClasses = []class{
 	headerListsClass,
+	adminSlowClass,
 }
 
 // TestHostileSurfaces runs every surface class against its own process,

@@ -11,7 +11,9 @@ package listen
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"sync"
 	"time"
 )
@@ -131,30 +133,42 @@ func (c *conn) Close() error {
 // stream of small writes does not reset the deadline on every one.
 const slack = 16
 
+// Write writes b within the write timeout. When the timeout (rather than
+// a deadline of the server's own) ends the write, the connection is
+// closed: a server whose writes are done by a goroutine of their own (gRPC's)
+// does not close it on a write error, and would keep it, with its slot,
+// for as long as the client keeps it open.
 func (c *conn) Write(b []byte) (int, error) {
-	if c.timeout > 0 {
-		if err := c.arm(); err != nil {
-			return 0, err
-		}
+	if c.timeout <= 0 {
+		return c.Conn.Write(b)
 	}
-	return c.Conn.Write(b)
+	ours, err := c.arm()
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Write(b)
+	if ours && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.Close()
+	}
+	return n, err
 }
 
 // arm sets the write deadline to the server's own or timeout from now,
 // whichever is earlier (unless the one in force is at most timeout/slack
-// earlier than that).
-func (c *conn) arm() error {
+// earlier than that); ours reports that the deadline in force is the
+// timeout's.
+func (c *conn) arm() (ours bool, err error) {
 	d := time.Now().Add(c.timeout)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.user.IsZero() && c.user.Before(d) {
 		d = c.user
 	}
-	if !c.set.IsZero() && !c.set.After(d) && d.Sub(c.set) < c.timeout/slack {
-		return nil
+	if c.set.IsZero() || c.set.After(d) || d.Sub(c.set) >= c.timeout/slack {
+		c.set = d
+		err = c.Conn.SetWriteDeadline(d)
 	}
-	c.set = d
-	return c.Conn.SetWriteDeadline(d)
+	return c.user.IsZero() || c.set.Before(c.user), err
 }
 
 // SetWriteDeadline records the server's deadline; it takes effect at once

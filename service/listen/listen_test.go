@@ -100,7 +100,8 @@ func fill(c net.Conn) error {
 
 // TestWriteTimeoutClientThatDoesNotRead: a write to a client that reads
 // nothing fails with a deadline error once the socket's buffers are full,
-// even when the server set a later deadline of its own, or none.
+// even when the server set a later deadline of its own, or none; the
+// connection is closed, and its slot given back.
 func TestWriteTimeoutClientThatDoesNotRead(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -110,12 +111,13 @@ func TestWriteTimeoutClientThatDoesNotRead(t *testing.T) {
 		{"a later server deadline", time.Hour},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := Listen("127.0.0.1:0", Options{WriteTimeout: 50 * time.Millisecond}, nil)
+			var open gauge
+			l, err := Listen("127.0.0.1:0", Options{WriteTimeout: 50 * time.Millisecond, Open: &open}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := serve(t, l)
-			dial(t, l)
+			client := dial(t, l)
 			c := <-got
 			if tt.server > 0 {
 				c.SetWriteDeadline(time.Now().Add(tt.server))
@@ -129,6 +131,12 @@ func TestWriteTimeoutClientThatDoesNotRead(t *testing.T) {
 				}
 			case <-time.After(time.Minute):
 				t.Fatal("a write to a client that does not read still blocks after a minute (WriteTimeout 50ms)")
+			}
+			if !closedByPeer(client) {
+				t.Fatal("the connection is still open after its write timed out")
+			}
+			if n := open.n.Load(); n != 0 {
+				t.Fatalf("%d connections counted open after the write timed out, want 0", n)
 			}
 		})
 	}
