@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/admin"
 	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/livefile"
 	"github.com/sluicehq/sluice/service/server"
 )
 
@@ -100,7 +101,7 @@ func fingerprint(paths []string) ([32]byte, error) {
 	h := sha256.New()
 	var firstErr error
 	add := func(name string) {
-		b, err := os.ReadFile(name)
+		b, err := livefile.Read(name, config.MaxFileSize) // never blocks: a named pipe is refused
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
