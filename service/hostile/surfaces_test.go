@@ -18,6 +18,7 @@ import (
 var surfaceClasses = []class{
 	headerListsClass,
 	adminSlowClass,
+	rereadClass,
 }
 
 // TestHostileSurfaces runs every surface class against its own process,
