@@ -141,7 +141,9 @@ func loopback(remote string) bool {
 
 // caFile is a client CA file, re-read when it changes (as the token
 // file: a read never blocks, no caller waits for another's).
-type caFile struct{ v *livefile.Value[*x509.CertPool] }
+type caFile struct {
+	v *livefile.Value[*x509.CertPool]
+}
 
 func openCAFile(path string, log *slog.Logger) (*caFile, error) {
 	v, err := livefile.New([]string{path}, func() (*x509.CertPool, error) { return certs.LoadPool(path) }, livefile.Hooks[*x509.CertPool]{
