@@ -66,12 +66,14 @@ func (e *Engine) annotate(ctx context.Context, req *Request, res *Result, known 
 			}
 		}
 	}
+	// The request's strings are bounded (tracing.String, tracing.Strings):
+	// a span holds them until it is exported.
 	attrs := []attribute.KeyValue{
-		attribute.String(AttrDomain, req.Domain),
+		tracing.String(AttrDomain, req.Domain),
 		attribute.Int(AttrDescriptors, len(req.Descriptors)),
 		attribute.Int64(AttrHits, int64(min(hits, 1<<62))),
 		attribute.Bool(AttrKnown, known),
-		attribute.StringSlice(AttrRules, rules),
+		tracing.Strings(AttrRules, rules),
 		attribute.String(AttrResult, codeName(res.Code)),
 		attribute.Bool(AttrDenied, res.Denied),
 		attribute.Bool(AttrDegraded, degraded),
@@ -81,14 +83,19 @@ func (e *Engine) annotate(ctx context.Context, req *Request, res *Result, known 
 		for i, d := range req.Descriptors {
 			var b strings.Builder
 			for j, en := range d.Entries {
+				if b.Len() > tracing.MaxAttrBytes {
+					break // cut by tracing.Strings
+				}
 				if j > 0 {
 					b.WriteByte(',')
 				}
-				b.WriteString(en.Key + "=" + en.Value)
+				b.WriteString(tracing.Bound(en.Key, tracing.MaxAttrBytes))
+				b.WriteByte('=')
+				b.WriteString(tracing.Bound(en.Value, tracing.MaxAttrBytes))
 			}
 			vals[i] = b.String()
 		}
-		attrs = append(attrs, attribute.StringSlice(AttrValues, vals))
+		attrs = append(attrs, tracing.Strings(AttrValues, vals))
 	}
 	tracing.Annotate(ctx, attrs...)
 }
@@ -106,7 +113,7 @@ func contains(s []string, v string) bool {
 func (e *Engine) limitAttrs(key string, lim sluice.Limit, n int) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{attribute.String(AttrAlgorithm, lim.Algorithm.String()), attribute.Int(AttrN, n)}
 	if e.tr.Keys() {
-		attrs = append(attrs, attribute.String(AttrKey, key))
+		attrs = append(attrs, tracing.String(AttrKey, key))
 	}
 	return attrs
 }
@@ -132,7 +139,7 @@ func (e *Engine) startMulti(ctx context.Context, reqs []sluice.Request) (context
 		for i, r := range reqs {
 			keys[i] = r.Key
 		}
-		attrs = append(attrs, attribute.StringSlice(AttrKey, keys))
+		attrs = append(attrs, tracing.Strings(AttrKey, keys))
 	}
 	ctx, span := e.tr.Start(ctx, "store.AllowMulti", attrs...)
 	return ctx, func(ds []sluice.Decision, err error) {

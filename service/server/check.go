@@ -268,7 +268,7 @@ func ceilMS(d time.Duration) int64 {
 func (s *Server) allowTraced(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	attrs := []attribute.KeyValue{attribute.String(engine.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(engine.AttrN, n)}
 	if s.tr.Keys() {
-		attrs = append(attrs, attribute.String(engine.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
+		attrs = append(attrs, tracing.String(engine.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
 	}
 	tracing.Annotate(ctx, attrs...)
 	sctx, span := s.tr.Start(ctx, "store.AllowN", attrs...)
