@@ -19,6 +19,7 @@ var surfaceClasses = []class{
 	headerListsClass,
 	adminSlowClass,
 	xdsClass,
+	tracingClass,
 	rereadClass,
 }
 
