@@ -46,7 +46,9 @@ func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *Metrics)
 		b = engine.DefaultBounds
 	}
 	m := NewMetrics()
-	return New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m)), clk, m
+	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m))
+	s.permits.now = clk.now
+	return s, clk, m
 }
 
 func permit(t *testing.T, s *Server, op, body string) (int, PermitResponse, string) {
