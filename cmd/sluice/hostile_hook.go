@@ -20,12 +20,32 @@ const hostilePanicKey = "hostile-panic"
 
 func init() {
 	testStoreWrap = func(s sluice.Store) sluice.Store {
-		if m, ok := s.(sluice.MultiStore); ok {
+		m, multi := s.(sluice.MultiStore)
+		sem, permits := s.(sluice.Semaphore)
+		switch {
+		case multi && permits:
+			return panicMultiSemStore{panicMultiStore{panicStore{s}, m}, sem}
+		case multi:
 			return panicMultiStore{panicStore{s}, m}
+		case permits:
+			return panicSemStore{panicStore{s}, sem}
 		}
 		return panicStore{s}
 	}
 }
+
+// panicSemStore and panicMultiSemStore keep a Semaphore one, so that the
+// permit endpoints work as they do without the hook.
+type (
+	panicSemStore struct {
+		panicStore
+		sluice.Semaphore
+	}
+	panicMultiSemStore struct {
+		panicMultiStore
+		sluice.Semaphore
+	}
+)
 
 // panicStore panics, before calling its store, on a key containing
 // hostilePanicKey.

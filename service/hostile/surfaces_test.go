@@ -18,6 +18,7 @@ import (
 var surfaceClasses = []class{
 	headerListsClass,
 	adminSlowClass,
+	permitsClass,
 	xdsClass,
 	tracingClass,
 	rereadClass,
