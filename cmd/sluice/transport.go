@@ -43,6 +43,7 @@ const (
 	defaultGRPCMaxHeaderListSize    = 16 << 10
 	defaultGRPCFirstMessageTimeout  = 10 * time.Second
 	defaultGRPCMaxPendingHeaderSize = 256 << 10
+	defaultHTTP2MaxStreams          = 100
 )
 
 // defaultGRPCWorkers is the default of --grpc-workers. With GOMAXPROCS
@@ -88,6 +89,7 @@ type transportFlags struct {
 	grpcWorkers          int
 
 	connWriteTimeout          time.Duration
+	http2MaxStreams           uint
 	grpcMaxHeaderListSize     byteSize
 	grpcFirstMessageTimeout   time.Duration
 	grpcMaxPendingHeaderBytes byteSize
@@ -108,6 +110,7 @@ func (g *transportFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
 	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
 	fs.IntVar(&g.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	fs.UintVar(&g.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams, "most concurrent requests per HTTP/2 connection of the HTTP and admin listeners (with TLS); a stream beyond it is refused")
 	g.grpcMaxHeaderListSize = defaultGRPCMaxHeaderListSize
 	fs.Var(&g.grpcMaxHeaderListSize, "grpc-max-header-list-size", "largest `size` of a gRPC call's headers, decoded (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE; the stream is reset beyond)")
 	g.grpcMaxPendingHeaderBytes = defaultGRPCMaxPendingHeaderSize
@@ -167,6 +170,9 @@ func (g *transportFlags) validate() error {
 	if g.maxConnections < 0 || g.maxConnections > maxConnsPerList {
 		return fmt.Errorf("--max-connections %d: want 0 (no cap) to %d", g.maxConnections, maxConnsPerList)
 	}
+	if g.http2MaxStreams < 1 || g.http2MaxStreams > math.MaxUint32 {
+		return fmt.Errorf("--http2-max-concurrent-streams %d: want 1 to %d", g.http2MaxStreams, uint32(math.MaxUint32))
+	}
 	if g.grpcMaxStreams < 1 || g.grpcMaxStreams > math.MaxUint32 {
 		return fmt.Errorf("--grpc-max-concurrent-streams %d: want 1 to %d", g.grpcMaxStreams, uint32(math.MaxUint32))
 	}
@@ -193,6 +199,9 @@ func (g *transportFlags) httpServer(h http.Handler, log *slog.Logger, admin bool
 		// for its 1 MiB default).
 		MaxHeaderBytes: max(int(g.httpMaxHeaderBytes)-4096, 1),
 		ErrorLog:       stdlog.New(serverErrorLog{log}, "", 0),
+		// HTTP/2 (over TLS): a stream holds its headers (at most
+		// MaxHeaderBytes) until its body is read, within ReadTimeout.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: int(g.http2MaxStreams)},
 	}
 	if admin {
 		s.WriteTimeout = 0
