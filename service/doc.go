@@ -11,6 +11,9 @@
 //   - xds, certs, tracing, gctune, problem: the configuration's source over
 //     xDS, rotating certificates, OpenTelemetry spans, memory tuning and the
 //     problem+json errors
+//   - listen, livefile: the listeners' limits (connections, write
+//     deadlines, gRPC streams before their message) and the reading of the
+//     files re-read while serving
 //   - hostile: a black-box suite of hostile clients against the built binary
 //
 // The command in cmd/sluice only reads its flags and wires these together.
