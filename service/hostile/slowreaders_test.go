@@ -23,7 +23,8 @@ import (
 // on the admin listener (which has no --http-write-timeout, for profiles)
 // and on the gRPC listener (which had no write deadline at all).
 //
-//   - admin: maxConns connections (every slot of the admin listener) each
+//   - admin: slowReaderSlots connections (every slot of the admin listener,
+//     --max-connections) each
 //     pipeline slowAdminReqs GET /metrics and read nothing; within
 //     --conn-write-timeout (1s) + writeStallMargin a scrape on a new
 //     connection is answered;
@@ -32,8 +33,10 @@ import (
 //     and reads nothing: the server closes it within --conn-write-timeout
 //   - writeStallMargin of the end of its sending.
 var adminSlowClass = class{
-	name:  "slow-readers",
-	flags: []flagArg{adminFlag, {"conn-write-timeout", connWriteTimeout.String()}},
+	name: "slow-readers",
+	// Fewer slots than the other classes', so that filling each costs the
+	// machine less.
+	flags: []flagArg{adminFlag, {"conn-write-timeout", connWriteTimeout.String()}, {"max-connections", fmt.Sprint(slowReaderSlots)}},
 	run:   runSlowReaders,
 }
 
@@ -41,6 +44,7 @@ const (
 	connWriteTimeout = time.Second
 	writeStallMargin = 10 * time.Second
 	slowAdminReqs    = 100
+	slowReaderSlots  = 16 // --max-connections of the class
 	slowGRPCReqs     = 200
 )
 
@@ -75,7 +79,7 @@ func runSlowReaders(t *testing.T, h *harness) {
 	}()
 	reqs := strings.Repeat("GET /"+strings.Repeat("s", 2000)+" HTTP/1.1\r\nHost: sluice\r\n\r\n", slowAdminReqs)
 	var wg sync.WaitGroup
-	for range maxConns {
+	for range slowReaderSlots {
 		c, err := smallWindowDial(h.p.admin)
 		if err != nil {
 			t.Fatal(err)
@@ -94,9 +98,9 @@ func runSlowReaders(t *testing.T, h *harness) {
 
 	within := connWriteTimeout + writeStallMargin
 	if took, err := scrapeWithin(h.p.admin, within); err != nil {
-		t.Errorf("%d admin connections (every slot) pipelining %d requests each and reading nothing: no scrape on a new connection answered within %v of their sending (--conn-write-timeout %v + %v): %v", maxConns, slowAdminReqs, within, connWriteTimeout, writeStallMargin, err)
+		t.Errorf("%d admin connections (every slot) pipelining %d requests each and reading nothing: no scrape on a new connection answered within %v of their sending (--conn-write-timeout %v + %v): %v", slowReaderSlots, slowAdminReqs, within, connWriteTimeout, writeStallMargin, err)
 	} else {
-		t.Logf("%d admin connections that never read: a new scrape answered %v after their requests were sent", maxConns, took.Sub(sent).Round(time.Millisecond))
+		t.Logf("%d admin connections (every slot) that never read: a new scrape answered %v after their requests were sent", slowReaderSlots, took.Sub(sent).Round(time.Millisecond))
 	}
 	if msg := <-grpcDone; msg != "" {
 		t.Error(msg)
