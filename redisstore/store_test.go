@@ -192,7 +192,7 @@ func TestScriptFlush(t *testing.T) {
 				}
 			}
 			srv.MustDo("SCRIPT", "FLUSH")
-			d, at, err := s.Lease(ctx, k+"/lease", lim, 2)
+			d, at, err := s.Reserve(ctx, k+"/lease", lim, 2)
 			if err != nil || !d.Allowed {
 				t.Fatalf("%s: Lease after SCRIPT FLUSH = %+v, %v", name, d, err)
 			}
@@ -395,7 +395,7 @@ func TestLeaseReturn(t *testing.T) {
 			lim := sluice.Limit{Algorithm: a, Rate: 5, Period: time.Minute}
 			k := name + "/" + a.String()
 			before := time.Now()
-			d, at, err := s.Lease(ctx, k, lim, 4)
+			d, at, err := s.Reserve(ctx, k, lim, 4)
 			if err != nil || !d.Allowed || d.Remaining != 1 {
 				t.Fatalf("%s: Lease(4 of 5) = %+v, %v", name, d, err)
 			}

@@ -13,14 +13,15 @@ import (
 // memory store costs 64 bytes in its shard's table (85 to 170 with the
 // table's spare room) plus its key: about 250 MB for a million states with
 // keys of up to 64 bytes. The worst a caller can make a state cost is a key
-// of 1 KiB and a full sliding log (4 KB at its maximum Rate of 500): about
-// 5 GB for a million; lower the bound on a small machine.
+// of 1 KiB and a full sliding log (8 KB at --max-log-rate's default of
+// 500): about 9 GB for a million; lower the bound on a small machine.
 const defaultMemoryMaxKeys = 1_000_000
 
 // limitsFlags are the bounds on what callers send (engine.Bounds) and on the
 // memory store; docs/bounds.md explains each default.
 type limitsFlags struct {
-	maxRate, maxBurst, maxHits           int
+	maxRate, maxLogRate, maxBurst        int
+	maxHits                              int
 	maxPeriod                            time.Duration
 	maxDescriptors, maxDescriptorEntries int
 	memoryMaxKeys                        int
@@ -32,6 +33,7 @@ type limitsFlags struct {
 func (g *limitsFlags) register(fs *flag.FlagSet) {
 	d := engine.DefaultBounds
 	fs.IntVar(&g.maxRate, "max-rate", d.MaxRate, "largest `rate` a caller may send: /v1/check's rate, an RLS descriptor's limit override")
+	fs.IntVar(&g.maxLogRate, "max-log-rate", d.MaxLogRate, "largest `rate` of a sliding_log limit a caller may send (/v1/check): its log keeps an entry per time of admission, up to the rate; the configuration's rules may have any rate")
 	fs.IntVar(&g.maxBurst, "max-burst", d.MaxBurst, "largest `burst` of a /v1/check limit")
 	fs.DurationVar(&g.maxPeriod, "max-period", d.MaxPeriod, "longest `period` a caller may send: /v1/check's period, an override's unit")
 	fs.IntVar(&g.maxHits, "max-hits", d.MaxHits, "largest cost of one request: hits_addend (of a request or a descriptor), /v1/check's cost")
@@ -48,7 +50,7 @@ func (g *limitsFlags) validate() error {
 		name string
 		v    int
 	}{
-		{"--max-rate", g.maxRate}, {"--max-burst", g.maxBurst}, {"--max-hits", g.maxHits},
+		{"--max-rate", g.maxRate}, {"--max-log-rate", g.maxLogRate}, {"--max-burst", g.maxBurst}, {"--max-hits", g.maxHits},
 		{"--max-descriptors", g.maxDescriptors}, {"--max-descriptor-entries", g.maxDescriptorEntries},
 		{"--max-permits-per-client", g.maxPermitsPerClient},
 	} {
@@ -74,7 +76,7 @@ func (g *limitsFlags) validate() error {
 // bounds are the bounds of the RLS service and the HTTP server.
 func (g *limitsFlags) bounds() engine.Bounds {
 	return engine.Bounds{
-		MaxRate: g.maxRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
+		MaxRate: g.maxRate, MaxLogRate: g.maxLogRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
 		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries, MaxPermits: g.maxPermits,
 		MaxPermitLease: g.maxPermitLease, MaxPermitsPerClient: g.maxPermitsPerClient,
 	}

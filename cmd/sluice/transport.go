@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/sluicehq/sluice/service/listen"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -240,7 +241,7 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 //
 // With tr (tracing on), each ShouldRateLimit call runs in a server span,
 // outside the guard so that the span covers a recovered panic too.
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tracing.Tracer, cm *connMetrics) []grpc.ServerOption {
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
@@ -272,7 +273,7 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tr
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on
 // every request, and no /metrics when the admin listener serves it.
-func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.Metrics, noMetrics bool) http.Handler {
+func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *metrics.Metrics, noMetrics bool) http.Handler {
 	if noMetrics {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)

@@ -61,6 +61,15 @@ const (
 //
 //	xds resource "api": descriptors[0].rate_limit.requests_per_unit: ...
 func FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
+	return Options{}.FromXDS(resources)
+}
+
+// FromXDS is the package's FromXDS, read with o: with o.MergeDomains, two
+// resources of one domain merge, in name order.
+func (o Options) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
 	if len(resources) > MaxXDSResources {
 		return nil, Errors{{File: "xds", Msg: fmt.Sprintf("%d resources: at most %d", len(resources), MaxXDSResources)}}
 	}
@@ -68,7 +77,8 @@ func FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	// the order of the control plane's response.
 	resources = slices.Clone(resources)
 	slices.SortStableFunc(resources, func(a, b *rlsconf.RateLimitConfig) int { return strings.Compare(a.GetName(), b.GetName()) })
-	c := Empty()
+	c := o.empty()
+	c.noLines = true
 	var errs Errors
 	for i, r := range resources {
 		if len(errs) >= MaxErrors {
@@ -107,6 +117,7 @@ func FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.places = nil
 	return c, nil
 }
 

@@ -15,6 +15,7 @@ import (
 // field is no bound.
 type Bounds struct {
 	MaxRate              int           // a limit's rate: /v1/check rate, an override's requests_per_unit
+	MaxLogRate           int           // a sliding_log limit's rate: /v1/check rate (overrides are fixed windows)
 	MaxBurst             int           // /v1/check burst
 	MaxPeriod            time.Duration // /v1/check period, an override's unit
 	MaxHits              int           // hits_addend (request and descriptor), /v1/check cost
@@ -29,6 +30,10 @@ type Bounds struct {
 // defaults of sluice serve's flags (docs/bounds.md says why):
 //   - rate and burst 1e9: a monthly budget of LLM tokens fits, and every
 //     algorithm's arithmetic stays exact far beyond;
+//   - a sliding log's rate 500: its log keeps an entry per time of
+//     admission, up to the rate, so that the rate bounds what one key of a
+//     caller's choosing can hold (8 KB in memory, about 50 KB in Redis at
+//     500); the rules of the configuration are the operator's, of any rate;
 //   - period 366 days: the reference's YEAR unit, with room for a leap year;
 //   - hits 1e9: LLM token costs run to millions per request, and no limit
 //     admits more than its rate at once;
@@ -45,6 +50,7 @@ type Bounds struct {
 //     shared, and a client holding many keys for long fills it for all.
 var DefaultBounds = Bounds{
 	MaxRate:              1_000_000_000,
+	MaxLogRate:           500,
 	MaxBurst:             1_000_000_000,
 	MaxPeriod:            366 * 24 * time.Hour,
 	MaxHits:              1_000_000_000,
@@ -84,11 +90,16 @@ func exceeds(field string, v int64, flag string, bound int) error {
 func over(v int64, bound int) bool { return bound > 0 && v > int64(bound) }
 
 // CheckLimit checks a limit and cost that a caller sent (POST /v1/check):
-// rate, burst, period and cost against b. Fields are named as in the
-// request: rate, burst, period, cost.
+// rate (and a sliding log's rate), burst, period and cost against b.
+// Fields are named as in the request: rate, burst, period, cost.
 func (b Bounds) CheckLimit(lim sluice.Limit, cost int) error {
 	if err := exceeds("rate", int64(lim.Rate), "--max-rate", b.MaxRate); err != nil {
 		return err
+	}
+	if lim.Algorithm == sluice.SlidingLog {
+		if err := exceeds("rate", int64(lim.Rate), "--max-log-rate", b.MaxLogRate); err != nil {
+			return err
+		}
 	}
 	if err := exceeds("burst", int64(lim.Burst), "--max-burst", b.MaxBurst); err != nil {
 		return err

@@ -30,7 +30,7 @@ type flagArg struct{ name, value string }
 // shutdownMargin what SIGTERM may take beyond it.
 const (
 	shutdownTimeout = time.Second
-	shutdownMargin  = 3 * time.Second
+	shutdownMargin  = 10 * time.Second // generous: a process that exits is not waited for
 )
 
 // commonFlags are given to every process: short transport limits, so that

@@ -18,7 +18,7 @@ import (
 var surfaceClasses = []class{
 	headerListsClass,
 	adminSlowClass,
-	permitsClass,
+	permitTableClass,
 	xdsClass,
 	tracingClass,
 	rereadClass,

@@ -10,9 +10,9 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
-// Lease implements sluice.Leaser: it admits n like AllowN and also returns
-// the time at which the units were counted, which Return needs.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+// Reserve implements sluice.Reserver: it admits n like AllowN and also
+// returns the time at which the units were counted, which Return needs.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	var at int64
 	d, err := s.allow(ctx, key, lim, n, &at)
 	if err != nil {
@@ -21,14 +21,21 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return d, time.UnixMicro(at), nil
 }
 
-// Return implements sluice.Leaser: it gives back n units of a lease counted
-// at at. Afterwards the key is as if they had never been admitted, as far as
-// they still count; returning more than was leased never raises the limit
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.Reserve(ctx, key, lim, n)
+}
+
+// Return implements sluice.Reserver: it gives back n units reserved at at.
+// Afterwards the key is as if they had never been admitted, as far as
+// they still count; returning more than was reserved never raises the limit
 // beyond an untouched key. A state that no longer matters is removed.
 //
 // A zero at is the store's time now (a refund whose admission time is
 // unknown): the units leave the current window, move a bucket's TAT back
-// by their full worth, or remove a log's newest entries, so a key in debt has its debt reduced and an
+// by their full worth, or remove a log's newest units, so a key in debt has its debt reduced and an
 // untouched key stays untouched. n may be up to sluice.MaxCharge whatever
 // the limit's Counting, since a refund never credits more than the key
 // counts.
@@ -76,9 +83,9 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:
 		if l := sh.log(e); l != nil && at.IsZero() {
-			algo.SlidingLogReturnNewest(l, nn)
+			algo.SlidingLogReturnNewest(l, now, *p, nn)
 		} else if l != nil {
-			algo.SlidingLogReturn(l, us, nn)
+			algo.SlidingLogReturn(l, us, now, *p, nn)
 		}
 	}
 	e.expires = sh.expiry(e, p)
