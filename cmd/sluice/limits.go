@@ -26,6 +26,8 @@ type limitsFlags struct {
 	maxDescriptors, maxDescriptorEntries int
 	memoryMaxKeys                        int
 	maxPermits                           int
+	maxPermitLease                       time.Duration
+	maxPermitsPerClient                  int
 }
 
 func (g *limitsFlags) register(fs *flag.FlagSet) {
@@ -38,6 +40,8 @@ func (g *limitsFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&g.maxDescriptors, "max-descriptors", d.MaxDescriptors, "most descriptors in one ShouldRateLimit or /json request")
 	fs.IntVar(&g.maxDescriptorEntries, "max-descriptor-entries", d.MaxDescriptorEntries, "most entries in one descriptor")
 	fs.IntVar(&g.maxPermits, "max-permits", d.MaxPermits, "largest `max` of a concurrency limit a caller may send: /v1/acquire's and /v1/extend's max (at most 10000)")
+	fs.DurationVar(&g.maxPermitLease, "max-permit-lease", d.MaxPermitLease, "longest `lease` a caller may send: /v1/acquire's and /v1/extend's (work that takes longer extends its permit)")
+	fs.IntVar(&g.maxPermitsPerClient, "max-permits-per-client", d.MaxPermitsPerClient, "most permits one client (its address, as /v1/auth establishes it) holds at once through /v1/acquire; beyond, 429 until one is released or its lease ends")
 	fs.IntVar(&g.memoryMaxKeys, "memory-max-keys", defaultMemoryMaxKeys, "most states the memory store holds (one per key, algorithm and period), and with --redis the local limiter that --failure-mode open uses while Redis is down: a new one first removes expired states, then evicts the live state that expires soonest of a sample; 0 is unbounded (with --redis: failover's default of 100000)")
 }
 
@@ -48,6 +52,7 @@ func (g *limitsFlags) validate() error {
 	}{
 		{"--max-rate", g.maxRate}, {"--max-log-rate", g.maxLogRate}, {"--max-burst", g.maxBurst}, {"--max-hits", g.maxHits},
 		{"--max-descriptors", g.maxDescriptors}, {"--max-descriptor-entries", g.maxDescriptorEntries},
+		{"--max-permits-per-client", g.maxPermitsPerClient},
 	} {
 		if b.v < 1 {
 			return fmt.Errorf("%s %d: must be >= 1", b.name, b.v)
@@ -55,6 +60,9 @@ func (g *limitsFlags) validate() error {
 	}
 	if g.maxPermits < 1 || g.maxPermits > sluice.MaxPermits {
 		return fmt.Errorf("--max-permits %d: must be within [1, %d]", g.maxPermits, sluice.MaxPermits)
+	}
+	if g.maxPermitLease < sluice.MinLease || g.maxPermitLease > sluice.MaxLease {
+		return fmt.Errorf("--max-permit-lease %v: must be within [%v, %v]", g.maxPermitLease, sluice.MinLease, sluice.MaxLease)
 	}
 	if g.maxPeriod < time.Millisecond {
 		return fmt.Errorf("--max-period %v: must be >= 1ms", g.maxPeriod)
@@ -70,5 +78,6 @@ func (g *limitsFlags) bounds() engine.Bounds {
 	return engine.Bounds{
 		MaxRate: g.maxRate, MaxLogRate: g.maxLogRate, MaxBurst: g.maxBurst, MaxPeriod: g.maxPeriod, MaxHits: g.maxHits,
 		MaxDescriptors: g.maxDescriptors, MaxDescriptorEntries: g.maxDescriptorEntries, MaxPermits: g.maxPermits,
+		MaxPermitLease: g.maxPermitLease, MaxPermitsPerClient: g.maxPermitsPerClient,
 	}
 }

@@ -22,6 +22,8 @@ type Bounds struct {
 	MaxDescriptors       int           // descriptors per request
 	MaxDescriptorEntries int           // entries per descriptor
 	MaxPermits           int           // max of /v1/acquire and /v1/extend
+	MaxPermitLease       time.Duration // lease of /v1/acquire and /v1/extend
+	MaxPermitsPerClient  int           // permits one client holds at once through /v1/acquire
 }
 
 // DefaultBounds are the bounds of an Engine without WithBounds, and the
@@ -41,7 +43,11 @@ type Bounds struct {
 //     request applies (a descriptor may carry several) are decided all or
 //     nothing, at most sluice.MaxMultiRequests (16) of them;
 //   - permits 10000 (sluice.MaxPermits): a store keeps one entry per held
-//     permit.
+//     permit;
+//   - a permit's lease 10 minutes: work that takes longer extends its
+//     permit, and a permit whose holder died frees within it;
+//   - 1000 permits held by one client: the store's table of permits is
+//     shared, and a client holding many keys for long fills it for all.
 var DefaultBounds = Bounds{
 	MaxRate:              1_000_000_000,
 	MaxLogRate:           500,
@@ -51,6 +57,8 @@ var DefaultBounds = Bounds{
 	MaxDescriptors:       16,
 	MaxDescriptorEntries: 16,
 	MaxPermits:           sluice.MaxPermits,
+	MaxPermitLease:       10 * time.Minute,
+	MaxPermitsPerClient:  1000,
 }
 
 // BoundError is a value beyond a Bounds field: Field names the request

@@ -21,7 +21,10 @@ type class struct {
 	peakGoroutines int
 	// panics: the class provokes panics on purpose, so the log has them.
 	panics bool
-	run    func(t *testing.T, h *harness)
+	// start starts the process (nil: start, with the configuration file
+	// of proc_test.go).
+	start func(t *testing.T, flags []flagArg) *proc
+	run   func(t *testing.T, h *harness)
 }
 
 var classes = []class{
@@ -72,7 +75,11 @@ func runClass(t *testing.T, c class, f *figures) {
 		h.redis = startRedis(t)
 		flags = append(append([]flagArg{{"redis", "redis://" + h.redis.inst.Addr}, {"redis-timeout", "5s"}}, flags...), c.redisFlags...)
 	}
-	h.p = start(t, flags)
+	if c.start != nil {
+		h.p = c.start(t, flags)
+	} else {
+		h.p = start(t, flags)
+	}
 	f.started = true
 	if h.redis != nil {
 		h.warmScripts()
