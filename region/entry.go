@@ -16,7 +16,7 @@ type entry struct {
 
 	fetching  bool
 	fetchSent time.Duration
-	fetchN    int // the units the call on its way asks for
+	fetchN    int           // the units the call on its way asks for
 	nextFetch time.Duration // no call before (pacing after a denial or a failure)
 	waiters   []*waiter     // decisions waiting for the first answer
 	answered  bool          // an answer (grant or denial) came since the entry was made
@@ -69,9 +69,9 @@ type grant struct {
 // the units granted to this holder and those it admitted without a grant
 // (its failure mode), and of those the ones reported to the store.
 type window struct {
-	start                    int64
-	received, spent, told    int64
-	used                     bool
+	start                 int64
+	received, spent, told int64
+	used                  bool
 }
 
 // pendingAllowance is an allowance asked for by a call that was not

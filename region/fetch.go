@@ -114,7 +114,9 @@ func (s *Store) reportDue(e *entry, ck ckey, now time.Duration) *fetch {
 	}
 	rate := e.asked.rate(now, s.tau())
 	d, a := s.demand(ck.lim, rate), s.allowanceFor(e, ck.lim, rate)
-	moved := func(old, cur int64) bool { return cur != old && math.Abs(float64(cur-old)) > 0.2*float64(max(old, cur)) }
+	moved := func(old, cur int64) bool {
+		return cur != old && math.Abs(float64(cur-old)) > 0.2*float64(max(old, cur))
+	}
 	if !moved(e.reported.demand, d) && !moved(e.reported.allowance, a) && now-e.lastReport < s.cfg.reportTTL/4 {
 		return nil
 	}

@@ -21,11 +21,11 @@ type link struct {
 	// local time sent and answered at recv. The store's clock at local time
 	// t (after recv) is within [at + t - recv, at + t - sent], whatever
 	// the skew between the clocks.
-	anchored         bool
-	at               int64
-	sent, recv       time.Duration
-	isDown           atomic.Bool
-	downs, ups       atomic.Int64
+	anchored   bool
+	at         int64
+	sent, recv time.Duration
+	isDown     atomic.Bool
+	downs, ups atomic.Int64
 }
 
 // observe records a call answered: its round trip and, when at is not

@@ -45,16 +45,16 @@ const (
 type Option func(*config) error
 
 type config struct {
-	refresh            time.Duration
-	reportTTL          time.Duration
-	minTimeout         time.Duration
-	maxTimeout         time.Duration
-	leaseTime          time.Duration
-	failOpenShare      float64
-	mode               sluice.FailureMode
-	maxKeys            int
-	closeTimeout       time.Duration
-	log                *slog.Logger
+	refresh       time.Duration
+	reportTTL     time.Duration
+	minTimeout    time.Duration
+	maxTimeout    time.Duration
+	leaseTime     time.Duration
+	failOpenShare float64
+	mode          sluice.FailureMode
+	maxKeys       int
+	closeTimeout  time.Duration
+	log           *slog.Logger
 }
 
 func defaults() config {

@@ -36,13 +36,13 @@ type Store struct {
 	shards  [numShards]shard
 	link    link
 
-	closed  atomic.Bool
-	life    sync.RWMutex // fetches read-lock it; Close write-locks it
-	fetchWG sync.WaitGroup
-	sem     chan struct{} // fetches in flight
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
+	closed   atomic.Bool
+	life     sync.RWMutex // fetches read-lock it; Close write-locks it
+	fetchWG  sync.WaitGroup
+	sem      chan struct{} // fetches in flight
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
 	closeErr error
 
 	pendMu  sync.Mutex
@@ -52,10 +52,10 @@ type Store struct {
 }
 
 type stats struct {
-	local, localDenied, waits, waitDenied           atomic.Int64
-	degradedAllowed, degradedDenied                 atomic.Int64
+	local, localDenied, waits, waitDenied            atomic.Int64
+	degradedAllowed, degradedDenied                  atomic.Int64
 	fetches, fetchErrors, granted, late, stale, lost atomic.Int64
-	reports                                         atomic.Int64
+	reports                                          atomic.Int64
 }
 
 type shard struct {
