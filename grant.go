@@ -18,9 +18,11 @@ import (
 //   - Demand: each request reports the holder's demand, units per
 //     Period it would use. Each holder's Share of a window (the limit's
 //     Rate per epoch-aligned window of its Period, as a fixed window
-//     counts) is its fair share of the Rate by demand: its demand and an
-//     equal part of what is left when the demands fit, max-min fair when
-//     they do not. A holder is granted at most max(Share, Allowance)
+//     counts) is its fair share of the Rate by demand, among the holders
+//     that reported within the last second: its demand and an equal part
+//     of what is left when the demands fit, max-min fair when they do
+//     not. A holder silent for longer (idle, or cut off) has no share
+//     until it reports again. A holder is granted at most max(Share, Allowance)
 //     units in a window: a quiet holder gives back, a busy one gets more,
 //     and under saturation every holder gets an equal part.
 //   - Allowance: a holder may ask the store to reserve units for its

@@ -7,10 +7,14 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
 var _ sluice.Granter = (*Store)(nil)
+
+// shareTTL is internal/algo.ShareTTL on the wire.
+var shareTTL = strconv.Itoa(algo.ShareTTL)
 
 // grantScript is Grant's: lua/grant.lua after the prologue and the
 // counter algorithms' files.
@@ -40,11 +44,11 @@ func (s *Store) Grant(ctx context.Context, key string, lim sluice.Limit, r sluic
 	if !r.SpentWindow.IsZero() {
 		spentWin = strconv.FormatInt(r.SpentWindow.UnixMicro(), 10)
 	}
-	args := s.clockArgs(make([]string, 0, 17))
+	args := s.clockArgs(make([]string, 0, 18))
 	args = append(args, kindArgs[s.kind(lim)], strconv.Itoa(r.N), la.strs[0], la.strs[1], la.strs[2],
 		r.Holder, strconv.Itoa(r.Demand), strconv.Itoa(r.Allowance), strconv.FormatInt(r.TTL.Microseconds(), 10),
 		notAfter, strconv.Itoa(lim.Rate), strconv.FormatInt(lim.Period.Microseconds(), 10),
-		spentWin, strconv.Itoa(r.Spent), strconv.Itoa(sluice.MaxGrantHolders))
+		spentWin, strconv.Itoa(r.Spent), strconv.Itoa(sluice.MaxGrantHolders), shareTTL)
 	res, err := s.run(ctx, grantScript, []string{state, state + ":h"}, args)
 	if err != nil {
 		return sluice.Grant{}, err

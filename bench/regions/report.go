@@ -41,6 +41,14 @@ type Report struct {
 	// fit the call) are left out.
 	StoreWindow  WindowMax
 	Unattributed int
+	// GrantWindow is, for a strategy whose region services take units
+	// from the home store (hierarchical), the most units the home store
+	// granted in one of its windows, all regions together: its own count,
+	// exact whatever the machine's load. Granted is the units granted over
+	// the run, which the members' admissions (degraded ones aside) never
+	// exceed.
+	GrantWindow WindowMax
+	Granted     int
 	// Sliding is the most admitted in any interval of one period, at
 	// return times.
 	Sliding WindowMax
@@ -201,6 +209,18 @@ func report(o *outcome) *Report {
 			admittedInRun += w.Admitted
 		}
 	}
+	granted := map[int64]int{}
+	for _, sv := range o.services {
+		for i := 0; i+1 < len(sv.Grants); i += 2 {
+			granted[sv.Grants[i]] += int(sv.Grants[i+1])
+			r.Granted += int(sv.Grants[i+1])
+		}
+	}
+	for w, n := range granted {
+		if n > r.GrantWindow.Count || n == r.GrantWindow.Count && ms(w) < r.GrantWindow.AtMS {
+			r.GrantWindow = WindowMax{Count: n, AtMS: ms(w)}
+		}
+	}
 	for k, n := range inStore {
 		if n > r.StoreWindow.Count || n == r.StoreWindow.Count && float64(int64(k)*P)/1000 < r.StoreWindow.AtMS {
 			r.StoreWindow = WindowMax{Count: n, AtMS: float64(int64(k)*P) / 1000}
@@ -215,7 +235,7 @@ func report(o *outcome) *Report {
 			r.Sliding = WindowMax{Count: n, AtMS: ms(admittedAt[i])}
 		}
 	}
-	for _, m := range []*WindowMax{&r.Fixed, &r.StoreWindow, &r.Sliding} {
+	for _, m := range []*WindowMax{&r.Fixed, &r.StoreWindow, &r.Sliding, &r.GrantWindow} {
 		m.Ratio = float64(m.Count) / float64(rate)
 	}
 	if capacity > 0 {
@@ -362,6 +382,10 @@ func (r *Report) details(w io.Writer, verbose bool) {
 		for _, win := range r.Windows {
 			fmt.Fprintf(w, "      %s\n", win.line(r.Rate, r.WAN))
 		}
+	}
+	if r.Granted > 0 {
+		fmt.Fprintf(w, "    home store: at most %d units granted in one window (%.2fx, at %.0f ms); %d granted in all, %d admitted without the failure mode\n",
+			r.GrantWindow.Count, r.GrantWindow.Ratio, r.GrantWindow.AtMS, r.Granted, r.Admitted-r.DegradedAdmitted)
 	}
 	m := r.Machine
 	fmt.Fprintf(w, "    machine: %d CPUs, load %.2f -> %.2f, %.0f%% busy; harness %.2f CPU, redis %.2f CPU; oversleep p99/max: parent %.1f/%.1f ms, worst child %.1f/%.1f ms\n",

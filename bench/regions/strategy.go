@@ -79,12 +79,11 @@ var strategies = map[string]Strategy{
 	"tiered-leases":  tieredLeases{wan: true},
 	"tiered-default": tieredLeases{},
 	"sync-100ms":     syncStrategy{interval: 100 * time.Millisecond},
+	"hierarchical":   &hierarchical{},
 }
 
 // slots are strategies to come: the name, and what it will be.
-var slots = map[string]string{
-	"hierarchical": "a region's service fleet leases from the home store and hands smaller leases to its members (a RegionService; not built yet)",
-}
+var slots = map[string]string{}
 
 // strategyNames lists the strategies, sorted.
 func strategyNames() []string {
@@ -109,13 +108,6 @@ func lookupStrategy(name string) (Strategy, error) {
 
 // errNotBuilt is the answer for a slot.
 var errNotBuilt = errors.New("not built yet")
-
-// The hierarchical slot: a RegionService whose Serve runs a region's
-// lease-holding tier (a sluice serve fleet over the remote store API,
-// leasing from the home store over Service.HomeAddr, with lease sizes that
-// follow the region's demand) and whose NewStore is that fleet's client
-// (Member.ServiceAddrs). Register it in strategies and remove it from
-// slots; the harness then starts its service processes and links.
 
 // WANTimeout is the failover deadline the WAN strategies set: eight round
 // trips with their jitter, at least 500 ms and at most 1 s, so that a

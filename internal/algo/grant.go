@@ -30,7 +30,8 @@ import (
 //     sum above the pool; then nothing more is granted or reserved until
 //     it is back within it: never more, only less.)
 //   - Share: a holder takes at most max(Share, Allowance) in a window,
-//     where Share is its fair share of the pool by demand (FairShares).
+//     where Share is its fair share of the pool by demand (FairShares),
+//     among the holders that reported within ShareTTL.
 //
 // An allowance shrinks only when its holder asks for less, and grows only
 // as far as the room allows, so after any call the store holds at least
@@ -41,6 +42,12 @@ import (
 // MaxHolders bounds the holders of one key's table; a new holder beyond
 // it is refused (ErrTooManyHolders), so that a grant's work is bounded.
 const MaxHolders = 64
+
+// ShareTTL is how long (µs) a holder's demand counts in the shares after
+// its last report. A holder that has not reported for longer (idle, or cut
+// off from the store) gets no share, and the others share the pool; its
+// allowance stays reserved until its row expires (Until).
+const ShareTTL = 1_000_000
 
 // MaxHolderLen bounds a holder's name, in bytes.
 const MaxHolderLen = 64
@@ -56,6 +63,7 @@ type Holder struct {
 	Demand    int64 // units per Period, as the holder last reported
 	Allowance int64 // reserved per window for the holder's failure mode
 	Until     int64 // µs: the row expires at this time (its report's TTL)
+	Seen      int64 // µs: the time of its last report
 	Win       int64 // µs: the start of the window Taken counts in
 	Taken     int64 // units taken in window Win (granted, or reported spent)
 }
@@ -129,6 +137,7 @@ func GrantStep(hs []Holder, now, pool, period int64, in GrantIn, free int64) ([]
 	}
 	g.Demand = in.Demand
 	g.Until = now + in.TTL
+	g.Seen = now
 	if in.Spent > 0 && in.SpentWin == ws {
 		g.Taken = min(g.Taken+in.Spent, pool)
 	}
@@ -143,11 +152,18 @@ func GrantStep(hs []Holder, now, pool, period int64, in GrantIn, free int64) ([]
 	} else {
 		g.Allowance = max(g.Allowance, min(in.Allowance, pool-others))
 	}
-	demands := make([]int64, len(live))
+	// The shares, among the holders heard from within ShareTTL.
+	var demands []int64
+	si := 0
 	for i, h := range live {
-		demands[i] = h.Demand
+		if i == gi {
+			si = len(demands)
+		}
+		if i == gi || now-h.Seen <= ShareTTL {
+			demands = append(demands, h.Demand)
+		}
 	}
-	share := FairShares(pool, demands)[gi]
+	share := FairShares(pool, demands)[si]
 	k := min(in.N, max(share, g.Allowance)-g.Taken, pool-others-g.Taken, free)
 	k = max(k, 0)
 	g.Taken += k

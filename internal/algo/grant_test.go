@@ -266,3 +266,17 @@ func TestGrantStepSaturationUsesThePool(t *testing.T) {
 		}
 	}
 }
+
+// A holder silent for longer than ShareTTL has no share: the others
+// share the pool, while its allowance stays reserved until its row
+// expires.
+func TestGrantStepSilentHolder(t *testing.T) {
+	ttl := int64(10 * sec)
+	runGrants(t, 900, sec, []grantCase{
+		{at: 0, in: GrantIn{Holder: "ap", Demand: 900, Allowance: 100, TTL: ttl}, free: 900, want: GrantOut{Share: 900, Allowance: 100, Holders: 1}},
+		{at: 1, in: GrantIn{Holder: "eu", N: 900, Demand: 900, TTL: ttl}, free: 900, want: GrantOut{Units: 450, Share: 450, Taken: 450, Holders: 2}},
+		// ap has been silent for over a second: eu takes the pool, less
+		// ap's allowance.
+		{at: 2*sec + 2, in: GrantIn{Holder: "eu", N: 900, Demand: 900, TTL: ttl}, free: 900, want: GrantOut{Units: 800, Share: 900, Taken: 800, Window: 2 * sec, Holders: 2}},
+	})
+}

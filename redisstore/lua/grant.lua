@@ -6,16 +6,18 @@
 -- ARGV = now µs or '' (Redis TIME), TTL slack ms, kind, N, the limit's
 -- values (A, B, C; '' when unused), holder, demand, allowance, TTL µs,
 -- not-after µs ('' for none), pool (Rate), period µs, spent window µs ('' for
--- none), spent, the most holders.
+-- none), spent, the most holders, the share TTL µs.
 -- Returns {code, units, at, share, allowance, taken, holders, window,
 -- remaining, retry, reset}: code 1 applied, 2 stale (arrived after its
 -- not-after: nothing applied), 3 a new holder beyond the most.
 --
--- A row is "seq:demand:allowance:until:win:taken" (GrantStep's Holder).
+-- A row is "seq:demand:allowance:until:win:taken:seen" (GrantStep's
+-- Holder).
 -- Only the requesting holder's row is written (and the expired rows
 -- deleted): a row of another window than the current one took nothing in
 -- this one.
 local STEP = {fw_step, false, sw_step, gcra_step, gcra_step}
+local SHARE_TTL = tonumber(ARGV[18])
 local key, tkey = KEYS[1], KEYS[2]
 local kind, N = tonumber(ARGV[3]), tonumber(ARGV[4])
 local A, B, C = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -43,7 +45,7 @@ for i = 1, #flat, 2 do
   if f[4] <= now then
     dead[#dead + 1] = flat[i]
   else
-    local r = {name = flat[i], seq = f[1], d = f[2], a = f[3], u = f[4], w = f[5], t = f[6]}
+    local r = {name = flat[i], seq = f[1], d = f[2], a = f[3], u = f[4], w = f[5], t = f[6], s = f[7]}
     if r.seq > maxSeq then maxSeq = r.seq end
     rows[#rows + 1] = r
   end
@@ -55,12 +57,12 @@ for i = 1, #rows do
 end
 if not gi then
   if #rows >= most then return {3, 0, now, 0, 0, 0, #rows, ws, 0, 0, 0} end
-  rows[#rows + 1] = {name = holder, seq = maxSeq + 1, d = 0, a = 0, u = 0, w = ws, t = 0}
+  rows[#rows + 1] = {name = holder, seq = maxSeq + 1, d = 0, a = 0, u = 0, w = ws, t = 0, s = 0}
   gi = #rows
 end
 local g = rows[gi]
 if g.w ~= ws then g.w, g.t = ws, 0 end
-g.d, g.u = demand, now + ttl
+g.d, g.u, g.s = demand, now + ttl, now
 if spent > 0 and spentWin ~= '' and tonumber(spentWin) == ws then
   g.t = math.min(g.t + spent, pool)
 end
@@ -78,10 +80,19 @@ else
   g.a = math.max(g.a, math.min(allow, pool - others))
 end
 
--- The fair share (internal/algo.FairShares): demand and an equal part of
--- the spare when the demands fit, else water-filling by (demand, arrival).
+-- The fair share (internal/algo.FairShares) among the holders heard from
+-- within the share TTL: demand and an equal part of the spare when the
+-- demands fit, else water-filling by (demand, arrival).
 local share
 do
+  local act, si = {}, 0
+  for i = 1, #rows do
+    if i == gi or now - rows[i].s <= SHARE_TTL then
+      act[#act + 1] = rows[i]
+      if i == gi then si = #act end
+    end
+  end
+  local rows = act
   local n, sum, out = #rows, 0, {}
   for i = 1, n do sum = sum + rows[i].d end
   if sum <= pool then
@@ -117,7 +128,7 @@ do
       end
     end
   end
-  share = out[gi]
+  share = out[si]
 end
 
 -- The algorithm's free units, then the grant, admitted by its step.
@@ -142,7 +153,7 @@ else
 end
 
 if #dead > 0 then redis.call('HDEL', tkey, unpack(dead)) end
-redis.call('HSET', tkey, holder, string.format('%d:%d:%d:%d:%d:%d', g.seq, g.d, g.a, g.u, g.w, g.t))
+redis.call('HSET', tkey, holder, string.format('%d:%d:%d:%d:%d:%d:%d', g.seq, g.d, g.a, g.u, g.w, g.t, g.s))
 local last = 0
 for i = 1, #rows do
   if rows[i].u > last then last = rows[i].u end
