@@ -81,7 +81,7 @@ type childResult struct {
 	// Grants (a service of the hierarchical strategy) are pairs: the home
 	// store's window (µs), units it granted the service in that window;
 	// Stats its store's counters (JSON).
-	Grants []int64          `json:",omitempty"`
+	Grants []int64         `json:",omitempty"`
 	Stats  json.RawMessage `json:",omitempty"`
 }
 
