@@ -53,7 +53,7 @@ type Store struct {
 
 type stats struct {
 	local, localDenied, waits, waitDenied            atomic.Int64
-	degradedAllowed, degradedDenied                  atomic.Int64
+	degradedAllowed, degradedDenied, degradedLeased  atomic.Int64
 	fetches, fetchErrors, granted, late, stale, lost atomic.Int64
 	reports                                          atomic.Int64
 }
@@ -125,8 +125,10 @@ type Stats struct {
 	// WaitDenied those of them denied.
 	Waits, WaitDenied int64
 	// DegradedAllowed and DegradedDenied count the decisions made by the
-	// failure mode while the home store did not answer.
-	DegradedAllowed, DegradedDenied int64
+	// failure mode while the home store did not answer (a Reserve
+	// included); DegradedLeased the units the Reserves of the failure mode
+	// handed out.
+	DegradedAllowed, DegradedDenied, DegradedLeased int64
 	// Fetches counts the calls to the home store's Grant (reports
 	// included), FetchErrors those that failed; Reports those sent for
 	// a report alone.
@@ -150,7 +152,7 @@ func (s *Store) Stats() Stats {
 	return Stats{
 		Local: s.st.local.Load(), LocalDenied: s.st.localDenied.Load(),
 		Waits: s.st.waits.Load(), WaitDenied: s.st.waitDenied.Load(),
-		DegradedAllowed: s.st.degradedAllowed.Load(), DegradedDenied: s.st.degradedDenied.Load(),
+		DegradedAllowed: s.st.degradedAllowed.Load(), DegradedDenied: s.st.degradedDenied.Load(), DegradedLeased: s.st.degradedLeased.Load(),
 		Fetches: s.st.fetches.Load(), FetchErrors: s.st.fetchErrors.Load(), Reports: s.st.reports.Load(),
 		Granted: s.st.granted.Load(), Late: s.st.late.Load(), Lost: s.st.lost.Load(), Stale: s.st.stale.Load(),
 		SRTT: srtt, RTTVar: rv, Timeout: s.link.timeout(), Down: s.link.down(), Downs: s.link.downs.Load(),
@@ -234,17 +236,15 @@ func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int,
 	if s.link.down() {
 		f := s.fetchDue(e, ck, now, n) // a probe, when due
 		var d sluice.Decision
+		var at time.Time
 		if reserve {
-			// No reservation while the home store does not answer: the
-			// caller decides by AllowN (sluice.Reserver), and each such
-			// decision is made here by the failure mode.
-			d = sluice.Decision{Limit: lim, Degraded: true, RetryAfter: s.link.timeout()}
+			d, at = s.degradeReserve(e, ck, now, n)
 		} else {
 			d = s.degrade(e, ck, now, n)
 		}
 		sh.mu.Unlock()
 		s.start(f)
-		return d, time.Time{}, nil
+		return d, at, nil
 	}
 	f := s.fetchDue(e, ck, now, n)
 	d := s.waitDenial(e, ck, now)
@@ -279,11 +279,19 @@ func (s *Store) entry(sh *shard, ck ckey, now time.Duration) *entry {
 // when that answer should be here.
 func (s *Store) waitDenial(e *entry, ck ckey, now time.Duration) sluice.Decision {
 	srtt, _ := s.link.rtt()
-	ra := time.Millisecond
-	if e.fetching {
-		ra = max(e.fetchSent+srtt-now, time.Millisecond)
+	if srtt == 0 {
+		srtt = s.cfg.minTimeout
 	}
-	return sluice.Decision{Limit: ck.lim, Remaining: int(e.held), RetryAfter: ra, ResetAfter: e.resetAfter(now)}
+	var ra time.Duration
+	switch {
+	case e.fetching:
+		ra = e.fetchSent + srtt - now
+	case e.nextFetch > now:
+		ra = e.nextFetch - now + srtt
+	default:
+		ra = srtt // a call starts now
+	}
+	return sluice.Decision{Limit: ck.lim, Remaining: int(e.held), RetryAfter: max(ra, time.Millisecond), ResetAfter: e.resetAfter(now)}
 }
 
 // waiter is a decision waiting for its key's first answer.

@@ -15,9 +15,12 @@ import (
 // client, which measures what is left of a window from the time (for the
 // window algorithms: algo.WindowLeft), spends them no later than this
 // store would: the units' window, less than what is left here. While the
-// home store does not answer, and no units are held, it reserves nothing
-// (a Degraded denial and a zero time): the client decides by AllowN, and
-// this store by the failure mode.
+// home store does not answer and no units are held, a FailOpen limit's
+// Reserve leases units of this region's allowance (within the window they
+// are counted in, as for a grant), and any other is denied until the next
+// window or probe; neither answer is Degraded, so that the client keeps
+// the lease, or caches the denial, instead of asking for every decision.
+// Stats counts them as the failure mode's.
 func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	return s.decide(ctx, key, lim, n, true)
 }

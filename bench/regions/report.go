@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -49,6 +50,9 @@ type Report struct {
 	// exceed.
 	GrantWindow WindowMax
 	Granted     int
+	// Services are the region services' own counters (JSON), when they
+	// report them.
+	Services []json.RawMessage `json:",omitempty"`
 	// Sliding is the most admitted in any interval of one period, at
 	// return times.
 	Sliding WindowMax
@@ -57,6 +61,11 @@ type Report struct {
 	Utilization float64
 
 	Latency struct{ Admitted, Denied Latency }
+	// Steady is the latency of the decisions sent after the run's first
+	// window: without a key's first round trips (a strategy that holds
+	// units cannot admit before it has some), what a long-running fleet
+	// sees.
+	Steady struct{ Admitted, Denied Latency }
 
 	// WAN is each region's link to the home store over the run;
 	// RoundTripsPerRegion their mean round trips per second.
@@ -150,7 +159,7 @@ func report(o *outcome) *Report {
 	}
 	inStore := map[int]int{}
 	var admittedAt []int64
-	var latA, latD []int64
+	var latA, latD, steadyA, steadyD []int64
 	for _, m := range o.members {
 		for _, rec := range m.records() {
 			r.Offered++
@@ -164,6 +173,9 @@ func report(o *outcome) *Report {
 				w.ByRegion[m.Region]++
 				admittedAt = append(admittedAt, rec.Returned)
 				latA = append(latA, rec.Returned-rec.Sent)
+				if win(rec.Sent) >= 1 {
+					steadyA = append(steadyA, rec.Returned-rec.Sent)
+				}
 				if degraded {
 					r.DegradedAdmitted++
 					w.Degraded++
@@ -176,6 +188,9 @@ func report(o *outcome) *Report {
 			case outDenied:
 				r.Denied++
 				latD = append(latD, rec.Returned-rec.Sent)
+				if win(rec.Sent) >= 1 {
+					steadyD = append(steadyD, rec.Returned-rec.Sent)
+				}
 				if degraded {
 					r.DegradedDenied++
 					at(win(rec.Returned)).Degraded++
@@ -211,6 +226,9 @@ func report(o *outcome) *Report {
 	}
 	granted := map[int64]int{}
 	for _, sv := range o.services {
+		if len(sv.Stats) > 0 {
+			r.Services = append(r.Services, sv.Stats)
+		}
 		for i := 0; i+1 < len(sv.Grants); i += 2 {
 			granted[sv.Grants[i]] += int(sv.Grants[i+1])
 			r.Granted += int(sv.Grants[i+1])
@@ -243,6 +261,8 @@ func report(o *outcome) *Report {
 	}
 	r.Latency.Admitted = latency(latA)
 	r.Latency.Denied = latency(latD)
+	r.Steady.Admitted = latency(steadyA)
+	r.Steady.Denied = latency(steadyD)
 
 	secs := sc.Duration().Seconds()
 	for i, s := range o.wan {
@@ -383,9 +403,17 @@ func (r *Report) details(w io.Writer, verbose bool) {
 			fmt.Fprintf(w, "      %s\n", win.line(r.Rate, r.WAN))
 		}
 	}
+	fmt.Fprintf(w, "    after the first window: admitted p50/p99/max %s/%s/%s ms, denied %s/%s/%s ms\n",
+		msStr(r.Steady.Admitted.P50MS), msStr(r.Steady.Admitted.P99MS), msStr(r.Steady.Admitted.Max),
+		msStr(r.Steady.Denied.P50MS), msStr(r.Steady.Denied.P99MS), msStr(r.Steady.Denied.Max))
 	if r.Granted > 0 {
 		fmt.Fprintf(w, "    home store: at most %d units granted in one window (%.2fx, at %.0f ms); %d granted in all, %d admitted without the failure mode\n",
 			r.GrantWindow.Count, r.GrantWindow.Ratio, r.GrantWindow.AtMS, r.Granted, r.Admitted-r.DegradedAdmitted)
+	}
+	if verbose {
+		for _, sv := range r.Services {
+			fmt.Fprintf(w, "    service: %s\n", sv)
+		}
 	}
 	m := r.Machine
 	fmt.Fprintf(w, "    machine: %d CPUs, load %.2f -> %.2f, %.0f%% busy; harness %.2f CPU, redis %.2f CPU; oversleep p99/max: parent %.1f/%.1f ms, worst child %.1f/%.1f ms\n",
