@@ -51,8 +51,12 @@ type Report struct {
 	GrantWindow WindowMax
 	Granted     int
 	// Services are the region services' own counters (JSON), when they
-	// report them.
-	Services []json.RawMessage `json:",omitempty"`
+	// report them. ServiceDegraded is the units their failure mode leased
+	// to members while the home store did not answer: the members' spends
+	// of them are decisions of the failure mode that their records cannot
+	// tell, and the degraded column adds them.
+	Services        []json.RawMessage `json:",omitempty"`
+	ServiceDegraded int               `json:",omitempty"`
 	// Sliding is the most admitted in any interval of one period, at
 	// return times.
 	Sliding WindowMax
@@ -228,6 +232,10 @@ func report(o *outcome) *Report {
 	for _, sv := range o.services {
 		if len(sv.Stats) > 0 {
 			r.Services = append(r.Services, sv.Stats)
+			var st struct{ DegradedLeased int }
+			if json.Unmarshal(sv.Stats, &st) == nil {
+				r.ServiceDegraded += st.DegradedLeased
+			}
 		}
 		for i := 0; i+1 < len(sv.Grants); i += 2 {
 			granted[sv.Grants[i]] += int(sv.Grants[i+1])
@@ -363,7 +371,7 @@ func (r *Report) row() string {
 	}
 	deg := 0.0
 	if r.Offered > 0 {
-		deg = 100 * float64(r.DegradedAdmitted+r.DegradedDenied) / float64(r.Offered)
+		deg = 100 * float64(r.DegradedAdmitted+r.DegradedDenied+r.ServiceDegraded) / float64(r.Offered)
 	}
 	health := "ok"
 	if r.Machine.Starved {
