@@ -110,8 +110,10 @@ func WithTimeout(d time.Duration) Option {
 // fixed deadline is either below the round trip (every call fails) or far
 // above it (an outage is noticed late). It replaces WithTimeout. The
 // breaker's probes wait up to cap, so that a store whose round trip grew
-// past the deadline is measured again when it answers. 0 < floor <= cap
-// is required.
+// past the deadline is measured again when it answers. Set the floor
+// above the delays of a busy host (a few hundred milliseconds: a call
+// that waits for a scheduler is not an outage) and the cap below the
+// callers' deadlines. 0 < floor <= cap is required.
 func WithAdaptiveTimeout(floor, cap time.Duration) Option {
 	return func(c *config) error {
 		if floor <= 0 || cap < floor {
