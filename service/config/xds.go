@@ -79,6 +79,7 @@ func (o Options) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) 
 	slices.SortStableFunc(resources, func(a, b *rlsconf.RateLimitConfig) int { return strings.Compare(a.GetName(), b.GetName()) })
 	c := o.empty()
 	c.noLines = true
+	c.places = map[*node]place{}
 	var errs Errors
 	for i, r := range resources {
 		if len(errs) >= MaxErrors {
@@ -98,7 +99,14 @@ func (o Options) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) 
 			errs = append(errs, &Error{File: file, Path: path, Msg: "not valid UTF-8"})
 			continue
 		}
-		x := &xdsConv{file: file, max: MaxErrors - len(errs), budget: XDSMemoryFactor*int64(proto.Size(r)) + XDSMemorySlack}
+		x := &xdsConv{file: file, opts: o, places: c.places, max: MaxErrors - len(errs), budget: XDSMemoryFactor*int64(proto.Size(r)) + XDSMemorySlack}
+		if o.MergeDomains {
+			// A domain already converted takes this resource's
+			// descriptors at its first level, as checked by its
+			// addChild. A resource with an error leaves some of them
+			// there: the Config is not used then.
+			x.domainRoot = func(domain string) *node { return c.domains[domain] }
+		}
 		domain, root := x.resource(r)
 		errs = append(errs, x.errs...)
 		if x.stopped && len(errs) >= MaxErrors {
@@ -108,7 +116,9 @@ func (o Options) FromXDS(resources []*rlsconf.RateLimitConfig) (*Config, error) 
 			continue
 		}
 		if prev, ok := c.files[domain]; ok {
-			errs = append(errs, &Error{File: file, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)})
+			if !o.MergeDomains {
+				errs = append(errs, &Error{File: file, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)})
+			}
 			continue
 		}
 		c.domains[domain] = root
@@ -199,7 +209,15 @@ func xdsInvalidUTF8In(ds []*rlsconf.RateLimitDescriptor, idx []int) (string, boo
 // notes them: the conversion goes on past an error at the next
 // descriptor or limit, up to max errors.
 type xdsConv struct {
-	file      string
+	file string
+	opts Options
+	// domainRoot, when set, returns the root of a domain already
+	// converted, to which this resource's descriptors are added
+	// (Options.MergeDomains); nil when there is none.
+	domainRoot func(domain string) *node
+	// places holds the resource of each descriptor converted so far, for
+	// the errors of a later one that conflicts with it.
+	places    map[*node]place
 	idx       []int // the indices of the descriptor being converted, one per level
 	errs      []*Error
 	max       int   // note at most this many errors
@@ -228,6 +246,15 @@ func (x *xdsConv) note(field, format string, args ...any) (stop bool) {
 	return x.stopped
 }
 
+// where is the resource of a descriptor n converted before, "" for one of
+// this resource (an xDS resource has no lines) or when unknown.
+func (x *xdsConv) where(n *node) string {
+	if w, ok := x.places[n]; ok && w.file != x.file {
+		return w.file
+	}
+	return ""
+}
+
 // resource converts r into its domain's tree; root is nil when an error
 // was noted.
 func (x *xdsConv) resource(r *rlsconf.RateLimitConfig) (domain string, root *node) {
@@ -236,6 +263,11 @@ func (x *xdsConv) resource(r *rlsconf.RateLimitConfig) (domain string, root *nod
 		return "", nil
 	}
 	root = &node{path: domain}
+	if x.domainRoot != nil {
+		if r := x.domainRoot(domain); r != nil {
+			root = r
+		}
+	}
 	x.descriptors(root, r.GetDescriptors())
 	if len(x.errs) > 0 {
 		return "", nil
@@ -279,9 +311,22 @@ func (x *xdsConv) descriptor(parent *node, d *rlsconf.RateLimitDescriptor) {
 		x.note("key", "the resource would hold more than %d bytes converted (%d times its size, and %d): keys and values too long for their nesting", x.budget, XDSMemoryFactor, XDSMemorySlack)
 		return
 	}
+	pat, err := compileWildcard(value, x.opts.Wildcards)
+	if err != nil && x.note("value", "%v", err) {
+		return
+	}
+	child.pat = pat
 	if len(x.errs) == errs {
-		if err := parent.addChild(child); err != nil && x.note("key", "%v", err) {
-			return
+		if err := parent.addChild(child); err != nil {
+			field, msg := "key", err.Error()
+			if ce, ok := err.(*childError); ok {
+				field, msg = ce.field, ce.describe(x.where)
+			}
+			if x.note(field, "%s", msg) {
+				return
+			}
+		} else {
+			x.places[child] = place{file: x.file}
 		}
 	}
 	if rl := d.GetRateLimit(); rl != nil {
@@ -289,6 +334,9 @@ func (x *xdsConv) descriptor(parent *node, d *rlsconf.RateLimitDescriptor) {
 		if r := x.rateLimit(rl, child.path, flags); r != nil {
 			x.held += xdsRuleBytes
 			child.rules = []*Rule{r}
+			if depth, max := len(x.idx), x.opts.maxEntries(); depth > max && x.note("rate_limit", "a limit %d levels deep never applies: a request descriptor has at most %d entries (--max-descriptor-entries)", depth, max) {
+				return
+			}
 		}
 	}
 	if sub := d.GetDescriptors(); len(sub) > 0 && !x.stopped {

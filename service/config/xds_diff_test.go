@@ -97,8 +97,14 @@ func (g *xdsGen) resources() []*rlsconf.RateLimitConfig {
 // same configuration, or the same errors.
 func sameConversion(t *testing.T, rs []*rlsconf.RateLimitConfig) {
 	t.Helper()
-	got, gerr := FromXDS(rs)
-	want, werr := fromXDSYAML(rs)
+	sameConversionWith(t, Options{}, rs)
+}
+
+// sameConversionWith is sameConversion read with o.
+func sameConversionWith(t *testing.T, o Options, rs []*rlsconf.RateLimitConfig) {
+	t.Helper()
+	got, gerr := o.FromXDS(rs)
+	want, werr := o.fromXDSYAML(rs)
 	if invalidUTF8(rs) {
 		// The YAML route fails without naming the field (the YAML encoder
 		// refuses the string); the direct one names it. Both refuse.
@@ -110,10 +116,10 @@ func sameConversion(t *testing.T, rs []*rlsconf.RateLimitConfig) {
 	switch {
 	case gerr != nil || werr != nil:
 		if gerr == nil || werr == nil || gerr.Error() != werr.Error() {
-			t.Fatalf("FromXDS and the YAML route differ:\n direct: %v\n   yaml: %v\nresources: %v", gerr, werr, rs)
+			t.Fatalf("FromXDS and the YAML route differ (%+v):\n direct: %v\n   yaml: %v\nresources: %v", o, gerr, werr, rs)
 		}
 	case !reflect.DeepEqual(got.domains, want.domains) || !reflect.DeepEqual(got.files, want.files):
-		t.Fatalf("FromXDS and the YAML route differ:\n direct: %v\n   yaml: %v\nresources: %v", got.Rules(), want.Rules(), rs)
+		t.Fatalf("FromXDS and the YAML route differ (%+v):\n direct: %v\n   yaml: %v\nresources: %v", o, got.Rules(), want.Rules(), rs)
 	}
 }
 
@@ -162,7 +168,15 @@ func FuzzFromXDSDifferential(f *testing.F) {
 			return
 		}
 		g := &xdsGen{b: b[1:]}
-		sameConversion(t, g.resources())
+		rs := g.resources()
+		sameConversion(t, rs)
+		// The options, from the first byte: wildcards trailing, domains
+		// merged, a small MaxEntries.
+		o := Options{MergeDomains: b[0]&4 != 0, MaxEntries: int(b[0]>>4) % 8}
+		if b[0]&8 != 0 {
+			o.Wildcards = WildcardsTrailing
+		}
+		sameConversionWith(t, o, rs)
 	})
 }
 

@@ -75,7 +75,9 @@ func TestFromXDSMemory(t *testing.T) {
 	for name, r := range xdsShapes(size) {
 		n := proto.Size(r)
 		var err error
-		direct := allocated(func() { _, err = FromXDS([]*rlsconf.RateLimitConfig{r}) })
+		// Limits as deep as the nesting allows load (the deep shape's).
+		o := Options{MaxEntries: maxDepth}
+		direct := allocated(func() { _, err = o.FromXDS([]*rlsconf.RateLimitConfig{r}) })
 		if bound := uint64(XDSMemoryFactor*n + XDSMemorySlack); direct > bound {
 			t.Errorf("%s: a resource of %d bytes allocated %d bytes converted, more than %d times its size and %d", name, n, direct, XDSMemoryFactor, XDSMemorySlack)
 		}
@@ -112,7 +114,7 @@ func BenchmarkFromXDS(b *testing.B) {
 		for _, route := range []struct {
 			name    string
 			convert func([]*rlsconf.RateLimitConfig) (*Config, error)
-		}{{"direct", FromXDS}, {"yaml", fromXDSYAML}} {
+		}{{"direct", Options{MaxEntries: maxDepth}.FromXDS}, {"yaml", Options{MaxEntries: maxDepth}.fromXDSYAML}} {
 			b.Run("shape="+strings.ReplaceAll(shape, " ", "_")+"/route="+route.name, func(b *testing.B) {
 				b.ReportAllocs()
 				var total uint64

@@ -108,6 +108,11 @@ func xdsBool(b bool) *yaml.Node {
 // parsed as a file. FromXDS converts them directly; the differential tests
 // hold it to this.
 func fromXDSYAML(resources []*rlsconf.RateLimitConfig) (*Config, error) {
+	return Options{}.fromXDSYAML(resources)
+}
+
+// fromXDSYAML is the package's fromXDSYAML, read with o.
+func (o Options) fromXDSYAML(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	if len(resources) > MaxXDSResources {
 		return nil, Errors{{File: "xds", Msg: fmt.Sprintf("%d resources: at most %d", len(resources), MaxXDSResources)}}
 	}
@@ -115,7 +120,8 @@ func fromXDSYAML(resources []*rlsconf.RateLimitConfig) (*Config, error) {
 	// the order of the control plane's response.
 	resources = slices.Clone(resources)
 	slices.SortStableFunc(resources, func(a, b *rlsconf.RateLimitConfig) int { return strings.Compare(a.GetName(), b.GetName()) })
-	c := Empty()
+	c := o.empty()
+	c.noLines = true
 	var errs Errors
 	for i, r := range resources {
 		if len(errs) >= MaxErrors {
