@@ -56,6 +56,7 @@ func main() {
 	keys := flag.Int("keys", 1000, "distinct keys")
 	conns := flag.Int("conns", 4, "gRPC connections, shared round-robin by the callers")
 	grpcTimeout := flag.Duration("grpc-timeout", 0, "with -client h2: send this deadline as grpc-timeout on every call, as Envoy sends its rate-limit timeout (20ms by default); 0 sends none")
+	hpackMode := flag.String("hpack", "indexed", "with -client h2: indexed (the request's headers indexed in HPACK's dynamic table once per connection, as Envoy's and grpc-go's clients do) or literal (every header a literal in every request)")
 	client := flag.String("client", "h2", "gRPC client: h2 (this program's lean HTTP/2 client, a few µs of CPU per call) or grpc-go (about 20 µs per call)")
 	domain := flag.String("domain", "bench", "RLS domain")
 	descKey := flag.String("descriptor", "user", "descriptor key")
@@ -71,7 +72,10 @@ func main() {
 	switch *mode {
 	case "grpc":
 		if *client == "h2" {
-			call, end = h2Caller(*addr, *conns, *keys, *domain, *descKey, *conc, *grpcTimeout)
+			if *hpackMode != "indexed" && *hpackMode != "literal" {
+				fatal(fmt.Errorf("-hpack %q: want indexed or literal", *hpackMode))
+			}
+			call, end = h2Caller(*addr, *conns, *keys, *domain, *descKey, *conc, *grpcTimeout, *hpackMode == "indexed")
 			break
 		}
 		if *client != "grpc-go" {
@@ -170,10 +174,10 @@ var errOver = errors.New("over limit")
 // latency of a call ends when the connection's reader has the response
 // (end), not when the worker it wakes is scheduled: the generator's own
 // goroutine scheduling is not the service's latency.
-func h2Caller(addr string, conns, keys int, domain, descKey string, workers int, timeout time.Duration) (func(ctx context.Context, worker, i int) error, func(worker int) time.Time) {
+func h2Caller(addr string, conns, keys int, domain, descKey string, workers int, timeout time.Duration, indexed bool) (func(ctx context.Context, worker, i int) error, func(worker int) time.Time) {
 	hs := make([]*h2Conn, conns)
 	for i := range hs {
-		h, err := dialH2(addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", timeout)
+		h, err := dialH2(addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", timeout, indexed)
 		if err != nil {
 			fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluicehq/sluice/service/grpcfast"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -38,6 +39,7 @@ const (
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
 	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
 	defaultRequestTimeout        = time.Second
+	defaultGRPCTransport         = "grpc-go"
 )
 
 // defaultGRPCWorkers is the default of --grpc-workers. With GOMAXPROCS
@@ -79,6 +81,7 @@ type transportFlags struct {
 	grpcMaxMessageSize   byteSize
 	grpcReflection       bool
 	grpcWorkers          int
+	grpcTransport        string
 
 	requestTimeout time.Duration
 }
@@ -96,6 +99,7 @@ func (g *transportFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
 	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
 	fs.IntVar(&g.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	fs.StringVar(&g.grpcTransport, "grpc-transport", defaultGRPCTransport, "gRPC server: lean (ShouldRateLimit served on sluice's own HTTP/2 path, every other call by grpc-go on the same connection) or grpc-go (grpc-go for every call)")
 }
 
 // durationFlag is a duration flag that must not be negative.
@@ -145,6 +149,9 @@ func (g *transportFlags) validate() error {
 	}
 	if g.grpcWorkers < 1 || g.grpcWorkers > maxGRPCWorkers {
 		return fmt.Errorf("--grpc-workers %d: want 1 to %d", g.grpcWorkers, maxGRPCWorkers)
+	}
+	if g.grpcTransport != "lean" && g.grpcTransport != "grpc-go" {
+		return fmt.Errorf("--grpc-transport %q: want lean or grpc-go", g.grpcTransport)
 	}
 	return nil
 }
@@ -208,18 +215,46 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tr
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		unary(rls.Guard(log, panicked, g.requestTimeout), tr),
+		grpc.UnaryInterceptor(g.unaryInterceptor(log, m, tr)),
 		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	}
 }
 
-// unary is the unary interceptor guard, behind tr's span when tracing.
-func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer) grpc.ServerOption {
+// unaryInterceptor is the guard (panics, the default deadline), behind
+// tr's span when tracing.
+func (g *transportFlags) unaryInterceptor(log *slog.Logger, m *server.Metrics, tr *tracing.Tracer) grpc.UnaryServerInterceptor {
+	guard := rls.Guard(log, func() { m.Panicked("grpc") }, g.requestTimeout)
 	if tr == nil {
-		return grpc.UnaryInterceptor(guard)
+		return guard
 	}
-	return grpc.ChainUnaryInterceptor(tr.UnaryInterceptor(), guard)
+	span := tr.UnaryInterceptor()
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return span(ctx, req, info, func(ctx context.Context, req any) (any, error) { return guard(ctx, req, info, h) })
+	}
+}
+
+// leanServer serves ShouldRateLimit on grpcfast's own HTTP/2 path, with
+// the same bounds, interceptors and workers as gs, and every other call
+// with gs on the same connections. inline: the store never waits (the
+// memory store), so calls run on their connection's reader.
+func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *server.Metrics, tr *tracing.Tracer, inline bool) *grpcfast.Server {
+	age := g.grpcMaxConnAge
+	if age == 0 {
+		age = time.Duration(math.MaxInt64)
+	}
+	return grpcfast.New(gs, grpcfast.Options{
+		MaxRecvMsgSize:       int(g.grpcMaxMessageSize),
+		MaxConcurrentStreams: uint32(g.grpcMaxStreams),
+		ConnectionTimeout:    g.grpcHandshakeTimeout,
+		KeepalivePolicy:      keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC},
+		Keepalive:            keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace},
+		UnaryInterceptor:     g.unaryInterceptor(log, m, tr),
+		Workers:              g.grpcWorkers,
+		Inline:               inline,
+		Log:                  log,
+		Panicked:             func() { m.Panicked("grpc") },
+	})
 }
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on

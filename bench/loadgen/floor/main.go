@@ -9,7 +9,7 @@
 // Its flags turn grpc-go's options on one at a time, so that each is
 // measured alone against grpc-go's defaults. -http serves
 // go_memstats_mallocs_total (the allocations per call, with loadgen
-// -metrics).
+// -metrics) and /debug/pprof/.
 package main
 
 import (
@@ -20,6 +20,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime"
 
@@ -27,6 +28,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
+
+	"github.com/sluicehq/sluice/service/gctune"
+	"github.com/sluicehq/sluice/service/grpcfast"
 )
 
 type okServer struct {
@@ -49,8 +53,14 @@ func main() {
 	connWin := flag.Int("conn-window", 0, "grpc.InitialConnWindowSize (0: grpc-go's default)")
 	staticWin := flag.Int("static-window", 0, "grpc.StaticStreamWindowSize and StaticConnWindowSize (no BDP pings; 0: off)")
 	pool := flag.String("buffer-pool", "default", "experimental.BufferPool: default (grpc-go's tiered pool) or nop (no pooling)")
+	inline := flag.Bool("inline", false, "with -server lean: run each call on its connection's reader (grpcfast.Options.Inline)")
+	heapFloor := flag.Int64("gc-heap-floor", 64<<20, "gctune.SetHeapFloor, as sluice serve's --gc-heap-floor default (0: off)")
+	server := flag.String("server", "grpc-go", "grpc-go, or lean: service/grpcfast serving ShouldRateLimit itself (grpc-go for the rest)")
 	flag.Parse()
 
+	if *heapFloor > 0 {
+		defer gctune.SetHeapFloor(uint64(*heapFloor))()
+	}
 	var opts []grpc.ServerOption
 	if *workers > 0 {
 		opts = append(opts, grpc.NumStreamWorkers(uint32(*workers)))
@@ -91,13 +101,24 @@ func main() {
 	}
 	gs := grpc.NewServer(opts...)
 	pb.RegisterRateLimitServiceServer(gs, okServer{})
-	go func() { log.Fatal(gs.Serve(gl)) }()
+	switch *server {
+	case "grpc-go":
+		go func() { log.Fatal(gs.Serve(gl)) }()
+	case "lean":
+		fs := grpcfast.New(gs, grpcfast.Options{Workers: *workers, Inline: *inline})
+		fs.RegisterService(&pb.RateLimitService_ServiceDesc, okServer{})
+		go func() { log.Fatal(fs.Serve(gl)) }()
+	default:
+		log.Fatalf("floor: -server %q: want grpc-go or lean", *server)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		fmt.Fprintf(w, "go_memstats_mallocs_total %d\n", ms.Mallocs)
 	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	go func() { log.Fatal(http.Serve(hl, mux)) }()
 	if *ready != "" {
 		b, _ := json.Marshal(map[string]string{"grpc": gl.Addr().String(), "http": hl.Addr().String()})
