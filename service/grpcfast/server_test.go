@@ -151,10 +151,10 @@ type target struct {
 	svc      *testService
 	health   *health.Server
 	panicked *atomic.Int64
-	stop     func()     // Stop
-	graceful func()     // GracefulStop
-	expired  *counter   // grpcfast's FirstMessageTimeout
-	refused  *counter   // grpcfast's MaxPendingHeaderBytes
+	stop     func()   // Stop
+	graceful func()   // GracefulStop
+	expired  *counter // grpcfast's FirstMessageTimeout
+	refused  *counter // grpcfast's MaxPendingHeaderBytes
 	gs       *grpc.Server
 }
 
