@@ -385,21 +385,18 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		return nil
 	}
 	c.mu.Lock()
+	// Values out of HTTP/2's ranges are not refused, as on grpc-go (the
+	// framer refuses a window past 2^31-1); a frame size is clamped.
 	err := f.ForeachSetting(func(s http2.Setting) error {
-		if err := s.Valid(); err != nil {
-			return err
-		}
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
 			delta := int64(s.Val) - int64(c.peerWin)
 			for _, st := range c.streams {
-				if st.sendWin += delta; st.sendWin > maxWindow {
-					return http2.ConnectionError(http2.ErrCodeFlowControl)
-				}
+				st.sendWin = min(st.sendWin+delta, maxSendWindow)
 			}
 			c.peerWin = int32(s.Val)
 		case http2.SettingMaxFrameSize:
-			c.peerFrame = s.Val
+			c.peerFrame = min(max(s.Val, 1<<14), 1<<24-1)
 		case http2.SettingMaxHeaderListSize:
 			c.peerHdrList = s.Val
 		}
@@ -450,19 +447,14 @@ func (c *conn) onPing(f *http2.PingFrame) {
 
 func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) {
 	c.mu.Lock()
+	// A window past 2^31-1 is the client's error, which grpc-go's server
+	// does not answer: nor does this one (the window is only capped).
 	if f.StreamID == 0 {
-		if c.sendWin += int64(f.Increment); c.sendWin > maxWindow {
-			c.mu.Unlock()
-			c.goAway(http2.ErrCodeFlowControl, "connection window overflow")
-			return
-		}
+		c.sendWin = min(c.sendWin+int64(f.Increment), maxSendWindow)
 		c.pumpAllLocked()
 	} else if st := c.streams[f.StreamID]; st != nil {
-		if st.sendWin += int64(f.Increment); st.sendWin > maxWindow {
-			c.resetLocked(st, http2.ErrCodeFlowControl, errStreamReset)
-		} else {
-			c.pumpLocked(st)
-		}
+		st.sendWin = min(st.sendWin+int64(f.Increment), maxSendWindow)
+		c.pumpLocked(st)
 	}
 	c.mu.Unlock()
 }

@@ -27,8 +27,9 @@ const (
 	defaultKeepaliveTimeout  = 20 * time.Second
 	defaultWindow            = 65535
 	infinity                 = time.Duration(math.MaxInt64)
-	// maxWindow is HTTP/2's largest flow-control window.
-	maxWindow = 1<<31 - 1
+	// maxSendWindow caps the windows a client grants, which a client
+	// that overflows HTTP/2's 2^31-1 could otherwise grow without bound.
+	maxSendWindow = 1 << 40
 )
 
 // Options are the bounds and hooks of a Server. Their zero values are

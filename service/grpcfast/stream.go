@@ -282,7 +282,7 @@ func (st *stream) onData(p []byte) {
 				p = p[k:]
 			}
 			if st.extraN == 5+st.extraL {
-				st.fail(status.New(codes.Internal, "grpc: cardinality violation: received multiple request messages for non-client-streaming RPC"))
+				st.fail(status.New(codes.Internal, "cardinality violation: received multiple request messages for non-client-streaming RPC"))
 				return
 			}
 		}
@@ -325,7 +325,7 @@ func (st *stream) onEnd() {
 	switch {
 	case st.pfxN == 0:
 		c.mu.Unlock()
-		st.fail(status.New(codes.Internal, "grpc: cardinality violation: received no request message from non-client-streaming RPC"))
+		st.fail(status.New(codes.Internal, "cardinality violation: received no request message from non-client-streaming RPC"))
 		return
 	case st.pfxN < 5 || len(st.msg) < st.need || st.extraN > 0:
 		c.mu.Unlock()
