@@ -408,7 +408,9 @@ var rawCases = []rawCase{
 		return r.awaitConnEnd()
 	}, want: outcome{ConnEnded: true}},
 	{name: "settings-ack-payload", run: func(r *raw, _ *target) outcome {
-		r.write(func(fr *http2.Framer) error { return fr.WriteRawFrame(http2.FrameSettings, http2.FlagSettingsAck, 0, []byte{0, 1, 0, 0, 0, 0}) })
+		r.write(func(fr *http2.Framer) error {
+			return fr.WriteRawFrame(http2.FrameSettings, http2.FlagSettingsAck, 0, []byte{0, 1, 0, 0, 0, 0})
+		})
 		return r.awaitConnEnd()
 	}, want: outcome{ConnEnded: true}},
 	// Values out of HTTP/2's ranges are not refused (as on grpc-go); a
@@ -432,7 +434,9 @@ var rawCases = []rawCase{
 	}, want: outcome{ConnEnded: true}},
 	{name: "window-update-zero", run: func(r *raw, _ *target) outcome {
 		r.headers(1, false, call()...)
-		r.write(func(fr *http2.Framer) error { return fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 1, []byte{0, 0, 0, 0}) })
+		r.write(func(fr *http2.Framer) error {
+			return fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 1, []byte{0, 0, 0, 0})
+		})
 		return r.await(1, true)
 	}, want: outcome{RST: "PROTOCOL_ERROR"}},
 	{name: "window-overflow", run: func(r *raw, _ *target) outcome {
@@ -482,13 +486,17 @@ var rawCases = []rawCase{
 		return r.await(1, false)
 	}, want: outcome{Status: "200", GRPCStatus: "12", GRPCMessage: `malformed method name: "nope"`}},
 	{name: "tiny-window", run: func(r *raw, _ *target) outcome {
-		r.write(func(fr *http2.Framer) error { return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1}) })
+		r.write(func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1})
+		})
 		r.unary(1, "ok")
 		return r.await(1, false)
 	}, want: outcome{Status: "200", GRPCStatus: "0", Data: okData}},
 	{name: "no-window-then-reset", run: func(r *raw, tg *target) outcome {
 		r.grant = false
-		r.write(func(fr *http2.Framer) error { return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) })
+		r.write(func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		})
 		r.unary(1, "ok")
 		r.write(func(fr *http2.Framer) error { return fr.WriteRSTStream(1, http2.ErrCodeCancel) })
 		r.unary(3, "ok")
@@ -503,7 +511,9 @@ var rawCases = []rawCase{
 		return r.await(1, false)
 	}, want: outcome{RST: "INTERNAL_ERROR"}},
 	{name: "header-table-size-0", run: func(r *raw, _ *target) outcome {
-		r.write(func(fr *http2.Framer) error { return fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0}) })
+		r.write(func(fr *http2.Framer) error {
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+		})
 		r.unary(1, "headers")
 		return r.await(1, false)
 	}, want: outcome{Status: "200", GRPCStatus: "0", Data: okData}},
@@ -580,7 +590,7 @@ var rawCases = []rawCase{
 		return r.await(1, false)
 	}, want: outcome{Status: "200", GRPCStatus: "0", Data: okData}},
 	{name: "max-connection-age", opts: serverOpts{kp: keepalive.ServerParameters{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 100 * time.Millisecond}},
-		run: func(r *raw, _ *target) outcome { return r.awaitConnEnd() },
+		run:  func(r *raw, _ *target) outcome { return r.awaitConnEnd() },
 		want: outcome{ConnEnded: true, GoAway: "NO_ERROR max_age"}},
 	{name: "handshake-timeout", opts: serverOpts{connTimeout: 100 * time.Millisecond}, run: func(r *raw, tg *target) outcome {
 		c, err := net.Dial("tcp", tg.addr)

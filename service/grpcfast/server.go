@@ -156,6 +156,8 @@ type Server struct {
 	fallback *grpc.Server
 	methods  map[string]*method // by full method name, /pkg.Service/Method
 	work     chan *stream       // to idle workers
+	quitc    chan struct{}      // closed by Stop and GracefulStop: the workers end
+	quitOnce sync.Once
 
 	mu       sync.Mutex
 	cv       *sync.Cond // signalled when a connection closes
@@ -172,7 +174,7 @@ type Server struct {
 // another codec's content type, and reflection lists them).
 func New(fallback *grpc.Server, o Options) *Server {
 	s := &Server{opts: o.withDefaults(), fallback: fallback, methods: map[string]*method{},
-		lis: map[net.Listener]bool{}, conns: map[*conn]bool{}}
+		lis: map[net.Listener]bool{}, conns: map[*conn]bool{}, quitc: make(chan struct{})}
 	s.cv = sync.NewCond(&s.mu)
 	if n := s.opts.Workers; n > 0 {
 		s.work = make(chan *stream)
@@ -302,6 +304,7 @@ func (s *Server) Stop() {
 		c.closeWith(errors.New("grpcfast: server stopped"))
 	}
 	s.serving.Wait()
+	s.quitOnce.Do(func() { close(s.quitc) })
 	s.fallback.Stop()
 }
 
@@ -320,6 +323,7 @@ func (s *Server) GracefulStop() {
 	}
 	s.mu.Unlock()
 	s.serving.Wait()
+	s.quitOnce.Do(func() { close(s.quitc) })
 	s.fallback.GracefulStop()
 }
 
@@ -330,10 +334,15 @@ func (s *Server) closeListenersLocked() {
 	s.lis = map[net.Listener]bool{}
 }
 
-// worker runs the calls handed to it until the process ends.
+// worker runs the calls handed to it until the server stops.
 func (s *Server) worker() {
-	for st := range s.work {
-		st.run()
+	for {
+		select {
+		case st := <-s.work:
+			st.run()
+		case <-s.quitc:
+			return
+		}
 	}
 }
 

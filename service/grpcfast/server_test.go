@@ -156,6 +156,10 @@ type target struct {
 	expired  *counter // grpcfast's FirstMessageTimeout
 	refused  *counter // grpcfast's MaxPendingHeaderBytes
 	gs       *grpc.Server
+	fast     *grpcfast.Server // nil for grpc-go's
+	// transportPanics counts grpcfast's own recovered panics, apart from
+	// the handlers' (panicked counts both).
+	transportPanics atomic.Int64
 }
 
 type counter struct{ n atomic.Int64 }
@@ -164,7 +168,7 @@ func (c *counter) Inc() { c.n.Add(1) }
 
 // startServer starts a server of kind with o on a loopback port; it
 // stops with the test.
-func startServer(t *testing.T, kind string, o serverOpts) *target {
+func startServer(t testing.TB, kind string, o serverOpts) *target {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -206,9 +210,10 @@ func startServer(t *testing.T, kind string, o serverOpts) *target {
 			FirstMessageTimeout: o.firstMessage, MaxPendingHeaderBytes: o.pendingBytes,
 			Expired: tg.expired, Refused: tg.refused,
 			UnaryInterceptor: guard, Workers: 4, Inline: kind == "lean-inline",
-			Panicked: func() { tg.panicked.Add(1) },
+			Panicked: func() { tg.panicked.Add(1); tg.transportPanics.Add(1) },
 		})
 		fs.RegisterService(&pb.RateLimitService_ServiceDesc, tg.svc)
+		tg.fast = fs
 		serve, tg.stop, tg.graceful = fs.Serve, fs.Stop, fs.GracefulStop
 	default:
 		t.Fatalf("kind %q", kind)
