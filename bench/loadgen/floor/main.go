@@ -53,6 +53,7 @@ func main() {
 	connWin := flag.Int("conn-window", 0, "grpc.InitialConnWindowSize (0: grpc-go's default)")
 	staticWin := flag.Int("static-window", 0, "grpc.StaticStreamWindowSize and StaticConnWindowSize (no BDP pings; 0: off)")
 	pool := flag.String("buffer-pool", "default", "experimental.BufferPool: default (grpc-go's tiered pool) or nop (no pooling)")
+	codec := flag.String("codec", "proto", "grpc-go's codec: proto (its default) or vt (vtprotobuf's generated marshalling of the response)")
 	inline := flag.Bool("inline", false, "with -server lean: run each call on its connection's reader (grpcfast.Options.Inline)")
 	heapFloor := flag.Int64("gc-heap-floor", 64<<20, "gctune.SetHeapFloor, as sluice serve's --gc-heap-floor default (0: off)")
 	server := flag.String("server", "grpc-go", "grpc-go, or lean: service/grpcfast serving ShouldRateLimit itself (grpc-go for the rest)")
@@ -82,6 +83,13 @@ func main() {
 	}
 	if *staticWin > 0 {
 		opts = append(opts, grpc.StaticStreamWindowSize(int32(*staticWin)), grpc.StaticConnWindowSize(int32(*staticWin)))
+	}
+	switch *codec {
+	case "proto":
+	case "vt":
+		opts = append(opts, grpc.ForceServerCodecV2(vtCodec{}))
+	default:
+		log.Fatalf("floor: -codec %q: want proto or vt", *codec)
 	}
 	switch *pool {
 	case "default":
