@@ -39,7 +39,7 @@ const (
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
 	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
 	defaultRequestTimeout        = time.Second
-	defaultGRPCTransport         = "grpc-go"
+	defaultGRPCTransport         = "lean"
 )
 
 // defaultGRPCWorkers is the default of --grpc-workers. With GOMAXPROCS
