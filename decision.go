@@ -28,6 +28,9 @@ type Decision struct {
 
 // Store applies one algorithm step for key atomically.
 // A denial is a Decision, never an error; err means no decision was made.
+//
+// AllowN is all that New needs, and all that a store must have; a store
+// with more capabilities is a FullStore (see Unsupported and Lift).
 type Store interface {
 	AllowN(ctx context.Context, key string, lim Limit, n int) (Decision, error)
 }
@@ -40,7 +43,9 @@ type Request struct {
 }
 
 // MultiStore is a Store that decides several requests all-or-nothing: either
-// every request is admitted and counted, or none is counted.
+// every request is admitted and counted, or none is counted. It is part of
+// FullStore; a store that cannot returns an error wrapping
+// ErrMultiUnsupported (Unsupported's does).
 //
 // Requests on the same state (key, algorithm and period) are decided one
 // after the other: each after the earlier ones that were admitted, which it

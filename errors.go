@@ -9,7 +9,7 @@ import "errors"
 type LimitError struct {
 	// Field is "Algorithm", "Rate", "Period", "Burst", "FailureMode" or
 	// "Counting" for the limit, "Key" for the key and "N" for the cost;
-	// "Max", "Lease" or "Holder" for a concurrency limit and its holder.
+	// "Max", "TTL" or "Holder" for a concurrency limit and its holder.
 	Field string
 	// Reason names the field and the offending value.
 	Reason string
@@ -47,7 +47,9 @@ var (
 	ErrWouldExceedDeadline = errors.New("sluice: wait would exceed context deadline")
 	// ErrClosed is returned by a store or Limiter after Close.
 	ErrClosed = errors.New("sluice: closed")
-	// ErrMultiUnsupported is returned by Limiter.AllowMulti when the store
-	// cannot decide several limits atomically.
+	// ErrMultiUnsupported is returned by the AllowMulti of a store that
+	// cannot decide several limits atomically (Unsupported's, a lifted
+	// store that is not a MultiStore, a wrapper over one), and so by
+	// Limiter.AllowMulti.
 	ErrMultiUnsupported = errors.New("sluice: store does not support AllowMulti")
 )

@@ -17,7 +17,7 @@ func ExampleLimiter_Acquire() {
 	l := sluice.New(memstore.New(memstore.WithClock(clock.Now)))
 	defer l.Close()
 	ctx := context.Background()
-	reports := sluice.ConcurrencyLimit{Max: 2, Lease: 30 * time.Second}
+	reports := sluice.ConcurrencyLimit{Max: 2, TTL: 30 * time.Second}
 
 	var held []*sluice.Permit
 	for range 3 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 // AllowMulti. It is safe for concurrent use.
 type Limiter struct {
 	store     Store
+	full      FullStore // store, lifted: every capability's method
 	maxJitter time.Duration
 	closed    atomic.Bool
 }
@@ -43,7 +43,7 @@ var errNilStore = errors.New("sluice: New: Store is nil")
 // New returns a Limiter deciding through s. A Limiter on a nil s returns
 // an error from every call.
 func New(s Store, opts ...Option) *Limiter {
-	l := &Limiter{store: s, maxJitter: DefaultMaxJitter}
+	l := &Limiter{store: s, full: Lift(s), maxJitter: DefaultMaxJitter}
 	for _, o := range opts {
 		o(l)
 	}
@@ -71,8 +71,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, lim Limit, n int) (Dec
 }
 
 // AllowMulti decides several requests all-or-nothing: either all are
-// admitted and counted, or none is counted. The store must implement
-// MultiStore; otherwise the error wraps ErrMultiUnsupported.
+// admitted and counted, or none is counted. When the store cannot (it
+// does not implement MultiStore, or reports it unsupported), the error
+// wraps ErrMultiUnsupported.
 func (l *Limiter) AllowMulti(ctx context.Context, reqs []Request) ([]Decision, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
@@ -80,11 +81,7 @@ func (l *Limiter) AllowMulti(ctx context.Context, reqs []Request) ([]Decision, e
 	if l.store == nil {
 		return nil, errNilStore
 	}
-	ms, ok := l.store.(MultiStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T", ErrMultiUnsupported, l.store)
-	}
-	return ms.AllowMulti(ctx, reqs)
+	return l.full.AllowMulti(ctx, reqs)
 }
 
 // Wait blocks until n events for key are admitted under lim, sleeping
@@ -151,13 +148,11 @@ func (l *Limiter) jitter(retry time.Duration) time.Duration {
 }
 
 // Close marks the Limiter closed (later calls return ErrClosed) and closes
-// the store when it implements io.Closer.
+// the store (FullStore's Close; a Store that is not one, when it
+// implements io.Closer).
 func (l *Limiter) Close() error {
-	if l.closed.Swap(true) {
+	if l.closed.Swap(true) || l.full == nil {
 		return nil
 	}
-	if c, ok := l.store.(io.Closer); ok {
-		return c.Close()
-	}
-	return nil
+	return l.full.Close()
 }

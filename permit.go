@@ -8,20 +8,23 @@ import (
 	"time"
 )
 
-// ErrSemaphoreUnsupported is returned by Limiter.Acquire and
-// Limiter.AcquireWait when the store does not implement Semaphore.
+// ErrSemaphoreUnsupported is returned by the Semaphore methods of a store
+// without concurrency limits (Unsupported's, a lifted store that is not a
+// Semaphore, a wrapper over one), and so by Limiter.Acquire and
+// Limiter.AcquireWait.
 var ErrSemaphoreUnsupported = errors.New("sluice: store does not support concurrency limits (Semaphore)")
 
 // PermitWaker is implemented by a Semaphore that can tell a waiter when a
 // permit of a key may have freed, so that Limiter.AcquireWait is woken
-// rather than sleeping until the earliest lease ends. memstore implements
-// it; a store shared across processes (Redis) does not, and its waiters
-// sleep until the earliest lease ends, the latest a slot can free.
+// rather than sleeping until the earliest permit's TTL ends. It is part of
+// FullStore. memstore can tell; a store shared across processes (Redis)
+// cannot, and its waiters sleep until the earliest TTL ends, the latest a
+// slot can free.
 type PermitWaker interface {
 	// Freed returns a channel closed when a permit of key is released or
-	// its lease ends, or already closed when none is held; or nil when
-	// this store cannot tell (a wrapper whose store is not a
-	// PermitWaker): the waiter then sleeps until the earliest lease ends.
+	// its TTL ends, or already closed when none is held; or nil when this
+	// store cannot tell (Unsupported's, a wrapper whose store cannot): the
+	// waiter then sleeps until the earliest TTL ends.
 	// A waiter calls
 	// Freed before each Acquire it retries, so that a release between the
 	// two is not missed; the wake is a hint, not a reservation: another
@@ -31,7 +34,7 @@ type PermitWaker interface {
 
 // Permit is a permit of a concurrency limit taken by Limiter.Acquire or
 // Limiter.AcquireWait: the caller holds one of the key's Max slots until
-// it calls Release, or until the lease ends when it neither releases nor
+// it calls Release, or until its TTL ends when it neither releases nor
 // extends. It is safe for concurrent use.
 type Permit struct {
 	l      *Limiter
@@ -48,19 +51,19 @@ type Permit struct {
 // Acquire takes a permit of key under lim, for a new holder id, and
 // returns it with the store's decision. A denial is not an error: the
 // Permit is nil and the PermitDecision says when the earliest held permit's
-// lease ends (RetryAfter). The store must implement Semaphore (memstore,
-// redisstore, failover, tiered and stack stores do); otherwise the error
-// wraps ErrSemaphoreUnsupported.
+// TTL ends (RetryAfter). The store must have concurrency limits (memstore,
+// redisstore, failover, tiered and stack stores do; see Semaphore);
+// otherwise the error wraps ErrSemaphoreUnsupported.
 //
 // The caller must Release the permit when its work ends, on every path
-// (defer p.Release(ctx)); work that runs longer than lim.Lease must Extend
+// (defer p.Release(ctx)); work that runs longer than lim.TTL must Extend
 // it before Expires.
 func (l *Limiter) Acquire(ctx context.Context, key string, lim ConcurrencyLimit) (*Permit, PermitDecision, error) {
 	sem, err := l.semaphore()
 	if err != nil {
 		return nil, PermitDecision{}, err
 	}
-	return l.acquire(ctx, sem, key, lim, NewHolder())
+	return l.acquire(ctx, sem, key, lim.Normalize(), NewHolder())
 }
 
 func (l *Limiter) acquire(ctx context.Context, sem Semaphore, key string, lim ConcurrencyLimit, holder string) (*Permit, PermitDecision, error) {
@@ -71,37 +74,33 @@ func (l *Limiter) acquire(ctx context.Context, sem Semaphore, key string, lim Co
 	return &Permit{l: l, sem: sem, key: key, lim: lim, holder: holder, expires: d.Expires}, d, nil
 }
 
-func (l *Limiter) semaphore() (Semaphore, error) {
+func (l *Limiter) semaphore() (FullStore, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
 	if l.store == nil {
 		return nil, errNilStore
 	}
-	sem, ok := l.store.(Semaphore)
-	if !ok {
-		return nil, fmt.Errorf("%w: %T", ErrSemaphoreUnsupported, l.store)
-	}
-	return sem, nil
+	return l.full, nil
 }
 
 // AcquireWait takes a permit of key under lim, waiting for a slot as long
-// as the context allows. When the store implements PermitWaker, a release
+// as the context allows. When the store can tell (PermitWaker), a release
 // wakes it at once; otherwise, and as a fallback, it sleeps each denial's
-// RetryAfter (the earliest lease's end) plus a small jitter, and tries
+// RetryAfter (the earliest TTL's end) plus a small jitter, and tries
 // again. Every try uses the same holder id, so that a try whose reply was
 // lost and that took a slot is renewed by the next one, not counted twice.
 //
 // It returns the context's error, with the last denial, when the context
 // ends first; and at once, with an error wrapping ErrWouldExceedDeadline,
 // when the store cannot wake it and the context's deadline comes before
-// the earliest lease ends.
+// the earliest TTL ends.
 func (l *Limiter) AcquireWait(ctx context.Context, key string, lim ConcurrencyLimit) (*Permit, PermitDecision, error) {
 	sem, err := l.semaphore()
 	if err != nil {
 		return nil, PermitDecision{}, err
 	}
-	waker, _ := sem.(PermitWaker)
+	lim = lim.Normalize()
 	holder := NewHolder()
 	var t *time.Timer
 	defer func() {
@@ -114,10 +113,7 @@ func (l *Limiter) AcquireWait(ctx context.Context, key string, lim ConcurrencyLi
 		if err := ctx.Err(); err != nil {
 			return nil, last, err
 		}
-		var freed <-chan struct{}
-		if waker != nil {
-			freed = waker.Freed(key) // before the try: a release after it closes this channel
-		}
+		freed := sem.Freed(key) // before the try: a release after it closes this channel; nil: no wake
 		p, d, err := l.acquire(ctx, sem, key, lim, holder)
 		if err != nil || p != nil {
 			return p, d, err
@@ -145,7 +141,7 @@ func (l *Limiter) AcquireWait(ctx context.Context, key string, lim ConcurrencyLi
 		select {
 		case <-ctx.Done():
 			return nil, d, ctx.Err()
-		case <-freed: // nil without a waker: never ready
+		case <-freed: // nil when the store cannot tell: never ready
 		case <-t.C:
 		}
 	}
@@ -160,7 +156,7 @@ func (p *Permit) Holder() string { return p.holder }
 // Limit is the permit's limit.
 func (p *Permit) Limit() ConcurrencyLimit { return p.lim }
 
-// Expires is when the permit's lease ends, on the store's clock, as of the
+// Expires is when the permit's TTL ends, on the store's clock, as of the
 // last Acquire or Extend.
 func (p *Permit) Expires() time.Time {
 	p.mu.Lock()
@@ -171,7 +167,7 @@ func (p *Permit) Expires() time.Time {
 // Release gives the permit back, freeing its slot at once. It is
 // idempotent: once a Release has succeeded, later calls do nothing and
 // return nil; a Release that failed (the store did not answer) may be
-// called again, and the lease frees the slot in any case.
+// called again, and the TTL frees the slot in any case.
 func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -188,9 +184,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	return nil
 }
 
-// Extend renews the permit's lease to the store's now plus its Lease, for
-// work that runs longer than a lease. When the lease has ended already (or
-// the permit was released), the error wraps ErrPermitLost: its slot may
+// Extend renews the permit to the store's now plus its TTL, for work that
+// runs longer than a TTL. When the TTL has ended already (or the permit
+// was released), the error wraps ErrPermitLost: its slot may
 // be another's, and the caller must stop the work, or acquire again.
 func (p *Permit) Extend(ctx context.Context) error {
 	p.mu.Lock()

@@ -31,7 +31,7 @@ func TestPermitAcquireReleaseExtend(t *testing.T) {
 		l := sluice.New(m)
 		defer l.Close()
 		ctx := t.Context()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		p, d, err := l.Acquire(ctx, "k", lim)
 		if err != nil || p == nil || !d.Acquired || !p.Expires().Equal(time.Now().Add(time.Second)) {
 			t.Fatalf("acquire: %v %+v %v", p, d, err)
@@ -77,7 +77,7 @@ func TestAcquireWaitWokenByRelease(t *testing.T) {
 		l := sluice.New(memstore.New(memstore.WithSweepInterval(0)))
 		defer l.Close()
 		ctx := t.Context()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Minute}
 		p, _, _ := l.Acquire(ctx, "k", lim)
 		start := time.Now()
 		got := make(chan *sluice.Permit)
@@ -107,7 +107,7 @@ func TestAcquireWaitSleepsToExpiry(t *testing.T) {
 		l := sluice.New(s, sluice.WithMaxJitter(0))
 		defer l.Close()
 		ctx := t.Context()
-		lim := sluice.ConcurrencyLimit{Max: 2, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 2, TTL: time.Second}
 		l.Acquire(ctx, "k", lim)
 		time.Sleep(300 * time.Millisecond)
 		l.Acquire(ctx, "k", lim)
@@ -127,7 +127,7 @@ func TestAcquireWaitDeadline(t *testing.T) {
 		_, s := newSemOnly()
 		l := sluice.New(s)
 		defer l.Close()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		l.Acquire(t.Context(), "k", lim)
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
@@ -154,7 +154,7 @@ type notSem struct{ sluice.Store }
 func TestAcquireUnsupported(t *testing.T) {
 	l := sluice.New(notSem{memstore.New(memstore.WithSweepInterval(0))})
 	defer l.Close()
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	if _, _, err := l.Acquire(t.Context(), "k", lim); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestAcquireInvalid(t *testing.T) {
 	l := sluice.New(memstore.New(memstore.WithSweepInterval(0)))
 	defer l.Close()
 	var le *sluice.LimitError
-	if _, _, err := l.AcquireWait(t.Context(), "k", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}); !errors.As(err, &le) || le.Field != "Max" {
+	if _, _, err := l.AcquireWait(t.Context(), "k", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}); !errors.As(err, &le) || le.Field != "Max" {
 		t.Fatal(err)
 	}
 }

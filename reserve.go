@@ -2,22 +2,17 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
-
-// ErrLeaseUnsupported is returned by Limiter.Reserve and Limiter.Refund
-// when the store cannot give units back (it does not implement Leaser).
-var ErrLeaseUnsupported = errors.New("sluice: store does not support Lease and Return")
 
 // Reservation is units taken by Limiter.Reserve before the work whose cost
 // they estimate, settled by Settle once the actual cost is known. It is
 // safe for concurrent use.
 type Reservation struct {
 	l       *Limiter
-	ls      Leaser
+	rs      Reserver
 	key     string
 	lim     Limit
 	d       Decision
@@ -31,14 +26,14 @@ type Reservation struct {
 
 // Reserve takes n units for key under lim now, before the work they pay
 // for, and returns a Reservation that Settle corrects to the cost actually
-// used. The store must implement Leaser (memstore, redisstore, failover,
-// tiered and stack stores do); otherwise the error wraps
-// ErrLeaseUnsupported. A denial is not an error: the Reservation's
+// used. The store must be able to reserve (memstore, redisstore,
+// failover, tiered and stack stores can; see Reserver); otherwise the
+// error wraps ErrReserveUnsupported. A denial is not an error: the Reservation's
 // Decision says so, and the caller should not do the work.
 //
 // A limit that counts every hit (CountAll) counts the reservation even
-// when it denies it. While the store cannot lease (failover's shared store
-// down), Reserve decides with AllowN, by the limit's failure mode, and a
+// when it denies it. While the store cannot reserve (failover's shared
+// store down), Reserve decides with AllowN, by the limit's failure mode, and a
 // later refund is made at the store's time.
 func (l *Limiter) Reserve(ctx context.Context, key string, lim Limit, n int) (*Reservation, error) {
 	if l.closed.Load() {
@@ -47,22 +42,19 @@ func (l *Limiter) Reserve(ctx context.Context, key string, lim Limit, n int) (*R
 	if l.store == nil {
 		return nil, errNilStore
 	}
-	ls, ok := l.store.(Leaser)
-	if !ok {
-		return nil, fmt.Errorf("%w: Reserve on %T", ErrLeaseUnsupported, l.store)
-	}
-	d, at, err := ls.Lease(ctx, key, lim, n)
+	rs := l.full
+	d, at, err := rs.Reserve(ctx, key, lim, n)
 	if err != nil {
 		return nil, err
 	}
 	if d.Degraded && !d.Allowed && at.IsZero() {
-		// The store could not lease and admitted nothing: decide as a
+		// The store could not reserve and admitted nothing: decide as a
 		// request, by the limit's failure mode.
-		if d, err = ls.AllowN(ctx, key, lim, n); err != nil {
+		if d, err = rs.AllowN(ctx, key, lim, n); err != nil {
 			return nil, err
 		}
 	}
-	r := &Reservation{l: l, ls: ls, key: key, lim: lim, d: d, at: at}
+	r := &Reservation{l: l, rs: rs, key: key, lim: lim, d: d, at: at}
 	if d.Allowed || lim.Counting == CountAll {
 		r.counted = n
 	}
@@ -108,15 +100,15 @@ func (r *Reservation) settle(ctx context.Context, used int) error {
 	}
 	switch diff := used - r.counted; {
 	case diff < 0:
-		return r.ls.Return(ctx, r.key, r.lim, -diff, r.at)
+		return r.rs.Return(ctx, r.key, r.lim, -diff, r.at)
 	case diff > 0 && r.lim.Algorithm == SlidingLog:
-		d, err := r.ls.AllowN(ctx, r.key, r.lim, min(diff, r.lim.Capacity()))
+		d, err := r.rs.AllowN(ctx, r.key, r.lim, min(diff, r.lim.Capacity()))
 		if err == nil && (!d.Allowed || diff > r.lim.Capacity()) {
 			err = fmt.Errorf("%w: %d units over the reservation of %q were not all recorded: %v cannot count beyond its Rate", ErrExceedsCapacity, diff, r.key, r.lim)
 		}
 		return err
 	case diff > 0:
-		_, err := r.ls.AllowN(ctx, r.key, r.lim.WithCounting(CountAll), diff)
+		_, err := r.rs.AllowN(ctx, r.key, r.lim.WithCounting(CountAll), diff)
 		return err
 	}
 	return nil
@@ -126,8 +118,8 @@ func (r *Reservation) settle(ctx context.Context, used int) error {
 // refund whose admission time is unknown, such as Envoy's
 // is_negative_hits): it never credits more than the key counts, so an
 // untouched key stays untouched and a key in debt has its debt reduced.
-// The store must implement Leaser; otherwise the error wraps
-// ErrLeaseUnsupported.
+// The store must be able to reserve (see Reserver); otherwise the error
+// wraps ErrReserveUnsupported.
 func (l *Limiter) Refund(ctx context.Context, key string, lim Limit, n int) error {
 	if l.closed.Load() {
 		return ErrClosed
@@ -135,9 +127,5 @@ func (l *Limiter) Refund(ctx context.Context, key string, lim Limit, n int) erro
 	if l.store == nil {
 		return errNilStore
 	}
-	ls, ok := l.store.(Leaser)
-	if !ok {
-		return fmt.Errorf("%w: Refund on %T", ErrLeaseUnsupported, l.store)
-	}
-	return ls.Return(ctx, key, lim, n, time.Time{})
+	return l.full.Return(ctx, key, lim, n, time.Time{})
 }

@@ -146,11 +146,11 @@ func TestReserveNeedsLeaser(t *testing.T) {
 	ctx := context.Background()
 	l := sluice.New(storeOnly{memstore.New()})
 	defer l.Close()
-	if _, err := l.Reserve(ctx, "k", sluice.PerSecond(1), 1); !errors.Is(err, sluice.ErrLeaseUnsupported) {
-		t.Errorf("Reserve on a store that cannot lease = %v, want ErrLeaseUnsupported", err)
+	if _, err := l.Reserve(ctx, "k", sluice.PerSecond(1), 1); !errors.Is(err, sluice.ErrReserveUnsupported) {
+		t.Errorf("Reserve on a store that cannot lease = %v, want ErrReserveUnsupported", err)
 	}
-	if err := l.Refund(ctx, "k", sluice.PerSecond(1), 1); !errors.Is(err, sluice.ErrLeaseUnsupported) {
-		t.Errorf("Refund on a store that cannot lease = %v, want ErrLeaseUnsupported", err)
+	if err := l.Refund(ctx, "k", sluice.PerSecond(1), 1); !errors.Is(err, sluice.ErrReserveUnsupported) {
+		t.Errorf("Refund on a store that cannot lease = %v, want ErrReserveUnsupported", err)
 	}
 }
 
@@ -158,7 +158,7 @@ func TestReserveNeedsLeaser(t *testing.T) {
 // shared store is down: Reserve then decides with AllowN.
 type noLease struct{ *memstore.Store }
 
-func (s noLease) Lease(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Decision, time.Time, error) {
+func (s noLease) Reserve(_ context.Context, _ string, lim sluice.Limit, _ int) (sluice.Decision, time.Time, error) {
 	return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: time.Second}, time.Time{}, nil
 }
 

@@ -23,13 +23,15 @@ import (
 // Remaining, RetryAfter and ResetAfter describe the state (a limit that
 // counts every hit denies it while the key is in debt).
 //
-// memstore, redisstore, tiered, failover and stack implement it; a wrapper
-// over a store that does not returns an error wrapping ErrResetUnsupported.
+// It is part of FullStore. memstore, redisstore, tiered, failover and stack
+// implement it; a store that cannot reset, and a wrapper over one, returns
+// an error wrapping ErrResetUnsupported (Unsupported's does).
 type Resetter interface {
 	Store
 	Reset(ctx context.Context, key string, lim Limit) error
 }
 
-// ErrResetUnsupported is returned by the Reset of a wrapper (tiered,
-// failover, stack) whose shared store is not a Resetter.
+// ErrResetUnsupported is returned by the Reset of a store that cannot
+// reset (Unsupported's, a lifted store that is not a Resetter, a wrapper
+// over one).
 var ErrResetUnsupported = errors.New("sluice: store does not support Reset")

@@ -41,19 +41,24 @@
 // returned as they are, and are not failures); a degraded decision checks
 // the request first, with the same errors.
 //
-// # Leases and batches
+// # Every capability, passed through
 //
-// Store implements sluice.MultiStore and sluice.Leaser by passing the calls
-// to the shared store under the same deadline and breaker. A Lease that the
-// shared store cannot answer (or that a shared store without leases is
-// asked for) admits and leases nothing: it returns a Decision with Degraded
-// set, Allowed false and no error, and the caller decides the request with
-// AllowN, which applies the failure mode; its RetryAfter (the probe
-// interval) is how long the caller should decide without leases. A Return
-// while the breaker is open is ErrBreakerOpen, without a call: the refund
-// is dropped, not given to the local share (which never counted what the
-// shared store admitted), and a dropped refund only makes the limit
-// stricter.
+// Store is a sluice.FullStore: AllowMulti, Reserve and Return, Reset and
+// the concurrency limits pass to the shared store under the same deadline
+// and breaker, whatever the shared store is (failover lifts it with
+// sluice.Lift). A capability the shared store lacks comes back as that
+// capability's error (sluice.ErrMultiUnsupported, ...), which is not a
+// failure of the store and never opens the breaker; while the breaker is
+// open failover cannot ask, and decides as for a store that has it.
+//
+// A Reserve that the shared store cannot answer admits and reserves
+// nothing: it returns a Decision with Degraded set, Allowed false and no
+// error, and the caller decides the request with AllowN, which applies
+// the failure mode; its RetryAfter (the probe interval) is how long the
+// caller should decide without reserving. A Return while the breaker is
+// open is ErrBreakerOpen, without a call: the refund is dropped, not given
+// to the local share (which never counted what the shared store
+// admitted), and a dropped refund only makes the limit stricter.
 //
 // # Limits that count every hit
 //
@@ -93,13 +98,13 @@
 //
 // # Concurrency limits
 //
-// Store implements sluice.Semaphore when the shared store does (otherwise
-// its calls return an error wrapping sluice.ErrSemaphoreUnsupported).
+// Store has the concurrency limits of its shared store (over one without
+// them, its calls return the shared store's sluice.ErrSemaphoreUnsupported).
 // Acquire, Release and Extend pass to the shared store under the deadline
 // and the breaker, as AllowN does. A call that timed out is never retried:
 // the shared store may have taken the permit all the same (the reply was
-// lost), which leaves at most one lease of one slot taken, freed when that
-// lease ends (under FailOpen, the Acquire may then also be admitted
+// lost), which leaves at most one TTL of one slot taken, freed when that
+// TTL ends (under FailOpen, the Acquire may then also be admitted
 // locally).
 //
 // While the shared store does not answer, Acquire follows the store's
@@ -116,10 +121,10 @@
 // A permit taken locally is marked Degraded, and the Store remembers its
 // holder: its Release and Extend are made locally, also once the shared
 // store answers again (which never counted it: while local permits taken
-// during an outage are held, at most one lease unless extended, the fleet
-// may hold the shared Max plus the local shares). Release of a shared permit while the shared store does not
-// answer returns an error wrapping ErrUnavailable (its slot frees when its
-// lease ends); Extend of one returns a Degraded decision and an error
+// during an outage are held, at most one TTL unless extended, the fleet
+// may hold the shared Max plus the local shares). Release of a shared
+// permit while the shared store does not answer returns an error wrapping
+// ErrUnavailable (its slot frees when its TTL ends); Extend of one returns a Degraded decision and an error
 // wrapping ErrUnavailable, not sluice.ErrPermitLost: the permit may still
 // be held until its Expires, and the holder may try again before.
 //
@@ -129,7 +134,7 @@
 // # Composition
 //
 // With package tiered, put the breaker inside: tiered(failover(shared)),
-// which package stack builds (stack.New). Lease spends and cached denials
+// which package stack builds (stack.New). Spends from tiered's leases and cached denials
 // are then decided by tiered without a deadline, with the breaker closed or
 // open (units leased before an outage were admitted by the shared store and
 // are spent as usual); only the calls that need the shared store go through

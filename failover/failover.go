@@ -13,11 +13,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // Errors that a degraded decision's cause wraps (see Observer).
 var (
@@ -38,15 +34,15 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Store is a sluice.Store that decides through a shared store while it
+// Store is a sluice.FullStore that decides through a shared store while it
 // answers, and by each limit's failure mode while it does not. It passes
-// sluice.MultiStore and sluice.Leaser calls through to the shared store
-// under the same deadline and breaker. It is safe for concurrent use.
+// every other call (AllowMulti, Reserve and Return, Reset, the
+// concurrency limits) through to the shared store under the same deadline
+// and breaker; what the shared store does not support comes back as that
+// capability's error. It is safe for concurrent use.
 type Store struct {
-	shared sluice.Store
-	multi  sluice.MultiStore // nil when shared is not one
-	leaser sluice.Leaser     // nil when shared is not one
-	pinger Pinger            // nil when shared is not one
+	shared sluice.FullStore // lifted
+	pinger Pinger           // nil when shared is not one
 	cfg    config
 	br     breaker
 	local  *memstore.Store // the FailOpen local limiter, and the local semaphore
@@ -75,14 +71,12 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 	if shared == nil {
 		return nil, errors.New("failover: New(nil): want a shared store")
 	}
-	s := &Store{shared: shared, cfg: defaults()}
+	s := &Store{shared: sluice.Lift(shared), cfg: defaults()}
 	for _, o := range opts {
 		if err := o(&s.cfg); err != nil {
 			return nil, err
 		}
 	}
-	s.multi, _ = shared.(sluice.MultiStore)
-	s.leaser, _ = shared.(sluice.Leaser)
 	s.pinger, _ = shared.(Pinger)
 	s.local = memstore.New(memstore.WithClock(s.cfg.now), memstore.WithMaxKeys(s.cfg.localMaxKeys))
 	s.br = breaker{
@@ -185,16 +179,13 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	return s.degrade(ctx, key, lim, n, cause), nil
 }
 
-// AllowMulti implements sluice.MultiStore when the shared store does;
-// otherwise it returns an error wrapping sluice.ErrMultiUnsupported. A
+// AllowMulti implements sluice.MultiStore through the shared store (whose
+// sluice.ErrMultiUnsupported, when it cannot, is returned as is). A
 // degraded call is decided by the strictest failure mode of its requests
 // (the store's default when none names one).
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if s.isDone.Load() {
 		return nil, sluice.ErrClosed
-	}
-	if s.multi == nil {
-		return nil, fmt.Errorf("%w: shared store %T", sluice.ErrMultiUnsupported, s.shared)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -203,7 +194,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		return s.degradeMulti(ctx, reqs, ErrBreakerOpen)
 	}
 	c := s.begin(ctx)
-	ds, err := s.multi.AllowMulti(c.ctx, reqs)
+	ds, err := s.shared.AllowMulti(c.ctx, reqs)
 	if err, ok := s.end(c, err); !ok {
 		return nil, err
 	} else if err != nil {
@@ -212,51 +203,52 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	return ds, nil
 }
 
-// Lease implements sluice.Leaser: it passes the call to the shared store
-// under the deadline and the breaker. When the store cannot lease (the
-// breaker is open, the call failed, or the store is not a sluice.Leaser),
-// it returns a Decision with Degraded true and Allowed false, a zero time
-// and a nil error: nothing was admitted or leased, and the caller decides
-// the request with AllowN, which applies the failure mode; its RetryAfter
-// is how long the caller should decide without leases (the probe interval,
-// or a minute when the store cannot lease). A degraded Lease is not a
-// decision: Stats and the Observer count the AllowN.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+// Reserve implements sluice.Reserver: it passes the call to the shared
+// store under the deadline and the breaker. When the store cannot answer
+// (the breaker is open, or the call failed), it returns a Decision with
+// Degraded true and Allowed false, a zero time and a nil error: nothing
+// was admitted or reserved, and the caller decides the request with
+// AllowN, which applies the failure mode; its RetryAfter is how long the
+// caller should decide without reserving (the probe interval). A degraded
+// Reserve is not a decision: Stats and the Observer count the AllowN. A
+// shared store that cannot reserve at all returns its
+// sluice.ErrReserveUnsupported, passed on as is.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	if s.isDone.Load() {
 		return sluice.Decision{}, time.Time{}, sluice.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
-	if s.leaser == nil {
-		return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: noLeaser}, time.Time{}, nil
-	}
 	if s.br.open() {
-		return s.noLease(lim), time.Time{}, nil
+		return s.noReserve(lim), time.Time{}, nil
 	}
 	c := s.begin(ctx)
-	d, at, err := s.leaser.Lease(c.ctx, key, lim, n)
+	d, at, err := s.shared.Reserve(c.ctx, key, lim, n)
 	if err, ok := s.end(c, err); !ok {
 		return sluice.Decision{}, time.Time{}, err
 	} else if err != nil {
-		return s.noLease(lim), time.Time{}, nil
+		return s.noReserve(lim), time.Time{}, nil
 	}
 	return d, at, nil
 }
 
-// noLeaser is how long a degraded Lease tells its caller to decide without
-// leases when the shared store cannot lease at all.
-const noLeaser = time.Minute
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.Reserve(ctx, key, lim, n)
+}
 
-// noLease is a degraded Lease's answer while the shared store does not
-// answer: nothing leased, and no lease asked for until the breaker may be
-// closed again (the probe interval), so that the caller's decisions in the
-// meantime each pass through this store once, by AllowN.
-func (s *Store) noLease(lim sluice.Limit) sluice.Decision {
+// noReserve is a degraded Reserve's answer while the shared store does not
+// answer: nothing reserved, and no reservation asked for until the breaker
+// may be closed again (the probe interval), so that the caller's decisions
+// in the meantime each pass through this store once, by AllowN.
+func (s *Store) noReserve(lim sluice.Limit) sluice.Decision {
 	return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: s.cfg.probeInterval}
 }
 
-// Return implements sluice.Leaser: it passes the call to the shared store
+// Return implements sluice.Reserver: it passes the call to the shared store
 // under the deadline and the breaker. While the breaker is open it returns
 // ErrBreakerOpen without calling the store (the caller may try again
 // later); a failed call returns an error wrapping ErrUnavailable. Either
@@ -268,9 +260,6 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	if s.isDone.Load() {
 		return sluice.ErrClosed
 	}
-	if s.leaser == nil {
-		return fmt.Errorf("failover: Return: shared store %T does not lease", s.shared)
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -278,7 +267,7 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		return ErrBreakerOpen
 	}
 	c := s.begin(ctx)
-	err := s.leaser.Return(c.ctx, key, lim, n, at)
+	err := s.shared.Return(c.ctx, key, lim, n, at)
 	err, _ = s.end(c, err)
 	return err
 }
@@ -349,9 +338,16 @@ func (s *Store) settle(ctx context.Context, lat time.Duration, err error) (error
 }
 
 // isCallerError reports errors that say something about the request, not
-// about the store's health.
+// about the store's health: invalid input, a closed store, a capability
+// the store does not have.
 func isCallerError(err error) bool {
-	return validate.IsInput(err) || errors.Is(err, sluice.ErrClosed) || errors.Is(err, sluice.ErrMultiUnsupported)
+	return validate.IsInput(err) || errors.Is(err, sluice.ErrClosed) || unsupported(err)
+}
+
+// unsupported reports an error wrapping a capability's sentinel.
+func unsupported(err error) bool {
+	return errors.Is(err, sluice.ErrMultiUnsupported) || errors.Is(err, sluice.ErrReserveUnsupported) ||
+		errors.Is(err, sluice.ErrResetUnsupported) || errors.Is(err, sluice.ErrSemaphoreUnsupported)
 }
 
 // ping probes the shared store for the breaker.

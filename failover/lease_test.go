@@ -17,7 +17,7 @@ var hourly = sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.
 func TestLeasePassesThrough(t *testing.T) {
 	f := newFaulty(t)
 	s := mustNew(t, f, failover.WithTimeout(time.Minute))
-	d, at, err := s.Lease(ctx0, "k", hourly, 4)
+	d, at, err := s.Reserve(ctx0, "k", hourly, 4)
 	if err != nil || !d.Allowed || d.Degraded || d.Remaining != 6 || at.IsZero() {
 		t.Fatalf("Lease(4) = %+v, %v, %v; want admitted by the store, Remaining 6", d, at, err)
 	}
@@ -27,7 +27,7 @@ func TestLeasePassesThrough(t *testing.T) {
 	if d, _ := s.AllowN(ctx0, "k", hourly, 0); d.Remaining != 10 {
 		t.Errorf("peek after the return = %+v, want Remaining 10", d)
 	}
-	if _, _, err := s.Lease(ctx0, "", hourly, 1); !errors.Is(err, sluice.ErrInvalidKey) {
+	if _, _, err := s.Reserve(ctx0, "", hourly, 1); !errors.Is(err, sluice.ErrInvalidKey) {
 		t.Errorf("Lease with an empty key: %v, want the store's ErrInvalidKey", err)
 	}
 	if st := s.Stats(); st.SharedCalls != 4 || st.SharedErrors != 0 || st.Degraded != 0 {
@@ -45,7 +45,7 @@ func TestLeaseDegraded(t *testing.T) {
 	s := mustNew(t, f, failover.WithFailureThreshold(2), failover.WithProbeInterval(time.Hour), failover.WithObserver(obs))
 	f.mode.Store(failing)
 	for i := range 3 { // a failed call, a failed call that opens, the breaker open
-		d, at, err := s.Lease(ctx0, "k", hourly, 3)
+		d, at, err := s.Reserve(ctx0, "k", hourly, 3)
 		if err != nil || d.Allowed || !d.Degraded || !at.IsZero() || d.Limit != hourly || d.RetryAfter != time.Hour {
 			t.Errorf("Lease #%d on a failing store = %+v, %v, %v; want degraded, not allowed, RetryAfter the probe interval, zero time, no error", i, d, at, err)
 		}
@@ -69,7 +69,7 @@ func TestLeaseDegraded(t *testing.T) {
 func TestReturnFailure(t *testing.T) {
 	f := newFaulty(t)
 	s := mustNew(t, f, failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour))
-	_, at, err := s.Lease(ctx0, "k", hourly, 2)
+	_, at, err := s.Reserve(ctx0, "k", hourly, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,18 +82,18 @@ func TestReturnFailure(t *testing.T) {
 	}
 }
 
-// A shared store that does not lease: Lease is degraded (decide with
-// AllowN), without a call.
-func TestLeaseWithoutLeaser(t *testing.T) {
+// A shared store that cannot reserve: Reserve and Return report it
+// (sluice.ErrReserveUnsupported), which is not a failure of the store.
+func TestReserveWithoutReserver(t *testing.T) {
 	s := mustNew(t, onlyStore{memstore.New()})
-	d, at, err := s.Lease(context.Background(), "k", hourly, 1)
-	if err != nil || d.Allowed || !d.Degraded || !at.IsZero() || d.RetryAfter != time.Minute {
-		t.Errorf("Lease over a plain Store = %+v, %v, %v; want degraded, nothing leased, no lease asked for a minute", d, at, err)
+	d, at, err := s.Reserve(context.Background(), "k", hourly, 1)
+	if !errors.Is(err, sluice.ErrReserveUnsupported) || d.Allowed || !at.IsZero() {
+		t.Errorf("Reserve over a plain Store = %+v, %v, %v; want sluice.ErrReserveUnsupported", d, at, err)
 	}
-	if err := s.Return(context.Background(), "k", hourly, 1, at); err == nil {
-		t.Error("Return over a plain Store succeeded, want an error")
+	if err := s.Return(context.Background(), "k", hourly, 1, at); !errors.Is(err, sluice.ErrReserveUnsupported) {
+		t.Errorf("Return over a plain Store = %v, want sluice.ErrReserveUnsupported", err)
 	}
-	if st := s.Stats(); st.SharedCalls != 0 {
-		t.Errorf("Stats() = %+v, want no shared call", st)
+	if st := s.Stats(); st.SharedErrors != 0 || st.Open {
+		t.Errorf("Stats() = %+v, want no shared error: a capability the store lacks is not its failure", st)
 	}
 }

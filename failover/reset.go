@@ -2,13 +2,10 @@ package failover
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/validate"
 )
-
-var _ sluice.Resetter = (*Store)(nil)
 
 // Reset implements sluice.Resetter: it validates key and lim, resets the
 // key's state in the local limiter that FailOpen decides by (so that a
@@ -20,16 +17,11 @@ var _ sluice.Resetter = (*Store)(nil)
 // shared store, and a failed call returns an error wrapping
 // ErrUnavailable: the shared state was then not reset (or, for a call cut
 // short, may not have been), and the caller should try again once the
-// store answers; only the local state was. It returns an error wrapping
-// sluice.ErrResetUnsupported when the shared store is not a
-// sluice.Resetter.
+// store answers; only the local state was. A shared store that cannot
+// reset returns its sluice.ErrResetUnsupported, passed on as is.
 func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 	if s.isDone.Load() {
 		return sluice.ErrClosed
-	}
-	r, ok := s.shared.(sluice.Resetter)
-	if !ok {
-		return fmt.Errorf("failover: reset: %w: shared store %T", sluice.ErrResetUnsupported, s.shared)
 	}
 	if err := validate.Request(key, lim, 0); err != nil {
 		return err
@@ -46,7 +38,7 @@ func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 		return ErrBreakerOpen
 	}
 	c := s.begin(ctx)
-	err := r.Reset(c.ctx, key, lim)
+	err := s.shared.Reset(c.ctx, key, lim)
 	err, _ = s.end(c, err)
 	return err
 }

@@ -11,15 +11,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var (
-	_ sluice.Semaphore   = (*Store)(nil)
-	_ sluice.PermitWaker = (*Store)(nil)
-)
-
 // localPermits remembers the holders of the permits taken locally.
 type localPermits struct {
 	mu    sync.Mutex
-	m     map[permitID]time.Time // lease end, on the local store's clock
+	m     map[permitID]time.Time // TTL end, on the local store's clock
 	sweep int                    // the size at which expired entries are next removed
 }
 
@@ -57,16 +52,12 @@ func (lp *localPermits) remove(key, holder string) {
 	delete(lp.m, permitID{key, holder})
 }
 
-// semaphore returns the shared store as a sluice.Semaphore.
+// semaphore returns the shared store, or ErrClosed.
 func (s *Store) semaphore() (sluice.Semaphore, error) {
 	if s.isDone.Load() {
 		return nil, sluice.ErrClosed
 	}
-	sem, ok := s.shared.(sluice.Semaphore)
-	if !ok {
-		return nil, fmt.Errorf("failover: %w: shared store %T", sluice.ErrSemaphoreUnsupported, s.shared)
-	}
-	return sem, nil
+	return s.shared, nil
 }
 
 // checkPermit validates a call as the shared store would have.
@@ -75,6 +66,7 @@ func checkPermit(key string, lim *sluice.ConcurrencyLimit, holder string) error 
 		return err
 	}
 	if lim != nil {
+		*lim = lim.Normalize()
 		if err := lim.Validate(); err != nil {
 			return err
 		}
@@ -83,7 +75,7 @@ func checkPermit(key string, lim *sluice.ConcurrencyLimit, holder string) error 
 }
 
 // permitCall checks an Acquire or an Extend before it is decided: the
-// shared store is a Semaphore, ctx has not ended, and the key, limit and
+// store is open, ctx has not ended, and the key, limit (normalized) and
 // holder are valid. It returns the shared store.
 func (s *Store) permitCall(ctx context.Context, key string, lim *sluice.ConcurrencyLimit, holder string) (sluice.Semaphore, error) {
 	sem, err := s.semaphore()
@@ -99,8 +91,10 @@ func (s *Store) permitCall(ctx context.Context, key string, lim *sluice.Concurre
 	return sem, nil
 }
 
-// Acquire implements sluice.Semaphore when the shared store does;
-// otherwise the error wraps sluice.ErrSemaphoreUnsupported.
+// Acquire implements sluice.Semaphore through the shared store (whose
+// sluice.ErrSemaphoreUnsupported, when it has no concurrency limits, is
+// returned as is), and by the store's default failure mode while that
+// does not answer.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	sem, err := s.permitCall(ctx, key, &lim, holder)
 	if err != nil {
@@ -168,7 +162,7 @@ func (s *Store) localShare(lim sluice.ConcurrencyLimit) (sluice.ConcurrencyLimit
 
 // Release implements sluice.Semaphore. A permit taken locally is released
 // locally; another passes to the shared store, and while that does not
-// answer the error wraps ErrUnavailable (the slot frees when its lease
+// answer the error wraps ErrUnavailable (the slot frees when its TTL
 // ends).
 func (s *Store) Release(ctx context.Context, key string, holder string) error {
 	sem, err := s.semaphore()
@@ -198,7 +192,7 @@ func (s *Store) Release(ctx context.Context, key string, holder string) error {
 // locally; another passes to the shared store, and while that does not
 // answer Extend returns a Degraded decision and an error wrapping
 // ErrUnavailable: not sluice.ErrPermitLost, since the permit may be held
-// until its lease ends.
+// until its TTL ends.
 func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	sem, err := s.permitCall(ctx, key, &lim, holder)
 	if err != nil {
@@ -246,12 +240,12 @@ func (s *Store) permitAccount(ctx context.Context, key string, lim sluice.Concur
 }
 
 // Freed implements sluice.PermitWaker by passing the call to the shared
-// store when it is one and the breaker is closed; otherwise it returns nil
-// (no wake: a waiter sleeps until the earliest lease ends, or the probe
-// interval of a degraded denial).
+// store while the breaker is closed; otherwise it returns nil (no wake: a
+// waiter sleeps until the earliest TTL ends, or the probe interval of a
+// degraded denial).
 func (s *Store) Freed(key string) <-chan struct{} {
-	if w, ok := s.shared.(sluice.PermitWaker); ok && !s.br.open() && !s.isDone.Load() {
-		return w.Freed(key)
+	if s.br.open() || s.isDone.Load() {
+		return nil
 	}
-	return nil
+	return s.shared.Freed(key)
 }

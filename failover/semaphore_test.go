@@ -38,7 +38,7 @@ func TestSemaphoreFailClosed(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithProbeInterval(time.Hour))
 	ctx := t.Context()
-	lim := sluice.ConcurrencyLimit{Max: 5, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 5, TTL: time.Minute}
 	if d, err := s.Acquire(ctx, "k", lim, "a"); err != nil || !d.Acquired || d.Degraded {
 		t.Fatalf("healthy: %+v, %v", d, err)
 	}
@@ -66,7 +66,7 @@ func TestSemaphoreFailOpenLocalShare(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithDefaultMode(sluice.FailOpen), failover.WithReplicas(3), failover.WithProbeInterval(time.Hour))
 	ctx := t.Context()
-	lim := sluice.ConcurrencyLimit{Max: 7, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 7, TTL: time.Minute}
 	f.mode.Store(failing)
 	for _, h := range []string{"a", "b"} {
 		if d, err := s.Acquire(ctx, "k", lim, h); err != nil || !d.Acquired || !d.Degraded || d.Limit != lim {
@@ -105,7 +105,7 @@ func TestSemaphoreFailOpenMinOne(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithDefaultMode(sluice.FailOpen), failover.WithReplicas(10), failover.WithProbeInterval(time.Hour))
 	f.mode.Store(failing)
-	lim := sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}
 	if d, _ := s.Acquire(t.Context(), "k", lim, "a"); !d.Acquired {
 		t.Fatalf("%+v, want a share of 1", d)
 	}
@@ -118,7 +118,7 @@ func TestSemaphoreFailOpenNoReplicas(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithDefaultMode(sluice.FailOpen), failover.WithProbeInterval(time.Minute))
 	f.mode.Store(failing)
-	d, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}, "a")
+	d, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}, "a")
 	if err != nil || d.Acquired || !d.Degraded || d.RetryAfter != time.Minute {
 		t.Fatalf("%+v, %v, want a Degraded denial", d, err)
 	}
@@ -130,7 +130,7 @@ func TestSemaphoreTimeoutNotRetried(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithTimeout(10*time.Millisecond), failover.WithFailureThreshold(100), failover.WithProbeInterval(time.Hour))
 	f.mode.Store(hanging)
-	lim := sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}
 	before := f.calls.Load()
 	d, err := s.Acquire(t.Context(), "k", lim, "a")
 	if err != nil || d.Acquired || !d.Degraded {
@@ -146,7 +146,7 @@ func TestSemaphoreTimeoutNotRetried(t *testing.T) {
 func TestSemaphoreLostIsAnAnswer(t *testing.T) {
 	f := newFaulty(t, memstore.WithSweepInterval(0))
 	s := mustNew(t, f, failover.WithFailureThreshold(1))
-	d, err := s.Extend(t.Context(), "k", sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}, "never")
+	d, err := s.Extend(t.Context(), "k", sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}, "never")
 	if !errors.Is(err, sluice.ErrPermitLost) || d.Degraded {
 		t.Fatalf("%+v, %v", d, err)
 	}
@@ -159,7 +159,7 @@ func TestSemaphoreUnsupported(t *testing.T) {
 	m := memstore.New(memstore.WithSweepInterval(0))
 	defer m.Close()
 	s := mustNew(t, onlyStore{m})
-	if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}, "a"); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
+	if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}, "a"); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 		t.Fatal(err)
 	}
 }
@@ -169,7 +169,7 @@ func TestSemaphoreInvalidWhileDown(t *testing.T) {
 	s := mustNew(t, f, failover.WithDefaultMode(sluice.FailOpen), failover.WithReplicas(2))
 	f.mode.Store(failing)
 	var le *sluice.LimitError
-	if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}, "a"); !errors.As(err, &le) || le.Field != "Max" {
+	if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}, "a"); !errors.As(err, &le) || le.Field != "Max" {
 		t.Fatal(err)
 	}
 	if f.calls.Load() != 0 {
@@ -187,7 +187,7 @@ func TestSemaphoreAcquireWaitDegraded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	before := f.calls.Load()
-	p, d, err := l.AcquireWait(ctx, "k", sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute})
+	p, d, err := l.AcquireWait(ctx, "k", sluice.ConcurrencyLimit{Max: 1, TTL: time.Minute})
 	if !errors.Is(err, sluice.ErrWouldExceedDeadline) || p != nil || !d.Degraded {
 		t.Fatalf("%v %+v %v, want ErrWouldExceedDeadline at once", p, d, err)
 	}

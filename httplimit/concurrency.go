@@ -53,15 +53,15 @@ type ConcurrencyDenyHandler func(w http.ResponseWriter, r *http.Request, d Concu
 // out context (http.TimeoutHandler, a client that went away). The release
 // runs on a context detached from the request's, bounded by
 // WithReleaseTimeout; if it fails (the store is down), the permit frees
-// when its lease ends.
+// when its TTL ends.
 //
-// A request that runs longer than a lease keeps its permit: it is extended
-// in the background at half of each lease until the handler returns. When
+// A request that runs longer than a TTL keeps its permit: it is extended
+// in the background at half of each TTL until the handler returns. When
 // an extension reports the permit lost (sluice.ErrPermitLost: the store
-// did not hear from this process for a whole lease, and the slot may be
+// did not hear from this process for a whole TTL, and the slot may be
 // another's now), the handler's context is canceled, so that the limit
 // stays exact; a handler that ignores its context runs on, unpermitted.
-// Other extension errors are retried at the next half lease.
+// Other extension errors are retried at the next half TTL.
 //
 // Wrap the handler's work itself: with http.TimeoutHandler, put the
 // Concurrency middleware inside it, so that the permit is held until the
@@ -172,7 +172,7 @@ func WithConcurrencyFailOpen() ConcurrencyOption {
 
 // WithReleaseTimeout bounds each release and extension store call (default
 // DefaultReleaseTimeout, at most a minute; an extension is also bounded by
-// half the lease).
+// half the TTL).
 func WithReleaseTimeout(d time.Duration) ConcurrencyOption {
 	return func(c *Concurrency) {
 		if d <= 0 || d > maxReleaseTimeout {
@@ -201,6 +201,7 @@ func NewConcurrency(sem sluice.Semaphore, name string, lim sluice.ConcurrencyLim
 	if err := validName(name); err != nil {
 		return nil, fmt.Errorf("httplimit: NewConcurrency: %v", err)
 	}
+	lim = lim.Normalize()
 	if err := lim.Validate(); err != nil {
 		return nil, fmt.Errorf("httplimit: NewConcurrency %q: %w", name, err)
 	}
@@ -311,17 +312,17 @@ type permit struct {
 	done chan struct{}
 }
 
-// startPermit starts extending the permit of d at half of each lease;
+// startPermit starts extending the permit of d at half of each TTL;
 // lost is called when an extension reports sluice.ErrPermitLost.
 func startPermit(ctx context.Context, sem sluice.Semaphore, key string, lim sluice.ConcurrencyLimit, holder string, d sluice.PermitDecision, timeout time.Duration, lost func(), log *slog.Logger) *permit {
-	p := &permit{sem: sem, key: key, lim: lim, holder: holder, timeout: timeout, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &permit{sem: sem, key: key, lim: lim.Normalize(), holder: holder, timeout: timeout, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.extend(context.WithoutCancel(ctx), lost)
 	return p
 }
 
 func (p *permit) extend(ctx context.Context, lost func()) {
 	defer close(p.done)
-	half := p.lim.Lease / 2
+	half := p.lim.TTL / 2
 	t := time.NewTimer(half)
 	defer t.Stop()
 	for {

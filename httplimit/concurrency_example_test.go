@@ -21,7 +21,7 @@ func ExampleConcurrency() {
 	store := memstore.New(memstore.WithClock(func() time.Time { return now }))
 	defer store.Close()
 
-	reports, err := httplimit.NewConcurrency(store, "reports", sluice.ConcurrencyLimit{Max: 1, Lease: 30 * time.Second},
+	reports, err := httplimit.NewConcurrency(store, "reports", sluice.ConcurrencyLimit{Max: 1, TTL: 30 * time.Second},
 		httplimit.WithConcurrencyKey(httplimit.Header("X-Tenant")))
 	if err != nil {
 		panic(err)
@@ -80,7 +80,7 @@ func ExampleConcurrencyTransport() {
 
 	client := &http.Client{Transport: &httplimit.ConcurrencyTransport{
 		Semaphore: store,
-		Limit:     sluice.ConcurrencyLimit{Max: 4, Lease: time.Minute},
+		Limit:     sluice.ConcurrencyLimit{Max: 4, TTL: time.Minute},
 		Key:       httplimit.Constant("upstream"),
 		MaxWait:   10 * time.Second,
 	}}

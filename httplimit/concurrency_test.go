@@ -111,7 +111,7 @@ func tenantReq(ctx context.Context, url, tenant string) *http.Request {
 func TestConcurrencyReleasesOnReturn(t *testing.T) {
 	s := newMemStore(t)
 	w := newWatched(s)
-	lim := sluice.ConcurrencyLimit{Max: 2, Lease: 10 * time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 2, TTL: 10 * time.Second}
 	var during int
 	h := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		during = s.Held("inflight:acme")
@@ -142,7 +142,7 @@ func TestConcurrencyDenial(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newClock(t0)
 			s := newMemStore(t, memstoreClock(clk))
-			lim := sluice.ConcurrencyLimit{Max: 1, Lease: 2500 * time.Millisecond}
+			lim := sluice.ConcurrencyLimit{Max: 1, TTL: 2500 * time.Millisecond}
 			// One permit held by another replica, acquired 1 s ago.
 			if d, err := s.Acquire(context.Background(), "inflight:acme", lim, "other"); err != nil || !d.Acquired {
 				t.Fatal(d, err)
@@ -188,7 +188,7 @@ func TestConcurrencyDenial(t *testing.T) {
 func TestConcurrencyRetryAfterAtLeastOne(t *testing.T) {
 	clk := newClock(t0)
 	s := newMemStore(t, memstoreClock(clk))
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	s.Acquire(context.Background(), "inflight:acme", lim, "other")
 	clk.Advance(999 * time.Millisecond)
 	rec := httptest.NewRecorder()
@@ -201,7 +201,7 @@ func TestConcurrencyRetryAfterAtLeastOne(t *testing.T) {
 func TestConcurrencyReleasesOnPanic(t *testing.T) {
 	s := newMemStore(t)
 	w := newWatched(s)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: 10 * time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: 10 * time.Second}
 	h := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic("boom")
 	}))
@@ -237,7 +237,7 @@ func TestConcurrencyReleasesOnPanic(t *testing.T) {
 func TestConcurrencyReleasesOnHandlerTimeout(t *testing.T) {
 	s := newMemStore(t)
 	w := newWatched(s)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: 10 * time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: 10 * time.Second}
 	stopped := make(chan error, 1)
 	inner := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
@@ -259,7 +259,7 @@ func TestConcurrencyReleasesOnHandlerTimeout(t *testing.T) {
 func TestConcurrencyReleasesOnClientDisconnect(t *testing.T) {
 	s := newMemStore(t)
 	w := newWatched(s)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: 10 * time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: 10 * time.Second}
 	started := make(chan struct{})
 	stopped := make(chan error, 1)
 	h := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -302,7 +302,7 @@ func TestConcurrencyExtendsLongRequests(t *testing.T) {
 		s := memstore.New(memstore.WithSweepInterval(0))
 		defer s.Close()
 		w := newWatched(s)
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		var heldLate int
 		h := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 			time.Sleep(3200 * time.Millisecond) // 3.2 leases
@@ -333,7 +333,7 @@ func TestConcurrencyPermitLostCancelsHandler(t *testing.T) {
 		defer s.Close()
 		w := newWatched(s)
 		w.extendErr = sluice.ErrPermitLost
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		var after time.Duration
 		var cause error
 		h := newConcurrency(t, w, lim).Handler(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
@@ -365,7 +365,7 @@ func (s *semErr) Acquire(context.Context, string, sluice.ConcurrencyLimit, strin
 func (s *semErr) Release(context.Context, string, string) error { s.releases.Add(1); return nil }
 
 func TestConcurrencyStoreError(t *testing.T) {
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	se := &semErr{}
 	served := 0
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })
@@ -395,7 +395,7 @@ func TestConcurrencyStoreError(t *testing.T) {
 
 func TestConcurrencyNoKey(t *testing.T) {
 	s := newMemStore(t)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	rec := httptest.NewRecorder()
 	newConcurrency(t, s, lim).Handler(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != 400 || !strings.Contains(rec.Body.String(), "X-Tenant") {
@@ -422,7 +422,7 @@ func TestConcurrencyNoKey(t *testing.T) {
 
 func TestNewConcurrencyValidates(t *testing.T) {
 	s := newMemStore(t)
-	ok := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	ok := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	for _, tc := range []struct {
 		name string
 		sem  sluice.Semaphore
@@ -431,9 +431,9 @@ func TestNewConcurrencyValidates(t *testing.T) {
 		want string
 	}{
 		{"nil store", nil, ok, nil, "Semaphore is nil"},
-		{"max", s, sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}, nil, "Max 0"},
-		{"max high", s, sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, Lease: time.Second}, nil, "Max 10001"},
-		{"lease", s, sluice.ConcurrencyLimit{Max: 1, Lease: time.Millisecond}, nil, "Lease 1ms"},
+		{"max", s, sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}, nil, "Max 0"},
+		{"max high", s, sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, TTL: time.Second}, nil, "Max 10001"},
+		{"lease", s, sluice.ConcurrencyLimit{Max: 1, TTL: time.Millisecond}, nil, "TTL 1ms"},
 		{"status", s, ok, httplimit.WithConcurrencyStatus(500), "WithConcurrencyStatus: status 500"},
 		{"key", s, ok, httplimit.WithConcurrencyKey(nil), "WithConcurrencyKey: nil"},
 		{"default key", s, ok, httplimit.WithConcurrencyDefaultKey(""), "WithConcurrencyDefaultKey: empty key"},
@@ -450,9 +450,9 @@ func TestNewConcurrencyValidates(t *testing.T) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}
-	_, err := httplimit.NewConcurrency(s, "inflight", sluice.ConcurrencyLimit{Max: 1, Lease: 1500 * time.Microsecond})
+	_, err := httplimit.NewConcurrency(s, "inflight", sluice.ConcurrencyLimit{Max: 1, TTL: 1500 * time.Microsecond})
 	var le *sluice.LimitError
-	if !errors.As(err, &le) || le.Field != "Lease" || !errors.Is(err, sluice.ErrInvalidLimit) {
+	if !errors.As(err, &le) || le.Field != "TTL" || !errors.Is(err, sluice.ErrInvalidLimit) {
 		t.Errorf("invalid lease: %v, want a *sluice.LimitError on Lease", err)
 	}
 	if _, err := httplimit.NewConcurrency(s, "", ok); err == nil {

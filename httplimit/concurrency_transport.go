@@ -30,10 +30,10 @@ const DefaultWaitPoll = 50 * time.Millisecond
 // response's body is closed or read to its end (io.EOF), not when
 // RoundTrip returns, since the body is still streaming then; on a
 // round-trip error it releases at once. A call that takes longer than a
-// lease keeps its permit: it is extended at half of each lease until
-// released. A permit whose process died frees when its lease ends. Always
-// close response bodies: an unclosed body holds its permit until it is
-// garbage, and the store frees it when its lease ends.
+// TTL keeps its permit: it is extended at half of each TTL until released.
+// A permit whose process died frees when its TTL ends. Always close
+// response bodies: an unclosed body holds its permit until it is garbage,
+// and the store frees it when its TTL ends.
 //
 // When no permit is free it waits, polling the store at WaitPoll (or at
 // the denial's RetryAfter when sooner; a release through the same
@@ -52,7 +52,7 @@ type ConcurrencyTransport struct {
 	Base http.RoundTripper
 	// Semaphore holds the permits, shared by the fleet. Required.
 	Semaphore sluice.Semaphore
-	// Limit is how many calls may be in flight at once, and the lease of
+	// Limit is how many calls may be in flight at once, and the TTL of
 	// each permit.
 	Limit sluice.ConcurrencyLimit
 	// Key derives the key of a request; nil means the request's host.

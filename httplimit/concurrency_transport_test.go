@@ -23,7 +23,7 @@ func newCT(t *testing.T, sem sluice.Semaphore, max int, base http.RoundTripper) 
 	return &httplimit.ConcurrencyTransport{
 		Base:      base,
 		Semaphore: sem,
-		Limit:     sluice.ConcurrencyLimit{Max: max, Lease: 10 * time.Second},
+		Limit:     sluice.ConcurrencyLimit{Max: max, TTL: 10 * time.Second},
 		Key:       httplimit.Constant("upstream"),
 	}
 }

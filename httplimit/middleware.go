@@ -241,8 +241,10 @@ func New(lim *sluice.Limiter, policies []Policy, opts ...Option) (*Middleware, e
 		}
 	}
 	if len(m.policies) > 1 {
-		if _, ok := lim.Store().(sluice.MultiStore); !ok {
-			return nil, fmt.Errorf("httplimit: New: %d policies need a store that implements sluice.MultiStore, and %T does not: %w", len(m.policies), lim.Store(), sluice.ErrMultiUnsupported)
+		// An AllowMulti of no request decides nothing: it asks the store
+		// whether it can decide several at once.
+		if _, err := lim.AllowMulti(context.Background(), nil); errors.Is(err, sluice.ErrMultiUnsupported) {
+			return nil, fmt.Errorf("httplimit: New: %d policies need a store that decides them together (AllowMulti), and %T cannot: %w", len(m.policies), lim.Store(), err)
 		}
 	}
 	return m, nil

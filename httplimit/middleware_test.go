@@ -451,7 +451,7 @@ func TestNewErrors(t *testing.T) {
 		{"duplicate", mem, []httplimit.Policy{{Name: "a", Limit: good}, {Name: "a", Limit: good}}, `httplimit: policy 1: name "a" is used twice`},
 		{"invalid limit", mem, []httplimit.Policy{{Name: "a", Limit: sluice.Limit{Algorithm: sluice.GCRA, Period: time.Second}}}, `httplimit: policy "a": sluice: invalid limit: Rate 0 must be > 0`},
 		{"no multi", sluice.New(singleStore{newMemStore(t)}), []httplimit.Policy{{Name: "a", Limit: good}, {Name: "b", Limit: good}},
-			"httplimit: New: 2 policies need a store that implements sluice.MultiStore, and httplimit_test.singleStore does not: sluice: store does not support AllowMulti"},
+			"httplimit: New: 2 policies need a store that decides them together (AllowMulti), and httplimit_test.singleStore cannot: sluice: store does not support AllowMulti: httplimit_test.singleStore"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,19 +17,18 @@
 // decision, its debt bounded as internal/algo's Charge steps bound it
 // (docs/bounds.md).
 //
-// Besides sluice.Store, a Store implements sluice.MultiStore (AllowMulti,
-// all-or-nothing under the locks of every shard involved), sluice.Leaser
-// (Lease and Return, for tiered), sluice.Semaphore (concurrency limits:
-// per key, a set of holders, each with its lease's end, trimmed on every
-// call; see Acquire) with Freed to wake a waiter when a permit frees,
-// and io.Closer (Close stops the sweeper and waits for it).
+// A Store is a sluice.FullStore with every capability: AllowMulti
+// (all-or-nothing under the locks of every shard involved), Reserve and
+// Return (for Limiter.Reserve and tiered's leases), Reset, concurrency
+// limits (per key, a set of holders, each with its TTL's end, trimmed on
+// every call; see Acquire) with Freed to wake a waiter when a permit
+// frees, and Close (which stops the sweeper and waits for it).
 package memstore
 
 import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,12 +39,7 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
-var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-	_ io.Closer         = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // Store is an in-process sluice.Store. It is safe for concurrent use.
 // Close stops its sweeper and waits for it.
@@ -56,7 +50,7 @@ type Store struct {
 	now    func() time.Time // nil: the monotonic clock from base
 	base   time.Time
 	baseµs int64
-	params [paramSlots]atomic.Pointer[limitParams]
+	limits validate.Limits // the limits validated, with their parameters
 
 	maxKeys int
 	sweep   time.Duration
@@ -355,12 +349,12 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if key == "" || len(key) > sluice.MaxKeyLen {
 		return nil, sluice.ValidateKey(key)
 	}
-	p, err := s.paramsOf(lim)
+	p, err := s.limits.Params(lim)
 	if err != nil {
 		return nil, err
 	}
 	if n < 0 || int64(n) > p.Cap && !(p.Charge && n <= sluice.MaxCharge) {
-		return nil, validate.Request(key, lim, n)
+		return nil, validate.Cost(lim, n)
 	}
 	return p, nil
 }
@@ -373,44 +367,6 @@ func (s *Store) closedErr() error {
 		return s.err
 	}
 	return sluice.ErrClosed
-}
-
-// paramSlots is the size of the cache of validated limits.
-const paramSlots = 64
-
-// limitParams is a validated limit and its parameters.
-type limitParams struct {
-	lim sluice.Limit
-	p   algo.Params
-}
-
-// paramsOf validates lim and returns its parameters, from a cache of the
-// limits seen so that a decision neither validates nor divides. The cache
-// is two-way: a limit lives in its slot or the slot's neighbour, so that
-// two limits used in turn (a per-second and a per-day limit) never evict
-// each other.
-func (s *Store) paramsOf(lim sluice.Limit) (*algo.Params, error) {
-	h := uint64(lim.Rate)*0x9e3779b97f4a7c15 ^ uint64(lim.Period)*0xbf58476d1ce4e5b9 ^ uint64(lim.Burst)*0x94d049bb133111eb ^ uint64(lim.Algorithm)
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	i := (h >> 58) % paramSlots
-	if lp := s.params[i].Load(); lp != nil && lp.lim == lim {
-		return &lp.p, nil
-	}
-	if lp := s.params[i^1].Load(); lp != nil && lp.lim == lim {
-		return &lp.p, nil
-	}
-	if err := lim.Validate(); err != nil {
-		return nil, err
-	}
-	lp := &limitParams{lim: lim, p: params(lim)}
-	if s.params[i].Load() != nil {
-		// Keep the limit already here: move it to the neighbour, unless
-		// that slot was just the one in use.
-		s.params[i^1].Store(s.params[i].Load())
-	}
-	s.params[i].Store(lp)
-	return &lp.p, nil
 }
 
 // String describes the store for logs.

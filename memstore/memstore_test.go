@@ -92,7 +92,7 @@ func TestNoAllocs(t *testing.T) {
 		lim := sluice.PerSecond(1000)
 		allow(t, s, "k", lim, 1)
 		got := testing.AllocsPerRun(1000, func() {
-			d, at, err := s.Lease(ctx, "k", lim, 1)
+			d, at, err := s.Reserve(ctx, "k", lim, 1)
 			if err != nil || !d.Allowed {
 				panic(fmt.Sprint(d, err))
 			}
@@ -241,7 +241,7 @@ func TestStateRemoved(t *testing.T) {
 				t.Errorf("Len() after a peek at ResetAfter = %d, want 0", s.Len())
 			}
 
-			_, at, err := s.Lease(ctx, "k", lim, 3)
+			_, at, err := s.Reserve(ctx, "k", lim, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,7 +345,7 @@ func TestLeaseClockBackwards(t *testing.T) {
 			c.Set(sluicetest.Epoch().Add(500 * time.Millisecond))
 			allow(t, s, "k", lim, 1)
 			c.Set(sluicetest.Epoch().Add(400 * time.Millisecond))
-			d, at, err := s.Lease(ctx, "k", lim, 2)
+			d, at, err := s.Reserve(ctx, "k", lim, 2)
 			if err != nil || !d.Allowed {
 				t.Fatalf("Lease = %+v, %v, want allowed", d, err)
 			}
@@ -386,7 +386,7 @@ func TestInvalidOption(t *testing.T) {
 			if _, err := s.AllowMulti(ctx, []sluice.Request{{Key: "k", Limit: lim, N: 1}}); err == nil || err.Error() != tt.want {
 				t.Errorf("AllowMulti error = %v, want %s", err, tt.want)
 			}
-			if _, _, err := s.Lease(ctx, "k", lim, 1); err == nil || err.Error() != tt.want {
+			if _, _, err := s.Reserve(ctx, "k", lim, 1); err == nil || err.Error() != tt.want {
 				t.Errorf("Lease error = %v, want %s", err, tt.want)
 			}
 			if err := s.Return(ctx, "k", lim, 1, time.Now()); err == nil || err.Error() != "memstore: return: "+tt.want {

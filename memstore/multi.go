@@ -49,7 +49,7 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	items = items[:len(reqs)]
 	for i, rq := range reqs {
 		it := &items[i]
-		it.p, _ = s.paramsOf(rq.Limit) // validated above
+		it.p, _ = s.limits.Params(rq.Limit) // validated above
 		it.rf = s.ref(rq.Key, it.p)
 		it.first, it.sum = i, int64(rq.N)
 		for j := range i {

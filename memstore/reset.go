@@ -7,8 +7,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Resetter = (*Store)(nil)
-
 // Reset implements sluice.Resetter: it removes the state of key under lim's
 // algorithm and period, so that the key is as if it had never been asked
 // for; its states under other algorithms or periods are untouched. key and

@@ -37,7 +37,7 @@ type semShard struct {
 
 // semKey is one key's permits.
 type semKey struct {
-	holders map[string]int64 // holder → lease end, µs on the store's clock
+	holders map[string]int64 // holder → TTL end, µs on the store's clock
 	last    int64            // the latest time seen: the clock is clamped so it never runs backwards for the key
 	freed   chan struct{}    // closed when a permit is released or expires; nil when nobody waits
 	timer   *time.Timer      // wakes freed at the earliest expiry
@@ -66,6 +66,7 @@ func (s *Store) semCheck(ctx context.Context, key string, lim *sluice.Concurrenc
 		return sluice.ValidateKey(key)
 	}
 	if lim != nil {
+		*lim = lim.Normalize()
 		if err := lim.Validate(); err != nil {
 			return err
 		}
@@ -104,7 +105,7 @@ func (k *semKey) wake() {
 	}
 }
 
-// earliest is the earliest lease end of k's permits.
+// earliest is the earliest TTL end of k's permits.
 func (k *semKey) earliest() int64 {
 	first := int64(0)
 	for _, exp := range k.holders {
@@ -125,9 +126,9 @@ func (s *Store) semDrop(sh *semShard, key string, k *semKey) {
 
 // Acquire implements sluice.Semaphore on the store's clock (WithClock),
 // clamped per key so that it never runs backwards: a permit is held while
-// the clock is before its lease's end, and free from that instant. Every
+// the clock is before its TTL's end, and free from that instant. Every
 // call on a key first removes its expired permits. A denial's RetryAfter
-// is the time to the earliest lease end. A new key when WithMaxKeys keys
+// is the time to the earliest TTL end. A new key when WithMaxKeys keys
 // hold live permits is an error wrapping ErrSemaphoreFull.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	if err := s.semCheck(ctx, key, &lim, holder); err != nil {
@@ -157,7 +158,7 @@ func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyL
 		d.RetryAfter = time.Duration(k.earliest()-now) * time.Microsecond
 		return d, nil
 	}
-	exp := now + lim.Lease.Microseconds()
+	exp := now + lim.TTL.Microseconds()
 	k.holders[holder] = exp
 	d.Acquired, d.Held, d.Expires = true, len(k.holders), time.UnixMicro(exp)
 	return d, nil
@@ -201,7 +202,7 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 		now = k.trim(now)
 		d.Held = len(k.holders)
 		if _, ok := k.holders[holder]; ok {
-			exp := now + lim.Lease.Microseconds()
+			exp := now + lim.TTL.Microseconds()
 			k.holders[holder] = exp
 			d.Acquired, d.Expires = true, time.UnixMicro(exp)
 			return d, nil
@@ -215,7 +216,7 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 }
 
 // Freed implements sluice.PermitWaker: the channel is closed when a permit
-// of key is released or its lease ends (on a store with the default clock;
+// of key is released or its TTL ends (on a store with the default clock;
 // with WithClock, only a call that finds it expired closes it), or at once
 // when none is held. Each call may return a new channel: call Freed before
 // each try.
@@ -243,7 +244,7 @@ func (s *Store) Freed(key string) <-chan struct{} {
 	return k.freed
 }
 
-// semSchedule makes k's freed channel close at k's earliest lease end, on
+// semSchedule makes k's freed channel close at k's earliest TTL end, on
 // the default clock (a fake clock has no timers). A permit extended in the
 // meantime makes the timer find none expired: it schedules itself again.
 func (s *Store) semSchedule(sh *semShard, key string, k *semKey, now int64) {

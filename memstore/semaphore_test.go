@@ -32,7 +32,7 @@ func newSem(t *testing.T, opts ...memstore.Option) (*memstore.Store, *fakeClock)
 func TestSemaphoreMaxAndRelease(t *testing.T) {
 	ctx := context.Background()
 	s, c := newSem(t)
-	lim := sluice.ConcurrencyLimit{Max: 2, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 2, TTL: time.Second}
 	for i, h := range []string{"a", "b"} {
 		d, err := s.Acquire(ctx, "k", lim, h)
 		if err != nil || !d.Acquired || d.Held != i+1 || !d.Expires.Equal(c.Now().Add(time.Second)) {
@@ -58,7 +58,7 @@ func TestSemaphoreMaxAndRelease(t *testing.T) {
 func TestSemaphoreExpiresExactly(t *testing.T) {
 	ctx := context.Background()
 	s, c := newSem(t)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	if d, _ := s.Acquire(ctx, "k", lim, "a"); !d.Acquired {
 		t.Fatal(d)
 	}
@@ -78,7 +78,7 @@ func TestSemaphoreExpiresExactly(t *testing.T) {
 func TestSemaphoreRenewAndExtend(t *testing.T) {
 	ctx := context.Background()
 	s, c := newSem(t)
-	lim := sluice.ConcurrencyLimit{Max: 2, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 2, TTL: time.Second}
 	s.Acquire(ctx, "k", lim, "a")
 	c.Add(500 * time.Millisecond)
 	d, _ := s.Acquire(ctx, "k", lim, "a")
@@ -103,15 +103,15 @@ func TestSemaphoreRenewAndExtend(t *testing.T) {
 func TestSemaphoreValidation(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newSem(t)
-	ok := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	ok := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	for _, tc := range []struct {
 		key, holder string
 		lim         sluice.ConcurrencyLimit
 		field       string
 	}{
-		{"k", "h", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}, "Max"},
-		{"k", "h", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, Lease: time.Second}, "Max"},
-		{"k", "h", sluice.ConcurrencyLimit{Max: 1, Lease: time.Millisecond}, "Lease"},
+		{"k", "h", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}, "Max"},
+		{"k", "h", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, TTL: time.Second}, "Max"},
+		{"k", "h", sluice.ConcurrencyLimit{Max: 1, TTL: time.Millisecond}, "TTL"},
 		{"k", "", ok, "Holder"},
 		{"k", string(make([]byte, sluice.MaxHolderLen+1)), ok, "Holder"},
 		{"", "h", ok, "Key"},
@@ -134,7 +134,7 @@ func TestSemaphoreValidation(t *testing.T) {
 func TestSemaphoreMaxKeys(t *testing.T) {
 	ctx := context.Background()
 	s, c := newSem(t, memstore.WithMaxKeys(2))
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	s.Acquire(ctx, "a", lim, "h")
 	s.Acquire(ctx, "b", lim, "h")
 	if _, err := s.Acquire(ctx, "c", lim, "h"); !errors.Is(err, memstore.ErrSemaphoreFull) {
@@ -153,7 +153,7 @@ func TestSemaphoreMaxKeys(t *testing.T) {
 func TestSemaphoreFreed(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newSem(t)
-	lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
+	lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Minute}
 	select {
 	case <-s.Freed("k"):
 	default:
@@ -180,7 +180,7 @@ func TestSemaphoreFreedAtExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := memstore.New(memstore.WithSweepInterval(0))
 		defer s.Close()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		start := time.Now()
 		s.Acquire(context.Background(), "k", lim, "a")
 		<-s.Freed("k")
@@ -200,7 +200,7 @@ func TestSemaphoreFreedAfterExtend(t *testing.T) {
 		s := memstore.New(memstore.WithSweepInterval(0))
 		defer s.Close()
 		ctx := context.Background()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 		start := time.Now()
 		s.Acquire(ctx, "k", lim, "a")
 		ch := s.Freed("k")

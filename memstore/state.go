@@ -125,17 +125,11 @@ func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 		}
 		return e.a
 	case algo.SlidingLog:
-		if l := sh.log(e); l != nil && l.Len() > 0 {
+		if l := sh.log(e); l != nil && l.Units() > 0 {
 			return l.Newest() + p.Period
 		}
 	}
 	return 0
-}
-
-func params(l sluice.Limit) algo.Params {
-	p := algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
-	p.Charge = l.Counting == sluice.CountAll
-	return p
 }
 
 func decision(l sluice.Limit, r algo.Result) sluice.Decision {

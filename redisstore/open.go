@@ -6,6 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -42,9 +45,19 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	o, err := parseURL(rawURL)
+	o, err := clientOptions(rawURL, opts)
 	if err != nil {
 		return nil, err
+	}
+	return dial(ctx, rawURL, o, opts)
+}
+
+// clientOptions checks rawURL and the options that Open uses, and returns
+// the rueidis options of a client (the URL's TLS files read).
+func clientOptions(rawURL string, opts []Option) (rueidis.ClientOption, error) {
+	o, err := parseURL(rawURL)
+	if err != nil {
+		return o, err
 	}
 	var so Store
 	for _, opt := range opts {
@@ -53,19 +66,25 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 	if so.open.tlsSet {
 		c := so.open.tls
 		if c == nil {
-			return nil, errors.New("redisstore: WithTLSConfig(nil): no TLS configuration given")
+			return o, errors.New("redisstore: WithTLSConfig(nil): no TLS configuration given")
 		}
 		if o.TLSConfig == nil {
-			return nil, fmt.Errorf("redisstore: URL %q: WithTLSConfig needs a rediss:// URL", redact(rawURL))
+			return o, fmt.Errorf("redisstore: URL %q: WithTLSConfig needs a rediss:// URL", redact(rawURL))
 		}
 		if hasTLSParams(rawURL) {
-			return nil, fmt.Errorf("redisstore: URL %q: tls_* parameters and WithTLSConfig: set TLS one way only", redact(rawURL))
+			return o, fmt.Errorf("redisstore: URL %q: tls_* parameters and WithTLSConfig: set TLS one way only", redact(rawURL))
 		}
 		o.TLSConfig = mergeTLS(c, o.TLSConfig)
 		if o.Sentinel.MasterSet != "" {
 			o.Sentinel.TLSConfig = o.TLSConfig
 		}
 	}
+	return o, nil
+}
+
+// dial connects a client with o, pings Redis within ctx, and returns the
+// Store that owns the client.
+func dial(ctx context.Context, rawURL string, o rueidis.ClientOption, opts []Option) (*Store, error) {
 	c, err := rueidis.NewClient(o)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connect to %s: %w", redact(rawURL), err)
@@ -75,6 +94,17 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: ping %s: %w", redact(rawURL), err)
 	}
 	return newStore(rueidisClient{c: c, owned: true}, opts), nil
+}
+
+// Unreachable reports whether err, an error of Open, says that Redis could
+// not be reached (refused, unresolvable, timed out, the connection cut),
+// as opposed to a mistake of configuration (the URL, the credentials, TLS
+// verification) that trying again would not mend. A caller that serves
+// while Redis is down at start uses OpenLater on such an error.
+func Unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // parseURL turns one of Open's URL forms into rueidis options.
@@ -180,11 +210,18 @@ func redact(raw string) string {
 	return scheme + "://" + user + "@" + auth[i+1:] + tail
 }
 
-// openOptions are the options that only Open uses.
+// openOptions are the options that only Open and OpenLater use.
 type openOptions struct {
 	tls    *tls.Config
-	tlsSet bool // WithTLSConfig was given, perhaps with nil (an error)
+	tlsSet bool         // WithTLSConfig was given, perhaps with nil (an error)
+	log    *slog.Logger // OpenLater's; nil: discard
 }
+
+// WithLogger sets the logger of OpenLater's connection in the background:
+// each failed attempt at debug level, a warning every 30 seconds while
+// Redis stays unreachable, and "redis connected" once it is (default:
+// discard). Other constructors do not log.
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.open.log = l } }
 
 // WithTLSConfig makes Open (with a rediss:// URL) use c for its TLS
 // connections: a CA, a client certificate (GetClientCertificate lets it

@@ -7,8 +7,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Resetter = (*Store)(nil)
-
 // Reset implements sluice.Resetter: it deletes the one Redis key that holds
 // the state of key under lim's algorithm and period, in one script run on
 // the key's node (so on Cluster too), and every process deciding through

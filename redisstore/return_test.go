@@ -22,7 +22,7 @@ func TestBucketReturnNeverOverCredits(t *testing.T) {
 		s := NewRueidis(newRueidis(t, srv.Addr), WithTestClock(func() time.Time { return now }))
 		lim := sluice.Limit{Algorithm: a, Rate: 1, Period: time.Second, Burst: 10}
 		key := "overcredit/" + a.String()
-		_, at, err := s.Lease(ctx, key, lim, 6)
+		_, at, err := s.Reserve(ctx, key, lim, 6)
 		if err != nil {
 			t.Fatalf("%v: Lease: %v", a, err)
 		}

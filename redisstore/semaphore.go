@@ -10,8 +10,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-var _ sluice.Semaphore = (*Store)(nil)
-
 // semaphoreScript runs the Semaphore's three operations (lua/semaphore.lua).
 var semaphoreScript *script
 
@@ -56,6 +54,7 @@ func (s *Store) checkSem(ctx context.Context, key, holder string, lim *sluice.Co
 		return err
 	}
 	if lim != nil {
+		*lim = lim.Normalize()
 		if err := lim.Validate(); err != nil {
 			return err
 		}
@@ -74,13 +73,13 @@ type semReply struct {
 
 // sem runs one operation ('a', 'r' or 'e') in one script run on the key's
 // node, never retried after an error: a call whose reply was lost may have
-// run, and its permit then stays taken until its lease ends, one lease of
-// one slot at most.
+// run, and its permit then stays taken until its TTL ends, one TTL of one
+// slot at most.
 func (s *Store) sem(ctx context.Context, op, key, holder string, lim sluice.ConcurrencyLimit) (semReply, error) {
 	args := s.clockArgs(make([]string, 0, 6))
 	args = append(args, op, holder)
 	if op != "r" {
-		args = append(args, strconv.Itoa(lim.Max), strconv.FormatInt(lim.Lease.Microseconds(), 10))
+		args = append(args, strconv.Itoa(lim.Max), strconv.FormatInt(lim.TTL.Microseconds(), 10))
 	}
 	res, err := s.run(ctx, semaphoreScript, []string{s.semKey(key)}, args)
 	if err != nil {
@@ -101,17 +100,19 @@ func (r semReply) decision(lim sluice.ConcurrencyLimit) sluice.PermitDecision {
 }
 
 // Acquire implements sluice.Semaphore in one script run on Redis's clock:
-// the key's holders are a ZSET scored by the end of each lease, trimmed of
-// the expired on every call, with a TTL that follows the latest lease, so
-// that an idle key vanishes. At most Max holders are stored, so a call's
-// work is bounded by lim.Max. A holder already present is renewed to now
-// plus lim.Lease. It never waits: a denial carries, in RetryAfter, the
-// time until the earliest lease ends.
+// the key's holders are a ZSET scored by the end of each permit's TTL, of which
+// only those after now count (counted in O(log n)), and every call removes
+// at most 16 expired ones, so that a call's work stays bounded however
+// many leases ended together; the ZSET's TTL follows the latest permit's, so
+// that an idle key vanishes, and it never holds more than the largest Max
+// of its key. A holder already present is renewed to now plus lim.TTL.
+// It never waits: a denial carries, in RetryAfter, the time until the
+// earliest permit's TTL ends.
 //
 // A call is never retried after an error: one whose reply was lost (a
-// timeout) may have taken a permit, which then stays taken until its lease
-// ends, one lease of one slot at most; Release with the same holder frees
-// it at once.
+// timeout) may have taken a permit, which then stays taken until its TTL
+// ends, one TTL of one slot at most; Release with the same holder frees it
+// at once.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	if err := s.checkSem(ctx, key, holder, &lim); err != nil {
 		return sluice.PermitDecision{}, fmt.Errorf("redisstore: acquire: %w", err)
@@ -139,8 +140,8 @@ func (s *Store) release(ctx context.Context, key string, holder string) (time.Ti
 }
 
 // Extend implements sluice.Semaphore in one script run: a holder that is
-// still present is renewed to Redis's now plus lim.Lease; one that is not
-// (its lease ended) gets Acquired false and an error wrapping
+// still present is renewed to Redis's now plus lim.TTL; one that is not
+// (its TTL ended) gets Acquired false and an error wrapping
 // sluice.ErrPermitLost, and takes no permit.
 func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	if err := s.checkSem(ctx, key, holder, &lim); err != nil {
@@ -156,3 +157,8 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 	}
 	return d, nil
 }
+
+// Freed implements sluice.PermitWaker by returning nil: a store shared by
+// processes cannot tell this one when another releases, and a waiter
+// sleeps until the earliest permit's TTL ends.
+func (s *Store) Freed(string) <-chan struct{} { return nil }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // clk, with exact times.
 func testSemaphore(t *testing.T, s *Store, clk *fakeClock, key string) {
 	ctx := context.Background()
-	lim := sluice.ConcurrencyLimit{Max: 2, Lease: time.Second}
+	lim := sluice.ConcurrencyLimit{Max: 2, TTL: time.Second}
 	t0 := clk.Now()
 	a, err := s.Acquire(ctx, key, lim, "a")
 	if err != nil || !a.Acquired || a.Held != 1 || !a.Expires.Equal(t0.Add(time.Second)) || a.RetryAfter != 0 || a.Limit != lim {
@@ -87,7 +88,7 @@ func testSemaphore(t *testing.T, s *Store, clk *fakeClock, key string) {
 	if !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 {
 		t.Fatalf("Extend of expired b = %+v, %v; want ErrPermitLost, held 2", lost, err)
 	}
-	if lost, err := s.Extend(ctx, key, sluice.ConcurrencyLimit{Max: 5, Lease: time.Second}, "never"); !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 || lost.RetryAfter != 0 {
+	if lost, err := s.Extend(ctx, key, sluice.ConcurrencyLimit{Max: 5, TTL: time.Second}, "never"); !errors.Is(err, sluice.ErrPermitLost) || lost.Acquired || lost.Held != 2 || lost.RetryAfter != 0 {
 		t.Fatalf("Extend of a holder never seen = %+v, %v", lost, err)
 	}
 }
@@ -134,8 +135,8 @@ func TestSemaphoreRedisLayout(t *testing.T) {
 	if rl := s.redisKey(key, sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Second}); slot(rl) != slot(name) || rl == name {
 		t.Fatalf("holders %q and rate state %q: want the same slot, different names", name, rl)
 	}
-	short := sluice.ConcurrencyLimit{Max: 3, Lease: 200 * time.Millisecond}
-	long := sluice.ConcurrencyLimit{Max: 3, Lease: 2 * time.Second}
+	short := sluice.ConcurrencyLimit{Max: 3, TTL: 200 * time.Millisecond}
+	long := sluice.ConcurrencyLimit{Max: 3, TTL: 2 * time.Second}
 	a, err := s.Acquire(ctx, key, short, "a")
 	if err != nil || !a.Acquired {
 		t.Fatal(a, err)
@@ -168,7 +169,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 	srv := redistest.Server(t)
 	s := NewRueidis(newRueidis(t, srv.Addr))
 	ctx := context.Background()
-	ok := sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}
+	ok := sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}
 	long := string(make([]byte, sluice.MaxHolderLen+1))
 	for _, tc := range []struct {
 		name, key, holder, field string
@@ -177,10 +178,10 @@ func TestSemaphoreInvalid(t *testing.T) {
 		{"key", "", "h", "Key", ok},
 		{"holder empty", "k", "", "Holder", ok},
 		{"holder long", "k", long, "Holder", ok},
-		{"max 0", "k", "h", "Max", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}},
-		{"max big", "k", "h", "Max", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, Lease: time.Second}},
-		{"lease", "k", "h", "Lease", sluice.ConcurrencyLimit{Max: 1, Lease: time.Millisecond}},
-		{"lease µs", "k", "h", "Lease", sluice.ConcurrencyLimit{Max: 1, Lease: time.Second + time.Microsecond}},
+		{"max 0", "k", "h", "Max", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}},
+		{"max big", "k", "h", "Max", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, TTL: time.Second}},
+		{"lease", "k", "h", "TTL", sluice.ConcurrencyLimit{Max: 1, TTL: time.Millisecond}},
+		{"lease µs", "k", "h", "TTL", sluice.ConcurrencyLimit{Max: 1, TTL: time.Second + time.Microsecond}},
 	} {
 		for op, call := range map[string]func() error{
 			"acquire": func() error { _, err := s.Acquire(ctx, tc.key, tc.lim, tc.holder); return err },
@@ -188,7 +189,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 			"release": func() error { return s.Release(ctx, tc.key, tc.holder) },
 		} {
 			err := call()
-			if op == "release" && (tc.field == "Max" || tc.field == "Lease") {
+			if op == "release" && (tc.field == "Max" || tc.field == "TTL") {
 				if err != nil {
 					t.Errorf("%s %s: %v, want nil (Release takes no limit)", op, tc.name, err)
 				}
@@ -206,5 +207,57 @@ func TestSemaphoreInvalid(t *testing.T) {
 	s.Close()
 	if _, err := s.Acquire(ctx, "k", ok, "h"); !errors.Is(err, sluice.ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestSemaphoreExpiredTogether: on a key whose 10,000 holders' leases ended
+// together, of which a call removes only a few, the expired hold nothing:
+// the holders are counted, denied and waited for as if they were gone,
+// Extend finds one lost, and the ZSET never grows past the key's largest
+// Max.
+func TestSemaphoreExpiredTogether(t *testing.T) {
+	srv := redistest.Server(t)
+	ctx := context.Background()
+	c := newRueidis(t, srv.Addr)
+	clk := &fakeClock{t: time.UnixMicro(1_800_000_000_000_000)}
+	s := NewRueidis(c, WithTestClock(clk.Now))
+	expiredHolders(t, c, s.semKey("pile"), sluice.MaxPermits, clk.Now())
+	lim := sluice.ConcurrencyLimit{Max: 3, Lease: time.Second}
+	for i, h := range []string{"a", "b", "c"} {
+		clk.Add(time.Millisecond)
+		if d, err := s.Acquire(ctx, "pile", lim, h); err != nil || !d.Acquired || d.Held != i+1 {
+			t.Fatalf("Acquire %s = %+v, %v; want acquired, held %d", h, d, err, i+1)
+		}
+	}
+	if d, err := s.Acquire(ctx, "pile", lim, "d"); err != nil || d.Acquired || d.Held != 3 || d.RetryAfter != time.Second-2*time.Millisecond {
+		t.Errorf("Acquire d = %+v, %v; want denied, held 3, retry after %v (a's lease)", d, err, time.Second-2*time.Millisecond)
+	}
+	// The last of the expired holders in the ZSET's order, still there:
+	// calls remove the first ones.
+	old := fmt.Sprintf("holder-%0*d", sluice.MaxHolderLen-len("holder-"), sluice.MaxPermits-1)
+	if srv.MustDo("ZSCORE", s.semKey("pile"), old) == "" {
+		t.Fatalf("holder %s was removed: the test does not see an expired holder that is present", old)
+	}
+	if _, err := s.Extend(ctx, "pile", lim, old); !errors.Is(err, sluice.ErrPermitLost) {
+		t.Errorf("Extend of an expired holder = %v, want ErrPermitLost", err)
+	}
+	if err := s.Release(ctx, "pile", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Acquire(ctx, "pile", lim, old); err != nil || !d.Acquired || d.Held != 3 {
+		t.Errorf("Acquire by an expired holder after a release = %+v, %v; want acquired, held 3", d, err)
+	}
+	card, err := strconv.Atoi(srv.MustDo("ZCARD", s.semKey("pile")))
+	if want := sluice.MaxPermits - 7*16 + 3 - 1; err != nil || card != want {
+		t.Errorf("ZCARD = %d, %v; want %d: 16 expired holders removed by each of the 7 calls, 3 added, 1 released, 1 renewed in place", card, err, want)
+	}
+	// However many calls come, the set shrinks to its live holders.
+	for range sluice.MaxPermits / 16 {
+		if _, err := s.Acquire(ctx, "pile", lim, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if card, _ := strconv.Atoi(srv.MustDo("ZCARD", s.semKey("pile"))); card != 3 {
+		t.Errorf("ZCARD after %d calls more = %d, want the 3 live holders", sluice.MaxPermits/16, card)
 	}
 }

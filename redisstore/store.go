@@ -17,11 +17,7 @@ import (
 	"github.com/sluicehq/sluice/internal/validate"
 )
 
-var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // ErrCrossSlot is returned by AllowMulti on Redis Cluster when the requests'
 // keys lie in different hash slots, so that no single script can decide
@@ -53,8 +49,9 @@ type Store struct {
 	closed  atomic.Bool
 	once    sync.Once
 
-	argCache sync.Map // sluice.Limit -> *limitArgs
-	batch    *batcher // nil: one single script per decision, or per slot
+	limits   validate.Limits // the limits validated at the entrance (check)
+	argCache sync.Map        // sluice.Limit -> *limitArgs
+	batch    *batcher        // nil: one single script per decision, or per slot
 	// slotBatch holds, on Cluster with batching, one batcher per hash
 	// slot (made on first use): a script's keys must share a slot there.
 	slotBatch []atomic.Pointer[batcher]
@@ -85,7 +82,19 @@ func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.s
 // Python/Redis sliding-log script, so a fleet still running such workers
 // shares one quota with sluice. Periods must be whole milliseconds. Other
 // algorithms keep sluice's layout.
+//
+// Every unit is a member of its own in this layout, as the Python script
+// writes them, so that the work of a call grows with its cost: a call asks
+// at most MaxMillisecondUnits units.
 func WithMillisecondLayout() Option { return func(s *Store) { s.msLayout = true } }
+
+// MaxMillisecondUnits is the most sliding-log units one call asks in the
+// millisecond layout (WithMillisecondLayout): an AllowN or Lease of more,
+// or an AllowMulti whose sliding-log requests ask more in all, is an error
+// wrapping sluice.ErrExceedsCapacity, and a Return gives back at most this
+// many. (sluice's own layout writes one member per decision, whatever its
+// cost.)
+const MaxMillisecondUnits = 128
 
 // withTestClock makes every script use now() instead of Redis's TIME, and
 // lengthens TTLs by an hour so that keys outlive a stopped clock: exact
@@ -164,6 +173,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// check validates a request at the store's entrance, as memstore does: a
+// limit seen before costs one lookup in the cache of validated limits.
 func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
@@ -171,13 +182,24 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validate.Request(key, lim, n); err != nil {
+	if _, err := s.limits.Check(key, lim, n); err != nil {
 		return err
 	}
-	if s.msLayout && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
-		return fmt.Errorf("%w: Period %v must be whole milliseconds in the millisecond layout (WithMillisecondLayout)", sluice.ErrInvalidLimit, lim.Period)
+	if s.msLayout && lim.Algorithm == sluice.SlidingLog {
+		if lim.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: Period %v must be whole milliseconds in the millisecond layout (WithMillisecondLayout)", sluice.ErrInvalidLimit, lim.Period)
+		}
+		if n > MaxMillisecondUnits {
+			return msUnitsError(n)
+		}
 	}
 	return nil
+}
+
+// msUnitsError is the error of a call that asks n units, more than
+// MaxMillisecondUnits, of the millisecond layout.
+func msUnitsError(n int) error {
+	return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but the millisecond layout writes one entry per unit, at most %d in one call", n, MaxMillisecondUnits), Err: sluice.ErrExceedsCapacity}
 }
 
 // kind numbers lim's script in the scripts: its algorithm, the
@@ -252,9 +274,9 @@ func decision(lim sluice.Limit, r []int64) sluice.Decision {
 	}
 }
 
-// Lease implements sluice.Leaser: AllowN, and the Redis time (µs) the script
-// decided at, which Return needs.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+// Reserve implements sluice.Reserver: AllowN, and the Redis time (µs) the
+// script decided at, which Return needs.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	d, at, err := s.allow(ctx, key, lim, n)
 	if err != nil {
 		return d, time.Time{}, err
@@ -262,7 +284,14 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 	return d, time.UnixMicro(at), nil
 }
 
-// Return implements sluice.Leaser: it gives back n units of a Lease made at
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.Reserve(ctx, key, lim, n)
+}
+
+// Return implements sluice.Reserver: it gives back n units reserved at
 // at, as far as they still count (as memstore does), in one script on
 // Redis time. A zero at is Redis's time now, as the script reads it: a
 // refund whose admission time is unknown leaves the current window, moves

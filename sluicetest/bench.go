@@ -14,7 +14,7 @@ import (
 // for the sliding log its largest Rate, 500, per half second.
 func benchLimit(a sluice.Algorithm) sluice.Limit {
 	if a == sluice.SlidingLog {
-		return sluice.Limit{Algorithm: a, Rate: sluice.MaxSlidingLogRate, Period: 500 * time.Millisecond}
+		return sluice.Limit{Algorithm: a, Rate: 500, Period: 500 * time.Millisecond}
 	}
 	return sluice.Limit{Algorithm: a, Rate: 1000, Period: time.Second}
 }
@@ -32,10 +32,18 @@ func BenchKeys(n int) []string {
 // of BenchKeys), serial (b.Loop) and parallel (b.RunParallel), with
 // allocations reported. The limit is 1000 per second (burst 1000), so that
 // a hot key is mostly denied and a spread of keys mostly admitted. Each
-// sub-benchmark gets a fresh store from newStore.
-func Bench(b *testing.B, newStore func(b *testing.B) sluice.Store) {
+// sub-benchmark gets a fresh store from newStore. Of the options, only
+// WithAlgorithms applies: the algorithms to benchmark (default all).
+func Bench(b *testing.B, newStore func(b *testing.B) sluice.Store, opts ...Option) {
+	cfg := &config{}
+	for _, o := range opts {
+		o(cfg)
+	}
+	if cfg.err != nil {
+		b.Fatal(cfg.err)
+	}
 	ctx := context.Background()
-	for _, a := range algorithms {
+	for _, a := range cfg.only(algorithms) {
 		lim := benchLimit(a)
 		for _, nk := range []int{1, 10000} {
 			keys := BenchKeys(nk)

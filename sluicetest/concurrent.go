@@ -31,7 +31,7 @@ type admission struct{ before, after int64 }
 func (s *suite) testConcurrent(t *testing.T) {
 	g := s.group(t)
 	defer g.wait()
-	for _, a := range algorithms {
+	for _, a := range s.cfg.only(algorithms) {
 		g.run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim := e.lim(sluice.Limit{Algorithm: a, Rate: 10, Period: time.Second})

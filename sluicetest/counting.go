@@ -78,7 +78,7 @@ var countingAlgorithms = []sluice.Algorithm{sluice.FixedWindow, sluice.SlidingWi
 // recorded, a cost of 0 then denies, larger ones are errors, and the same
 // state read without counting denials sees the debt.
 func (s *suite) testCountAll(t *testing.T) {
-	for _, a := range countingAlgorithms {
+	for _, a := range s.cfg.only(countingAlgorithms) {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim, key := countAllLimit(a), newKey(t)
@@ -117,7 +117,8 @@ func (s *suite) testCountAll(t *testing.T) {
 // testCountAllMulti: inside AllowMulti, a limit that counts every hit is
 // charged whatever the call decides, and its denial denies the call.
 func (s *suite) testCountAllMulti(t *testing.T) {
-	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.need(t, capMulti)
+	s.needAll(t)
 	e := s.env(t, 0)
 	key := newKey(t)
 	tokens := countAllLimit(sluice.FixedWindow) // 3 per hour
@@ -148,10 +149,10 @@ func (s *suite) testCountAllMulti(t *testing.T) {
 // testRefundNow: Return with a zero time gives back units as if taken at
 // the store's now: never to an untouched key, reducing a debt.
 func (s *suite) testRefundNow(t *testing.T) {
-	need[sluice.Leaser](t, s, "sluice.Leaser")
+	s.need(t, capReserve)
 	ctx := context.Background()
 	s.eachLongLimit(t, func(t *testing.T, e *env, lim sluice.Limit, key string) {
-		ls := e.s.(sluice.Leaser)
+		ls := e.f
 		c := lim.Capacity()
 		ret := func(l sluice.Limit, n int) {
 			t.Helper()
@@ -205,7 +206,7 @@ func (s *suite) testRefundNow(t *testing.T) {
 // nothing either: it reports what is left, and in debt it denies with the
 // same RetryAfter however often it is asked.
 func (s *suite) testPeekCountAll(t *testing.T) {
-	for _, a := range countingAlgorithms {
+	for _, a := range s.cfg.only(countingAlgorithms) {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
 			lim, key := countAllLimit(a), newKey(t)

@@ -11,10 +11,11 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// testMulti runs when the store implements sluice.MultiStore: AllowMulti is
+// testMulti runs when the store supports AllowMulti: it is
 // all-or-nothing, even under concurrency.
 func (s *suite) testMulti(t *testing.T) {
-	need[sluice.MultiStore](t, s, "sluice.MultiStore")
+	s.need(t, capMulti)
+	s.needAll(t)
 	t.Run("AllAdmitted", s.testMultiAllAdmitted)
 	t.Run("DeniedCountsNothing", s.testMultiDenied)
 	t.Run("SameState", s.testMultiSameState)
@@ -33,7 +34,7 @@ var (
 // one decision per request, each echoing its request's Limit.
 func (e *env) multi(reqs ...sluice.Request) []sluice.Decision {
 	e.t.Helper()
-	ds, err := e.s.(sluice.MultiStore).AllowMulti(context.Background(), reqs)
+	ds, err := e.f.AllowMulti(context.Background(), reqs)
 	if err != nil {
 		e.t.Fatalf("AllowMulti(%+v): %v", reqs, err)
 	}
@@ -166,7 +167,7 @@ func (s *suite) testMultiSameState(t *testing.T) {
 	// Costs on one state whose sum exceeds its capacity can never be
 	// admitted: ErrExceedsCapacity, as for one request.
 	k3 := newKey(t)
-	ds, err := e.s.(sluice.MultiStore).AllowMulti(context.Background(), []sluice.Request{{Key: k3, Limit: sl, N: 2}, {Key: k3, Limit: sl, N: 2}})
+	ds, err := e.f.AllowMulti(context.Background(), []sluice.Request{{Key: k3, Limit: sl, N: 2}, {Key: k3, Limit: sl, N: 2}})
 	if !errors.Is(err, sluice.ErrExceedsCapacity) {
 		t.Errorf("AllowMulti(2, 2 on one state of capacity 3) = %+v, %v, want ErrExceedsCapacity", ds, err)
 	}
@@ -186,7 +187,7 @@ func (s *suite) testMultiInvalid(t *testing.T) {
 	ctx := context.Background()
 	e := s.env(t, 0)
 	k := newKey(t)
-	ms := e.s.(sluice.MultiStore)
+	ms := e.f
 	tests := []struct {
 		name  string
 		req   sluice.Request
@@ -218,7 +219,7 @@ func (s *suite) testMultiInvalid(t *testing.T) {
 func (s *suite) testMultiConcurrent(t *testing.T) {
 	ctx := context.Background()
 	e := s.env(t, 0)
-	ms := e.s.(sluice.MultiStore)
+	ms := e.f
 	limA := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 40, Period: time.Hour}
 	limB := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 60, Period: time.Hour}
 	a, b := newKey(t), newKey(t)

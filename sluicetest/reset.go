@@ -9,27 +9,28 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// testReset runs when the store implements sluice.Resetter: a used key,
+// testReset runs when the store can reset (sluice.Resetter): a used key,
 // once reset, admits its full capacity again; the key's states under other
 // algorithms and periods keep what they counted; resetting an untouched key
 // is nil; a limit that counts every hit has its debt cleared; an invalid
 // key or limit is a *sluice.LimitError naming the field.
 func (s *suite) testReset(t *testing.T) {
-	need[sluice.Resetter](t, s, "sluice.Resetter")
+	s.need(t, capReset)
 	ctx := context.Background()
-	for _, a := range algorithms {
+	algs := s.cfg.only(algorithms)
+	for i, a := range algs {
 		t.Run(a.String(), func(t *testing.T) {
 			e := s.env(t, 0)
-			rs := e.s.(sluice.Resetter)
+			rs := e.f
 			lim, key := longLimit(a), newKey(t)
 			c := lim.Capacity()
 			otherPeriod := lim
 			otherPeriod.Period = 2 * time.Hour
-			otherAlg := longLimit(sluice.GCRA)
-			if a == sluice.GCRA {
-				otherAlg = longLimit(sluice.FixedWindow)
+			others := []sluice.Limit{otherPeriod}
+			if len(algs) > 1 { // another algorithm's state of the key
+				others = append(others, longLimit(algs[(i+1)%len(algs)]))
 			}
-			for _, l := range []sluice.Limit{lim, otherPeriod, otherAlg} {
+			for _, l := range append([]sluice.Limit{lim}, others...) {
 				if d := e.allow(key, l, l.Capacity()); !d.Allowed {
 					t.Fatalf("AllowN(%v, %d) on an untouched key = %+v, want allowed", l, l.Capacity(), d)
 				}
@@ -46,7 +47,7 @@ func (s *suite) testReset(t *testing.T) {
 			if d := e.allow(key, lim, c); !d.Allowed {
 				t.Errorf("AllowN(%d) after Reset = %+v, want allowed (the full capacity)", c, d)
 			}
-			for _, l := range []sluice.Limit{otherPeriod, otherAlg} {
+			for _, l := range others {
 				if d := e.allow(key, l, 1); d.Allowed {
 					t.Errorf("AllowN(%v, 1) after resetting %v = %+v, want denied (its state untouched)", l, lim, d)
 				}
@@ -57,10 +58,10 @@ func (s *suite) testReset(t *testing.T) {
 		})
 	}
 	t.Run("CountAllDebt", func(t *testing.T) {
-		for _, a := range countingAlgorithms {
+		for _, a := range s.cfg.only(countingAlgorithms) {
 			t.Run(a.String(), func(t *testing.T) {
 				e := s.env(t, 0)
-				rs := e.s.(sluice.Resetter)
+				rs := e.f
 				lim, key := countAllLimit(a), newKey(t)
 				c := lim.Capacity()
 				e.allow(key, lim, 3*c)
@@ -81,7 +82,7 @@ func (s *suite) testReset(t *testing.T) {
 	})
 	t.Run("Invalid", func(t *testing.T) {
 		e := s.env(t, 0)
-		rs := e.s.(sluice.Resetter)
+		rs := e.f
 		good := longLimit(sluice.GCRA)
 		bad := func(f func(*sluice.Limit)) sluice.Limit { l := good; f(&l); return l }
 		tests := []struct {

@@ -15,28 +15,28 @@ import (
 
 // SemaphoreCases are the conformance cases of concurrency limits, in the
 // order Run runs them (as subtests of "Semaphore") on every store that
-// implements sluice.Semaphore; RunSemaphore runs them alone. Each takes a
-// fresh store: on the fake Clock every lease end and RetryAfter is checked
-// to the microsecond, on real time to within the tolerance, with leases of
+// supports concurrency limits; RunSemaphore runs them alone. Each takes a
+// fresh store: on the fake Clock every TTL's end and RetryAfter is checked
+// to the microsecond, on real time to within the tolerance, with TTLs of
 // 20 × the tolerance (a second of the cases).
 //
 //   - MaxHeld: at most Max permits held, from one goroutine and from many.
 //   - ReleaseFrees: a release frees its slot at once; releasing again, or a
 //     holder or key never seen, is nil and frees nothing else.
-//   - ExpiresAtLease: a permit is held until its lease ends, not a
+//   - ExpiresAtTTL: a permit is held until its TTL ends, not a
 //     microsecond less, and is free at that instant.
-//   - Renew: Acquire by a holder that holds renews its lease and counts once.
-//   - Extend: Extend renews the lease from the store's now.
+//   - Renew: Acquire by a holder that holds renews its TTL and counts once.
+//   - Extend: Extend renews the TTL from the store's now.
 //   - ExtendLost: Extend of an expired (or never held, or released) permit
 //     is a denial and an error wrapping sluice.ErrPermitLost.
-//   - Invalid: an invalid Max, Lease, holder or key is a *sluice.LimitError
+//   - Invalid: an invalid Max, TTL, holder or key is a *sluice.LimitError
 //     naming the field, before any state is touched.
-//   - RetryAfter: a denial's RetryAfter is the time to the earliest lease
+//   - RetryAfter: a denial's RetryAfter is the time to the earliest TTL
 //     end of the permits held.
 var SemaphoreCases = []SemaphoreCase{
 	{"MaxHeld", (*env).semMaxHeld},
 	{"ReleaseFrees", (*env).semReleaseFrees},
-	{"ExpiresAtLease", (*env).semExpiresAtLease},
+	{"ExpiresAtTTL", (*env).semExpiresAtTTL},
 	{"Renew", (*env).semRenew},
 	{"Extend", (*env).semExtend},
 	{"ExtendLost", (*env).semExtendLost},
@@ -66,46 +66,29 @@ func RunSemaphore(t *testing.T, newStore func(t *testing.T) sluice.Store, opts .
 		t.Fatal("sluicetest: RunSemaphore: no store: newStore is nil and WithClock is not given")
 	}
 	s := &suite{cfg: cfg, newStore: newStore}
-	if _, ok := s.probe(t).(sluice.Semaphore); !ok || !s.semaphoreSupported(t) {
-		t.Fatal("sluicetest: RunSemaphore: the store does not implement sluice.Semaphore")
+	if !s.supports(t, capSemaphore) {
+		t.Fatal("sluicetest: RunSemaphore: the store does not support concurrency limits (sluice.ErrSemaphoreUnsupported)")
 	}
 	s.testSemaphore(t)
 }
 
-// testSemaphore runs the SemaphoreCases when the store implements
-// sluice.Semaphore.
+// testSemaphore runs the SemaphoreCases when the store supports
+// concurrency limits.
 func (s *suite) testSemaphore(t *testing.T) {
-	need[sluice.Semaphore](t, s, "sluice.Semaphore")
-	if !s.semaphoreSupported(t) {
-		t.Skip("the store's Acquire reports sluice.ErrSemaphoreUnsupported (a wrapper of a store without concurrency limits)")
-	}
+	s.need(t, capSemaphore)
 	g := s.group(t)
 	for _, c := range SemaphoreCases {
 		g.run(c.Name, func(t *testing.T) {
 			e := s.env(t, 0)
-			c.run(e, e.s.(sluice.Semaphore), newKey(t))
+			c.run(e, e.f, newKey(t))
 		})
 	}
 	g.wait()
 }
 
-// semaphoreSupported reports whether the store's Acquire works: a wrapper
-// (failover, tiered, stack) is a sluice.Semaphore whatever it wraps, and
-// reports sluice.ErrSemaphoreUnsupported when what it wraps is not one.
-func (s *suite) semaphoreSupported(t *testing.T) bool {
-	sem := s.probe(t).(sluice.Semaphore)
-	key := newKey(t)
-	_, err := sem.Acquire(context.Background(), key, sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}, "probe")
-	if errors.Is(err, sluice.ErrSemaphoreUnsupported) {
-		return false
-	}
-	sem.Release(context.Background(), key, "probe")
-	return true
-}
-
 // climit is a ConcurrencyLimit with the lease scaled to the store's time.
 func (e *env) climit(max int, lease time.Duration) sluice.ConcurrencyLimit {
-	return sluice.ConcurrencyLimit{Max: max, Lease: e.scale(lease).Round(time.Millisecond)}
+	return sluice.ConcurrencyLimit{Max: max, TTL: e.scale(lease).Round(time.Millisecond)}
 }
 
 // acquire calls Acquire and checks the invariants of every PermitDecision;
@@ -162,11 +145,11 @@ func (e *env) checkPermit(op string, d sluice.PermitDecision, lim sluice.Concurr
 		e.t.Errorf("%s(%v) = %+v: acquired with Held < 1", op, lim, d)
 	case d.Acquired && d.RetryAfter != 0:
 		e.t.Errorf("%s(%v) = %+v: acquired with a RetryAfter", op, lim, d)
-	case d.Acquired && (d.Expires.Before(before.Add(lim.Lease-sl)) || d.Expires.After(after.Add(lim.Lease+sl))):
-		e.t.Errorf("%s(%v).Expires = %v, want the store's now plus the lease, within [%v, %v]", op, lim, d.Expires, before.Add(lim.Lease), after.Add(lim.Lease))
+	case d.Acquired && (d.Expires.Before(before.Add(lim.TTL-sl)) || d.Expires.After(after.Add(lim.TTL+sl))):
+		e.t.Errorf("%s(%v).Expires = %v, want the store's now plus the TTL, within [%v, %v]", op, lim, d.Expires, before.Add(lim.TTL), after.Add(lim.TTL))
 	case !d.Acquired && !d.Expires.IsZero():
 		e.t.Errorf("%s(%v) = %+v: not acquired with an Expires", op, lim, d)
-	case d.RetryAfter < 0 || d.RetryAfter > lim.Lease+sl:
+	case d.RetryAfter < 0 || d.RetryAfter > lim.TTL+sl:
 		e.t.Errorf("%s(%v).RetryAfter = %v, want within [0, the lease]", op, lim, d.RetryAfter)
 	case op == "Acquire" && !d.Acquired && (d.Held < lim.Max || d.RetryAfter <= 0):
 		e.t.Errorf("Acquire(%v) = %+v: a denial needs Max held and a RetryAfter", lim, d)
@@ -271,14 +254,14 @@ func (e *env) semReleaseFrees(sem sluice.Semaphore, key string) {
 	e.heldAt(sem, key, lim, 0)
 }
 
-func (e *env) semExpiresAtLease(sem sluice.Semaphore, key string) {
+func (e *env) semExpiresAtTTL(sem sluice.Semaphore, key string) {
 	t := e.t
 	lim := e.climit(1, time.Second)
 	d := e.acquire(sem, key, lim, "a")
 	if !d.Acquired {
 		t.Fatalf("Acquire = %+v", d)
 	}
-	start := d.Expires.Add(-lim.Lease)
+	start := d.Expires.Add(-lim.TTL)
 	if e.exact() {
 		e.c.Set(d.Expires.Add(-time.Microsecond))
 		if d := e.acquire(sem, key, lim, "b"); d.Acquired || d.RetryAfter != time.Microsecond {
@@ -369,12 +352,12 @@ func (e *env) semInvalid(sem sluice.Semaphore, key string) {
 		lim         sluice.ConcurrencyLimit
 		field       string
 	}{
-		{key, "h", sluice.ConcurrencyLimit{Max: 0, Lease: time.Second}, "Max"},
-		{key, "h", sluice.ConcurrencyLimit{Max: -1, Lease: time.Second}, "Max"},
-		{key, "h", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, Lease: time.Second}, "Max"},
-		{key, "h", sluice.ConcurrencyLimit{Max: 1, Lease: sluice.MinLease - time.Millisecond}, "Lease"},
-		{key, "h", sluice.ConcurrencyLimit{Max: 1, Lease: sluice.MaxLease + time.Millisecond}, "Lease"},
-		{key, "h", sluice.ConcurrencyLimit{Max: 1, Lease: 10*time.Millisecond + time.Microsecond}, "Lease"},
+		{key, "h", sluice.ConcurrencyLimit{Max: 0, TTL: time.Second}, "Max"},
+		{key, "h", sluice.ConcurrencyLimit{Max: -1, TTL: time.Second}, "Max"},
+		{key, "h", sluice.ConcurrencyLimit{Max: sluice.MaxPermits + 1, TTL: time.Second}, "Max"},
+		{key, "h", sluice.ConcurrencyLimit{Max: 1, TTL: sluice.MinTTL - time.Millisecond}, "TTL"},
+		{key, "h", sluice.ConcurrencyLimit{Max: 1, TTL: sluice.MaxTTL + time.Millisecond}, "TTL"},
+		{key, "h", sluice.ConcurrencyLimit{Max: 1, TTL: 10*time.Millisecond + time.Microsecond}, "TTL"},
 		{key, "", ok, "Holder"},
 		{key, holder, ok, "Holder"},
 		{"", "h", ok, "Key"},

@@ -42,8 +42,8 @@
 // t; FixedWindow and SlidingWindow: at most Rate per epoch-aligned window).
 // AllowMulti is all-or-nothing, requests on one state are decided one after
 // the other, and costs on one state whose sum exceeds its capacity are
-// ErrExceedsCapacity (no wait could admit them). Lease and Return restore a
-// key exactly, never beyond untouched. Reset puts a key back to untouched
+// ErrExceedsCapacity (no wait could admit them). Reserve and Return restore
+// a key exactly, never beyond untouched. Reset puts a key back to untouched
 // under one limit's algorithm and period (its debt too), and no other
 // state of the key.
 //
@@ -54,21 +54,32 @@
 // the call decides. A Return with a zero time refunds at the store's now,
 // reducing a debt, never crediting an untouched key.
 //
-// A store that implements sluice.Semaphore runs the SemaphoreCases too
-// (concurrency limits: at most Max held, leases that end exactly, renewals
-// that count once, ErrPermitLost, bounds checked before any state).
+// A store with concurrency limits runs the SemaphoreCases too (at most Max
+// held, TTLs that end exactly, renewals that count once, ErrPermitLost,
+// bounds checked before any state).
 //
 // Documented differences of wrappers are declared, never skipped:
 // MayDenyEarly for a store that may deny where an exact store admits (a
-// tiered store holding leases). AllowMulti cases run when the store
-// implements sluice.MultiStore, Lease cases when it implements
-// sluice.Leaser, Reset cases when it implements sluice.Resetter.
+// tiered store holding leases); FixedWindowsApart for a store that keeps
+// each fixed window as a state of its own; WithAlgorithms for a store
+// that decides only some algorithms (memcachestore), whose cases then run
+// for those, and which must refuse every other with a *sluice.LimitError
+// on "Algorithm" wrapping sluice.ErrInvalidLimit. The cases of a
+// capability run when the store supports it: the store is lifted
+// (sluice.Lift), asked once by a call that changes nothing, and the cases
+// are skipped when the answer wraps the capability's sentinel
+// (sluice.ErrMultiUnsupported for the AllowMulti cases,
+// ErrReserveUnsupported for Reserve and RefundNow, ErrResetUnsupported for
+// Reset, ErrSemaphoreUnsupported for Semaphore): a store that embeds
+// sluice.Unsupported and implements a capability's methods is held to that
+// capability's contract.
 package sluicetest
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -84,7 +95,10 @@ type config struct {
 	clocked   func(t *testing.T, c *Clock) sluice.Store
 	tol       time.Duration
 	denyEarly bool
-	err       error // the first invalid option
+	// windowsApart is FixedWindowsApart's declaration.
+	windowsApart bool
+	algs         []sluice.Algorithm // WithAlgorithms; nil: every algorithm
+	err          error              // the first invalid option
 }
 
 func (cfg *config) invalid(format string, args ...any) {
@@ -132,6 +146,54 @@ func WithTolerance(d time.Duration) Option {
 // checked unchanged.
 func MayDenyEarly() Option { return func(cfg *config) { cfg.denyEarly = true } }
 
+// FixedWindowsApart declares a store that keeps each fixed window as a
+// state of its own, named by the window (memcachestore, as
+// envoyproxy/ratelimit does), rather than one state per key that holds
+// the newest window it has seen: a clock that runs back into an earlier
+// window counts in that window's state, instead of being held at the
+// newest window, and the later window keeps its count. The suite then runs
+// a table of its own for a clock running backwards on a fixed window; the
+// limit per window holds all the same.
+func FixedWindowsApart() Option { return func(cfg *config) { cfg.windowsApart = true } }
+
+// WithAlgorithms declares the algorithms a store decides (by default every
+// one). The cases run for those only, and the case Unsupported checks that
+// the store refuses each of the others, before counting anything, with a
+// *sluice.LimitError on "Algorithm" wrapping sluice.ErrInvalidLimit (a
+// Limit no wait could make decidable). A store that decides only some
+// algorithms must say which in its documentation, and why.
+func WithAlgorithms(as ...sluice.Algorithm) Option {
+	return func(cfg *config) {
+		if len(as) == 0 {
+			cfg.invalid("WithAlgorithms(): want at least one algorithm")
+			return
+		}
+		for _, a := range as {
+			if !slices.Contains(algorithms, a) {
+				cfg.invalid("WithAlgorithms: unknown algorithm %v", a)
+				return
+			}
+		}
+		cfg.algs = slices.Clone(as)
+	}
+}
+
+// decides reports whether the store decides algorithm a.
+func (cfg *config) decides(a sluice.Algorithm) bool {
+	return cfg.algs == nil || slices.Contains(cfg.algs, a)
+}
+
+// only returns the algorithms of as that the store decides, in order.
+func (cfg *config) only(as []sluice.Algorithm) []sluice.Algorithm {
+	var out []sluice.Algorithm
+	for _, a := range as {
+		if cfg.decides(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Epoch returns the fake Clock's start in every case: midnight UTC,
 // aligned to every period that divides a day, so fixed windows start with
 // the case. Start a Clock of your own tests there to reuse the suite's
@@ -171,13 +233,14 @@ func Run(t *testing.T, newStore func(t *testing.T) sluice.Store, opts ...Option)
 		{"CancelledContext", s.testCancelledContext},
 		{"Concurrent", s.testConcurrent},
 		{"Multi", s.testMulti},
-		{"Lease", s.testLease},
+		{"Reserve", s.testReserve},
 		{"CountAll", s.testCountAll},
 		{"CountAllMulti", s.testCountAllMulti},
 		{"PeekCountAll", s.testPeekCountAll},
 		{"RefundNow", s.testRefundNow},
 		{"Reset", s.testReset},
 		{"Semaphore", s.testSemaphore},
+		{"Unsupported", s.testUnsupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, c.run)
@@ -221,8 +284,9 @@ type env struct {
 	t     *testing.T
 	cfg   *config
 	s     sluice.Store
-	c     *Clock    // nil on real time
-	start time.Time // the time of offset 0
+	f     sluice.FullStore // s, lifted
+	c     *Clock           // nil on real time
+	start time.Time        // the time of offset 0
 	unit  time.Duration
 }
 
@@ -235,9 +299,11 @@ func (s *suite) env(t *testing.T, align time.Duration) *env {
 		e.c = NewClock(epoch)
 		e.start = epoch
 		e.s = s.cfg.clocked(t, e.c)
+		e.f = sluice.Lift(e.s)
 		return e
 	}
 	e.s = s.newStore(t)
+	e.f = sluice.Lift(e.s)
 	e.unit = 20 * s.cfg.tol
 	if align > 0 {
 		// The next multiple of a since the Unix epoch (fixed windows are

@@ -26,6 +26,9 @@ type stepTable struct {
 	algs  []sluice.Algorithm
 	lim   sluice.Limit
 	exact bool // only on a fake clock (time running backwards, µs rounding)
+	// when, if set, says whether the table applies to the store (a
+	// declared difference runs its own table instead).
+	when  func(cfg *config) bool
 	steps []step
 }
 
@@ -193,9 +196,28 @@ var stepTables = []stepTable{
 		algs:  []sluice.Algorithm{sluice.FixedWindow},
 		lim:   sluice.Limit{Rate: 3, Period: time.Second},
 		exact: true,
+		when:  func(cfg *config) bool { return !cfg.windowsApart },
 		steps: []step{
 			{at: 1000 * ms, n: 3, want: ok(0, 1000*ms)},
 			{at: 900 * ms, n: 1, want: no(0, 1000*ms, 1000*ms)},
+			{at: 1999 * ms, n: 1, want: no(0, ms, ms)},
+			{at: 2000 * ms, n: 1, want: ok(2, 1000*ms)},
+		},
+	},
+	{
+		// FixedWindowsApart: each window is a state of its own, so a
+		// clock that runs back into an earlier window counts there, and
+		// the later window keeps its count.
+		name:  "BackwardsFixedWindowsApart",
+		algs:  []sluice.Algorithm{sluice.FixedWindow},
+		lim:   sluice.Limit{Rate: 3, Period: time.Second},
+		exact: true,
+		when:  func(cfg *config) bool { return cfg.windowsApart },
+		steps: []step{
+			{at: 1000 * ms, n: 3, want: ok(0, 1000*ms)},
+			{at: 900 * ms, n: 1, want: ok(2, 100*ms)},
+			{at: 999 * ms, n: 2, want: ok(0, ms)},
+			{at: 999 * ms, n: 1, want: no(0, ms, ms)},
 			{at: 1999 * ms, n: 1, want: no(0, ms, ms)},
 			{at: 2000 * ms, n: 1, want: ok(2, 1000*ms)},
 		},
@@ -234,7 +256,10 @@ func (s *suite) testSteps(t *testing.T) {
 	g := s.group(t)
 	defer g.wait()
 	for _, tt := range stepTables {
-		for _, a := range tt.algs {
+		if tt.when != nil && !tt.when(s.cfg) {
+			continue
+		}
+		for _, a := range s.cfg.only(tt.algs) {
 			g.run(tt.name+"/"+a.String(), func(t *testing.T) {
 				if tt.exact && s.cfg.clocked == nil {
 					t.Skip("needs an injected clock (WithClock)")

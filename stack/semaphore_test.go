@@ -20,7 +20,7 @@ func TestSemaphoreThroughTheStack(t *testing.T) {
 		s := mustNew(t, m, stack.WithTiered())
 		l := sluice.New(s)
 		ctx := t.Context()
-		lim := sluice.ConcurrencyLimit{Max: 1, Lease: time.Minute}
+		lim := sluice.ConcurrencyLimit{Max: 1, TTL: time.Minute}
 		p, d, err := l.Acquire(ctx, "k", lim)
 		if err != nil || p == nil || d.Degraded || m.Held("k") != 1 {
 			t.Fatalf("%v %+v %v, held %d", p, d, err, m.Held("k"))
@@ -48,7 +48,7 @@ func TestSemaphoreUnsupported(t *testing.T) {
 	defer m.Close()
 	for _, opts := range [][]stack.Option{nil, {stack.WithTiered()}} {
 		s := mustNew(t, rateOnly{m}, opts...)
-		if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 1, Lease: time.Second}, "a"); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
+		if _, err := s.Acquire(t.Context(), "k", sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}, "a"); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 			t.Fatal(err)
 		}
 		if s.Freed("k") != nil {

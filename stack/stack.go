@@ -12,7 +12,7 @@
 //     a lease, a cached denial, the approximate local share) never waits
 //     for a deadline or a breaker, and units leased before an outage keep
 //     being spent during it: the shared store admitted them.
-//   - failover sits on every shared call: AllowN, AllowMulti, Lease and
+//   - failover sits on every shared call: AllowN, AllowMulti, Reserve and
 //     Return each run under its deadline and count towards its breaker.
 //     While the shared store does not answer, failover decides by each
 //     limit's failure mode (sluice.Limit.FailureMode, or the default of
@@ -23,14 +23,16 @@
 // Without WithTiered there is no local tier: the stack is
 // failover(shared). The shared store validates every request that reaches
 // it; failover validates those it decides itself. Leases
-// (tiered.WithLeases) need a shared store that implements sluice.Leaser, as
-// redisstore and memstore do; over one that does not, the decisions that
-// would lease are each decided by the shared store's AllowN.
+// (tiered.WithLeases) need a shared store that can reserve units
+// (sluice.Reserver), as redisstore and memstore can; over one that cannot,
+// the decisions that would lease are each decided by the shared store's
+// AllowN.
 package stack
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -38,14 +40,7 @@ import (
 	"github.com/sluicehq/sluice/tiered"
 )
 
-var (
-	_ sluice.Store       = (*Store)(nil)
-	_ sluice.MultiStore  = (*Store)(nil)
-	_ sluice.Leaser      = (*Store)(nil)
-	_ sluice.Resetter    = (*Store)(nil)
-	_ sluice.Semaphore   = (*Store)(nil)
-	_ sluice.PermitWaker = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*config)
@@ -72,12 +67,14 @@ func WithTiered(opts ...tiered.Option) Option {
 	}
 }
 
-// Store is the stack: a sluice.Store, sluice.MultiStore, sluice.Leaser,
-// sluice.Resetter and sluice.Semaphore (each as far as the shared store is
-// one), safe for concurrent use.
+// Store is the stack: a sluice.FullStore whose every method goes to the
+// top layer (tiered, or failover without WithTiered), which passes on what
+// it does not decide itself; what the shared store cannot do comes back as
+// that capability's error. It is safe for concurrent use.
 type Store struct {
-	fs *failover.Store
-	ts *tiered.Store // nil: no local tier
+	top sluice.FullStore // ts, or fs without a local tier
+	fs  *failover.Store
+	ts  *tiered.Store // nil: no local tier
 }
 
 // New builds the stack over shared, or returns the error of the first
@@ -92,53 +89,50 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{fs: fs}
+	s := &Store{top: fs, fs: fs}
 	if c.local {
 		if s.ts, err = tiered.New(fs, c.tiered...); err != nil {
 			fs.Close()
 			return nil, err
 		}
+		s.top = s.ts
 	}
 	return s, nil
 }
 
-// AllowN implements sluice.Store.
+// AllowN implements sluice.Store: decided by the local tier when it can,
+// else by the shared store under failover's deadline and breaker, else by
+// the limit's failure mode.
 func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	if s.ts != nil {
-		return s.ts.AllowN(ctx, key, lim, n)
-	}
-	return s.fs.AllowN(ctx, key, lim, n)
+	return s.top.AllowN(ctx, key, lim, n)
 }
 
-// AllowMulti implements sluice.MultiStore when the shared store does
-// (otherwise it returns an error wrapping sluice.ErrMultiUnsupported).
+// AllowMulti implements sluice.MultiStore through the layers, as AllowN.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if s.ts != nil {
-		return s.ts.AllowMulti(ctx, reqs)
-	}
-	return s.fs.AllowMulti(ctx, reqs)
+	return s.top.AllowMulti(ctx, reqs)
 }
 
-// Lease implements sluice.Leaser through the layers (tiered passes it to
-// failover, which gives it its deadline and breaker): a reservation that
+// Reserve implements sluice.Reserver through the layers (tiered passes it
+// to failover, which gives it its deadline and breaker): a reservation that
 // sluice.Limiter.Reserve settles later. While the shared store cannot
-// lease it returns a degraded Decision, admitting nothing.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
-	if s.ts != nil {
-		return s.ts.Lease(ctx, key, lim, n)
-	}
-	return s.fs.Lease(ctx, key, lim, n)
+// answer it returns a degraded Decision, reserving nothing.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.top.Reserve(ctx, key, lim, n)
 }
 
-// Return implements sluice.Leaser through the layers: a refund (a zero at
-// is the shared store's time now), which the local tier sees at once.
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.top.Reserve(ctx, key, lim, n)
+}
+
+// Return implements sluice.Reserver through the layers: a refund (a zero
+// at is the shared store's time now), which the local tier sees at once.
 // While the shared store does not answer, a refund is dropped with an
 // error: that only makes the limit stricter.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
-	if s.ts != nil {
-		return s.ts.Return(ctx, key, lim, n, at)
-	}
-	return s.fs.Return(ctx, key, lim, n, at)
+	return s.top.Return(ctx, key, lim, n, at)
 }
 
 // Reset implements sluice.Resetter through the layers: the local tier
@@ -147,51 +141,32 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 // and breaker. While the shared store does not answer, Reset returns an
 // error wrapping failover.ErrUnavailable (failover.ErrBreakerOpen while
 // the breaker is open): the shared state was not reset, and the caller
-// should try again. Over a shared store that cannot reset, the error wraps
-// sluice.ErrResetUnsupported.
+// should try again.
 func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
-	if s.ts != nil {
-		return s.ts.Reset(ctx, key, lim)
-	}
-	return s.fs.Reset(ctx, key, lim)
+	return s.top.Reset(ctx, key, lim)
 }
 
 // Acquire implements sluice.Semaphore through the layers: tiered passes
 // concurrency limits to failover (a local tier cannot hold permits for the
 // fleet), which gives them its deadline, breaker and failure mode (see
-// package failover). Over a shared store without concurrency limits, the
-// error wraps sluice.ErrSemaphoreUnsupported.
+// package failover).
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	if s.ts != nil {
-		return s.ts.Acquire(ctx, key, lim, holder)
-	}
-	return s.fs.Acquire(ctx, key, lim, holder)
+	return s.top.Acquire(ctx, key, lim, holder)
 }
 
 // Release implements sluice.Semaphore through the layers.
 func (s *Store) Release(ctx context.Context, key, holder string) error {
-	if s.ts != nil {
-		return s.ts.Release(ctx, key, holder)
-	}
-	return s.fs.Release(ctx, key, holder)
+	return s.top.Release(ctx, key, holder)
 }
 
 // Extend implements sluice.Semaphore through the layers.
 func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	if s.ts != nil {
-		return s.ts.Extend(ctx, key, lim, holder)
-	}
-	return s.fs.Extend(ctx, key, lim, holder)
+	return s.top.Extend(ctx, key, lim, holder)
 }
 
 // Freed implements sluice.PermitWaker through the layers: nil (no wake)
-// unless the shared store is one and failover's breaker is closed.
-func (s *Store) Freed(key string) <-chan struct{} {
-	if s.ts != nil {
-		return s.ts.Freed(key)
-	}
-	return s.fs.Freed(key)
-}
+// unless the shared store can tell and failover's breaker is closed.
+func (s *Store) Freed(key string) <-chan struct{} { return s.top.Freed(key) }
 
 // Close closes the local tier (returning its unspent leased units through
 // failover) and then failover. Later calls return sluice.ErrClosed.
@@ -214,9 +189,4 @@ func (s *Store) Failover() *failover.Store { return s.fs }
 func (s *Store) Tiered() *tiered.Store { return s.ts }
 
 // String describes the stack for logs.
-func (s *Store) String() string {
-	if s.ts != nil {
-		return s.ts.String()
-	}
-	return s.fs.String()
-}
+func (s *Store) String() string { return fmt.Sprint(s.top) }

@@ -83,11 +83,11 @@ func (f *faulty) AllowN(ctx context.Context, key string, lim sluice.Limit, n int
 	return f.Store.AllowN(ctx, key, lim, n)
 }
 
-func (f *faulty) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+func (f *faulty) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	if err := f.fault(); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
-	return f.Store.Lease(ctx, key, lim, n)
+	return f.Store.Reserve(ctx, key, lim, n)
 }
 
 func (f *faulty) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {

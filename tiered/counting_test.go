@@ -45,7 +45,7 @@ func TestReturnDropsCachedDenial(t *testing.T) {
 	x := newExact(clock.Now)
 	s := newTiered(t, x, tiered.WithClock(clock.Now))
 	defer s.Close()
-	var _ sluice.Leaser = s
+	var _ sluice.Reserver = s
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Minute}
 	for range 3 {
 		if _, err := s.AllowN(ctx, "k", lim, 1); err != nil {

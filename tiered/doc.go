@@ -25,16 +25,23 @@
 //
 // A limit with Counting sluice.CountAll is decided by the shared store,
 // every time: its charges, denied ones included, must all reach the shared
-// count, which neither a lease nor a cached denial would do. The Store is a
-// sluice.Leaser when its shared store is: Lease passes through (a caller's
-// reservation, apart from the local tier's own leases), and Return passes
-// a refund through and drops the key's cached denials, so that the refund
-// is seen at once.
+// count, which neither a lease nor a cached denial would do.
+//
+// The Store is a sluice.FullStore whose other calls pass to the shared
+// store (lifted with sluice.Lift), which answers for what it lacks:
+// AllowMulti; Reserve (a caller's reservation, apart from the local tier's
+// own leases) and Return, which passes a refund through and drops the
+// key's cached denials, so that the refund is seen at once; Reset (see
+// below); and the concurrency limits, which a local tier cannot hold for
+// the fleet.
 //
 // # Leases (WithLeases)
 //
-// With a store that implements sluice.Leaser, a key's decisions take k units
-// in one shared call (Lease) and spend them locally; k follows this
+// A lease is units reserved from the shared store in one call (Reserve)
+// and spent locally: with a store that can reserve (sluice.Reserver), a
+// key's decisions take k units in one shared call and spend them locally
+// (over one that cannot, the first Reserve says so, and every decision
+// then goes to the shared store's AllowN); k follows this
 // process's recent demand for the key (units asked per lease lifetime, an
 // exponentially weighted average), bounded by the configured maximum and by
 // a fraction of the limit's capacity. Units left when a lease ends are given
@@ -109,7 +116,7 @@
 // stack builds (stack.New): decisions served locally then never wait for a
 // deadline, and units leased before an outage keep being spent during it.
 // tiered never caches a degraded denial (Decision.Degraded) and never keeps a
-// lease from a degraded answer: when a Lease comes back degraded, the request
+// lease from a degraded answer: when a Reserve comes back degraded, the request
 // is decided by the shared store's AllowN (which applies the failure mode),
 // and that answer is returned as it is.
 //
@@ -124,7 +131,7 @@
 // # Counters
 //
 // Stats reports decisions served locally (lease spends, cached denials,
-// local-share admissions), shared calls (AllowN, Lease, Return) and leased
+// local-share admissions), shared calls (AllowN, Reserve, Return) and leased
 // and returned units.
 //
 // # Concurrency limits

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/tiered"
 )
 
-// exact is a minimal exact sluice.Leaser on a clock, built on internal/algo
+// exact is a minimal exact sluice.Reserver on a clock, built on internal/algo
 // (the math every store shares), that counts its calls and can fail.
 type exact struct {
 	now func() time.Time
@@ -47,19 +47,19 @@ func newExact(now func() time.Time) *exact {
 	return &exact{now: now, states: make(map[exactKey]*exactState)}
 }
 
-var _ sluice.Leaser = (*exact)(nil)
+var _ sluice.Reserver = (*exact)(nil)
 
 func params(l sluice.Limit) algo.Params {
 	return algo.NewParams(algo.Kind(l.Algorithm), int64(l.Rate), int64(l.Burst), l.Period.Microseconds())
 }
 
 func (x *exact) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	d, _, err := x.Lease(ctx, key, lim, n)
+	d, _, err := x.Reserve(ctx, key, lim, n)
 	x.leases.Add(-1)
 	return d, err
 }
 
-func (x *exact) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+func (x *exact) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	x.calls.Add(1)
 	x.leases.Add(1)
 	if x.fail.Load() {
@@ -150,7 +150,7 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		case algo.SlidingWindow:
 			a = max(a, st.c.Start)
 		case algo.SlidingLog:
-			algo.SlidingLogReturnNewest(&st.log, int64(n))
+			algo.SlidingLogReturnNewest(&st.log, a, p, int64(n))
 			return nil
 		}
 	}
@@ -164,7 +164,7 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	case algo.GCRA:
 		st.t = algo.GCRAReturn(st.t, a, x.now().UnixMicro(), p, int64(n))
 	case algo.SlidingLog:
-		algo.SlidingLogReturn(&st.log, a, int64(n))
+		algo.SlidingLogReturn(&st.log, a, x.now().UnixMicro(), p, int64(n))
 	}
 	x.admitted.Add(-int64(n))
 	return nil

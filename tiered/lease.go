@@ -2,6 +2,7 @@ package tiered
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -185,8 +186,14 @@ func (s *Store) fetch(ctx context.Context, ck ckey, n, k int, old grant, sent ti
 		s.giveBack(ctx, giveBack{ck, old.units, old.at}, true)
 	}
 	for attempt := 0; ; attempt++ {
-		d, at, err := s.leaser.Lease(ctx, ck.key, ck.lim, k)
+		d, at, err := s.shared.Reserve(ctx, ck.key, ck.lim, k)
 		s.shared_.Add(1)
+		if errors.Is(err, sluice.ErrReserveUnsupported) {
+			// The shared store cannot reserve: no leases from now on, and
+			// this request is decided as a degraded lease's is, by AllowN.
+			s.noReserve.Store(true)
+			return sluice.Decision{Limit: ck.lim, Degraded: true}, grant{}, nil
+		}
 		if err != nil || d.Degraded {
 			return d, grant{}, err
 		}

@@ -58,7 +58,7 @@ func fraction(name, what string, f float64, open bool, set func(*Store)) Option 
 }
 
 // WithLeases turns leases on (when the shared store implements
-// sluice.Leaser): a key's lease is at most max units and at most fraction
+// sluice.Reserver): a key's lease is at most max units and at most fraction
 // of the limit's capacity (rounded down, at least 1), and is spent for at
 // most lifetime (less for the window algorithms: see the package
 // documentation). max must be >= 1, fraction in (0, 1] and lifetime > 0.

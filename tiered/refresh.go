@@ -51,7 +51,7 @@ func (s *Store) refreshLease(ck ckey, k int) {
 	sent := s.mono()
 	if !s.closed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.returnTimeout)
-		d, at, err = s.leaser.Lease(ctx, ck.key, ck.lim, k)
+		d, at, err = s.shared.Reserve(ctx, ck.key, ck.lim, k)
 		cancel()
 		s.shared_.Add(1)
 	}

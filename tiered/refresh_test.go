@@ -19,9 +19,9 @@ type slow struct {
 	latency time.Duration
 }
 
-func (s slow) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+func (s slow) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	time.Sleep(s.latency)
-	return s.exact.Lease(ctx, key, lim, n)
+	return s.exact.Reserve(ctx, key, lim, n)
 }
 
 // waits runs requests one every gap and counts those that waited for the

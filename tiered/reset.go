@@ -2,14 +2,12 @@ package tiered
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"slices"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/validate"
 )
-
-var _ sluice.Resetter = (*Store)(nil)
 
 // Reset implements sluice.Resetter: it resets the key in the shared store
 // (which validates it), then drops this process's local state of the key
@@ -22,17 +20,13 @@ var _ sluice.Resetter = (*Store)(nil)
 // same shared store keep their own leases and cached denials until these
 // end (a lease's lifetime, MaxCachedDenial).
 //
-// It returns an error wrapping sluice.ErrResetUnsupported when the shared
-// store is not a sluice.Resetter. When the shared store fails, the local
+// A shared store that cannot reset returns its sluice.ErrResetUnsupported,
+// and nothing local is dropped. When the shared store fails, the local
 // state is dropped all the same (the reset may have been applied), and its
 // error is returned.
 func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
-	}
-	r, ok := s.shared.(sluice.Resetter)
-	if !ok {
-		return fmt.Errorf("tiered: reset: %w: shared store %T", sluice.ErrResetUnsupported, s.shared)
 	}
 	s.life.RLock() // Close waits, then returns only what the reset kept
 	defer s.life.RUnlock()
@@ -43,8 +37,8 @@ func (s *Store) Reset(ctx context.Context, key string, lim sluice.Limit) error {
 	sh.resetsBegun.Add(1) // before: a decision sent from now on may predate the reset
 	defer sh.resetsDone.Add(1)
 	s.shared_.Add(1)
-	err := r.Reset(ctx, key, lim)
-	if validate.IsInput(err) {
+	err := s.shared.Reset(ctx, key, lim)
+	if validate.IsInput(err) || errors.Is(err, sluice.ErrResetUnsupported) {
 		return err // nothing was reset, and nothing local can match
 	}
 	s.dropLocal(sh, key, lim)

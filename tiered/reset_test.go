@@ -23,8 +23,8 @@ type heldLease struct {
 	hold
 }
 
-func (h *heldLease) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
-	d, at, err := h.Store.Lease(ctx, key, lim, n)
+func (h *heldLease) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	d, at, err := h.Store.Reserve(ctx, key, lim, n)
 	if h.n.Add(1) == h.gate {
 		h.wait()
 	}

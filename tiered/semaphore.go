@@ -2,64 +2,46 @@ package tiered
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluicehq/sluice"
 )
 
-var (
-	_ sluice.Semaphore   = (*Store)(nil)
-	_ sluice.PermitWaker = (*Store)(nil)
-)
-
-func (s *Store) semaphore() (sluice.Semaphore, error) {
-	if s.closed.Load() {
-		return nil, sluice.ErrClosed
-	}
-	sem, ok := s.shared.(sluice.Semaphore)
-	if !ok {
-		return nil, fmt.Errorf("tiered: %w: shared store %T", sluice.ErrSemaphoreUnsupported, s.shared)
-	}
-	return sem, nil
-}
+// The concurrency limits pass through: a local tier cannot hold permits
+// for the fleet.
 
 // Acquire implements sluice.Semaphore by passing the call to the shared
-// store (see the package documentation); a shared store that is not a
-// sluice.Semaphore makes the error wrap sluice.ErrSemaphoreUnsupported.
+// store (see the package documentation); one without concurrency limits
+// returns its sluice.ErrSemaphoreUnsupported.
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	sem, err := s.semaphore()
-	if err != nil {
-		return sluice.PermitDecision{}, err
+	if s.closed.Load() {
+		return sluice.PermitDecision{}, sluice.ErrClosed
 	}
-	return sem.Acquire(ctx, key, lim, holder)
+	return s.shared.Acquire(ctx, key, lim, holder)
 }
 
 // Release implements sluice.Semaphore by passing the call to the shared
 // store.
 func (s *Store) Release(ctx context.Context, key, holder string) error {
-	sem, err := s.semaphore()
-	if err != nil {
-		return err
+	if s.closed.Load() {
+		return sluice.ErrClosed
 	}
-	return sem.Release(ctx, key, holder)
+	return s.shared.Release(ctx, key, holder)
 }
 
 // Extend implements sluice.Semaphore by passing the call to the shared
 // store.
 func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
-	sem, err := s.semaphore()
-	if err != nil {
-		return sluice.PermitDecision{}, err
+	if s.closed.Load() {
+		return sluice.PermitDecision{}, sluice.ErrClosed
 	}
-	return sem.Extend(ctx, key, lim, holder)
+	return s.shared.Extend(ctx, key, lim, holder)
 }
 
 // Freed implements sluice.PermitWaker by passing the call to the shared
-// store when it is one, and returns nil (no wake: sleep until the earliest
-// lease ends) otherwise.
+// store (nil, no wake, when it cannot tell or this store is closed).
 func (s *Store) Freed(key string) <-chan struct{} {
-	if w, ok := s.shared.(sluice.PermitWaker); ok && !s.closed.Load() {
-		return w.Freed(key)
+	if s.closed.Load() {
+		return nil
 	}
-	return nil
+	return s.shared.Freed(key)
 }

@@ -25,7 +25,7 @@ func (s *Store) giveBack(ctx context.Context, r giveBack, queue bool) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.returnTimeout)
-	err := s.leaser.Return(ctx, r.ck.key, r.ck.lim, int(n), r.at)
+	err := s.shared.Return(ctx, r.ck.key, r.ck.lim, int(n), r.at)
 	cancel()
 	s.shared_.Add(1)
 	if err == nil {

@@ -16,11 +16,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 )
 
-var (
-	_ sluice.Store      = (*Store)(nil)
-	_ sluice.MultiStore = (*Store)(nil)
-	_ sluice.Leaser     = (*Store)(nil)
-)
+var _ sluice.FullStore = (*Store)(nil)
 
 const numShards = 64
 
@@ -32,11 +28,12 @@ const returnWorkers = 64
 // is safe for concurrent use; Close returns the unspent leased units and
 // stops its sweeper.
 type Store struct {
-	shared sluice.Store
-	leaser sluice.Leaser     // nil: no leases
-	multi  sluice.MultiStore // nil when shared is not one
-	clock  func() time.Time  // nil: the monotonic clock
-	epoch  time.Time
+	shared sluice.FullStore // lifted
+	// noReserve is set once the shared store reported that it cannot
+	// reserve (sluice.ErrReserveUnsupported): no leases from then on.
+	noReserve atomic.Bool
+	clock     func() time.Time // nil: the monotonic clock
+	epoch     time.Time
 
 	leaseMax      int
 	leaseFraction float64
@@ -121,7 +118,7 @@ type entry struct {
 	lastUse   time.Duration
 	dead      bool // removed from its shard: look the key up again
 
-	// noLeaseUntil (local time): a degraded Lease asked to decide without
+	// noLeaseUntil (local time): a degraded Reserve asked to decide without
 	// leases until then, each decision by the shared store's AllowN.
 	noLeaseUntil time.Duration
 }
@@ -134,7 +131,7 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 		return nil, errors.New("tiered: New(nil): want a shared store")
 	}
 	s := &Store{
-		shared:        shared,
+		shared:        sluice.Lift(shared),
 		returnTimeout: DefaultReturnTimeout,
 		closeTimeout:  DefaultCloseTimeout,
 		shardCap:      DefaultMaxKeys / numShards,
@@ -156,10 +153,6 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 	} else {
 		s.epoch = time.Now()
 	}
-	if l, ok := shared.(sluice.Leaser); ok && s.leaseMax > 0 {
-		s.leaser = l
-	}
-	s.multi, _ = shared.(sluice.MultiStore)
 	if s.share > 0 {
 		var mo []memstore.Option
 		if s.clock != nil {
@@ -168,7 +161,7 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 		s.local = memstore.New(mo...)
 	}
 	s.sweepEvery, s.idle = time.Second, time.Second
-	if s.leaser != nil {
+	if s.leaseMax > 0 {
 		s.sweepEvery = min(max(s.lifetime/4, time.Millisecond), time.Second)
 		s.idle = max(2*s.lifetime, time.Second)
 	}
@@ -186,10 +179,11 @@ type Stats struct {
 	Local int64
 	// CachedDenials counts the denials among Local.
 	CachedDenials int64
-	// Shared counts calls to the shared store: AllowN, AllowMulti, Lease
+	// Shared counts calls to the shared store: AllowN, AllowMulti, Reserve
 	// and Return.
 	Shared int64
-	// Leases counts Lease calls that were granted, Leased their units.
+	// Leases counts the leases granted (Reserve calls that admitted),
+	// Leased their units.
 	Leases, Leased int64
 	// Refreshes counts the granted leases among Leases that were taken
 	// ahead, in the background (WithRefreshAhead).
@@ -222,7 +216,7 @@ func (s *Store) Stats() Stats {
 // String describes the store for logs.
 func (s *Store) String() string {
 	return fmt.Sprintf("tiered(%v, leases %v max %d fraction %g lifetime %v, local share %g)",
-		s.shared, s.leaser != nil, s.leaseMax, s.leaseFraction, s.lifetime, s.share)
+		s.shared, s.leasing(), s.leaseMax, s.leaseFraction, s.lifetime, s.share)
 }
 
 // mono is the local time since the store's epoch.
@@ -308,7 +302,7 @@ func (s *Store) fromEntry(sh *shard, e *entry, ck ckey, now time.Duration, n int
 }
 
 // slow decides through the shared store, e being ck's entry as the fast
-// path found it (nil when it had none); noLease when a degraded Lease asked
+// path found it (nil when it had none); noLease when a degraded Reserve asked
 // for none for now.
 func (s *Store) slow(ctx context.Context, sh *shard, ck ckey, e *entry, n int, noLease bool) (sluice.Decision, error) {
 	s.life.RLock()
@@ -341,9 +335,13 @@ func forget(sh *shard, ck ckey, e *entry) {
 	e.dead = true
 }
 
+// leasing reports whether the store takes leases: WithLeases, and a shared
+// store that has not said it cannot reserve.
+func (s *Store) leasing() bool { return s.leaseMax > 0 && !s.noReserve.Load() }
+
 // leasable reports whether lim's decisions go through leases.
 func (s *Store) leasable(lim sluice.Limit) bool {
-	if s.leaser == nil {
+	if !s.leasing() {
 		return false
 	}
 	return s.stamped || lim.Algorithm == sluice.FixedWindow || lim.Algorithm == sluice.SlidingWindow
@@ -354,7 +352,7 @@ func (s *Store) leasable(lim sluice.Limit) bool {
 func (s *Store) peek(ctx context.Context, key string, lim sluice.Limit) (sluice.Decision, error) {
 	d, err := s.shared.AllowN(ctx, key, lim, 0)
 	s.shared_.Add(1)
-	if err != nil || s.leaser == nil || d.Degraded {
+	if err != nil || !s.leasing() || d.Degraded {
 		return d, err
 	}
 	now := s.mono()
@@ -367,45 +365,42 @@ func (s *Store) peek(ctx context.Context, key string, lim sluice.Limit) (sluice.
 	return d, nil
 }
 
-// Lease implements sluice.Leaser by passing the call to the shared store,
-// so that a caller can reserve units and settle them later
-// (sluice.Limiter.Reserve); the local tier's own leases are apart. When
-// the shared store is not a sluice.Leaser, it returns a Decision with
-// Degraded true and Allowed false, a zero time and a nil error, as a
-// store that cannot lease does: nothing was admitted, and the caller
-// decides with AllowN.
-func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+// Reserve implements sluice.Reserver by passing the call to the shared
+// store, so that a caller can reserve units and settle them later
+// (sluice.Limiter.Reserve); the local tier's own leases are apart. A
+// shared store that cannot reserve returns its
+// sluice.ErrReserveUnsupported, passed on as is.
+func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
 	if s.closed.Load() {
 		return sluice.Decision{}, time.Time{}, sluice.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
-	l, ok := s.shared.(sluice.Leaser)
-	if !ok {
-		return sluice.Decision{Limit: lim, Degraded: true, RetryAfter: time.Minute}, time.Time{}, nil
-	}
 	s.shared_.Add(1)
-	return l.Lease(ctx, key, lim, n)
+	return s.shared.Reserve(ctx, key, lim, n)
 }
 
-// Return implements sluice.Leaser by passing the refund to the shared
+// Lease is Reserve's former name.
+//
+// Deprecated: use Reserve.
+func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	return s.Reserve(ctx, key, lim, n)
+}
+
+// Return implements sluice.Reserver by passing the refund to the shared
 // store (a zero at is the shared store's time now). The key's cached
 // denials, under lim in either Counting, are dropped, so that the next
-// request sees the refund at once. It returns an error when the shared
-// store is not a sluice.Leaser.
+// request sees the refund at once. A shared store that cannot reserve
+// returns its sluice.ErrReserveUnsupported.
 func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
 	if s.closed.Load() {
 		return sluice.ErrClosed
 	}
-	l, ok := s.shared.(sluice.Leaser)
-	if !ok {
-		return fmt.Errorf("tiered: Return: shared store %T does not lease", s.shared)
-	}
 	s.shared_.Add(1)
 	sh := s.shardOf(key)
 	sh.refunds.Add(1) // before: a denial decided from now on may predate it
-	err := l.Return(ctx, key, lim, n, at)
+	err := s.shared.Return(ctx, key, lim, n, at)
 	// Dropped after the refund: a denial cached while it was in flight
 	// may predate it.
 	s.dropDenials(key, lim)
@@ -425,19 +420,16 @@ func (s *Store) dropDenials(key string, lim sluice.Limit) {
 	sh.mu.Unlock()
 }
 
-// AllowMulti implements sluice.MultiStore when the shared store does
-// (otherwise it returns an error wrapping sluice.ErrMultiUnsupported). It
-// always asks the shared store: an all-or-nothing decision over several
-// keys is not served from one key's lease.
+// AllowMulti implements sluice.MultiStore by asking the shared store (its
+// sluice.ErrMultiUnsupported, when it cannot, passed on as is): an
+// all-or-nothing decision over several keys is not served from one key's
+// lease.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if s.closed.Load() {
 		return nil, sluice.ErrClosed
 	}
-	if s.multi == nil {
-		return nil, fmt.Errorf("%w: shared store %T", sluice.ErrMultiUnsupported, s.shared)
-	}
 	s.shared_.Add(1)
-	return s.multi.AllowMulti(ctx, reqs)
+	return s.shared.AllowMulti(ctx, reqs)
 }
 
 // Close stops the sweeper, waits for the calls in flight, and returns every
@@ -451,7 +443,7 @@ func (s *Store) Close() error {
 		<-s.done
 		s.life.Lock()
 		rets := s.collect(true)
-		if s.leaser != nil && len(rets) > 0 {
+		if len(rets) > 0 {
 			before := s.returnErrors.Load()
 			ctx, cancel := context.WithTimeout(context.Background(), s.closeTimeout)
 			s.giveBackAll(rets, ctx)

@@ -34,7 +34,7 @@ func TestConformanceDenialCacheOnly(t *testing.T) {
 }
 
 // TestConformanceLeases runs the suite on leases over memstore (a
-// sluice.Leaser), and over the exact fake of fake_test.go.
+// sluice.Reserver), and over the exact fake of fake_test.go.
 func TestConformanceLeases(t *testing.T) {
 	t.Run("memstore", func(t *testing.T) {
 		sluicetest.Run(t, func(t *testing.T) sluice.Store {
@@ -388,5 +388,53 @@ func TestMaxKeysFallsBackToTheStore(t *testing.T) {
 	s.Close()
 	if got := x.admitted.Load(); got != 1000 {
 		t.Errorf("after Close the store counts %d units net, want exactly the 1000 admitted", got)
+	}
+}
+
+// countingStore is a plain Store (AllowN alone) that counts its calls.
+type countingStore struct {
+	s     sluice.Store
+	calls atomic.Int64
+}
+
+func (c *countingStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	c.calls.Add(1)
+	return c.s.AllowN(ctx, key, lim, n)
+}
+
+// Over a store that cannot reserve, WithLeases takes no lease: the first
+// decision learns it from sluice.ErrReserveUnsupported and is decided by
+// AllowN, as is every later one, exactly; what else the store lacks is its
+// error, passed on.
+func TestLeasesOverAStoreThatCannotReserve(t *testing.T) {
+	m := memstore.New()
+	defer m.Close()
+	plain := &countingStore{s: m}
+	s := newTiered(t, plain, tiered.WithLeases(10, 1, time.Minute))
+	defer s.Close()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Hour}
+	for i := range 7 {
+		d, err := s.AllowN(ctx, "k", lim, 1)
+		if err != nil || d.Allowed != (i < 5) || d.Degraded {
+			t.Fatalf("decision %d = %+v, %v; want allowed %v, exact", i+1, d, err, i < 5)
+		}
+	}
+	if n := plain.calls.Load(); n < 5 {
+		t.Errorf("the store decided %d times, want each admission (no lease)", n)
+	}
+	if st := s.Stats(); st.Leases != 0 {
+		t.Errorf("Stats().Leases = %d, want 0", st.Leases)
+	}
+	if _, _, err := s.Reserve(ctx, "k", lim, 1); !errors.Is(err, sluice.ErrReserveUnsupported) {
+		t.Errorf("Reserve = %v, want ErrReserveUnsupported", err)
+	}
+	if err := s.Reset(ctx, "k", lim); !errors.Is(err, sluice.ErrResetUnsupported) {
+		t.Errorf("Reset = %v, want ErrResetUnsupported", err)
+	}
+	if _, err := s.AllowMulti(ctx, nil); !errors.Is(err, sluice.ErrMultiUnsupported) {
+		t.Errorf("AllowMulti = %v, want ErrMultiUnsupported", err)
+	}
+	if _, err := s.Acquire(ctx, "p", sluice.ConcurrencyLimit{Max: 1, TTL: time.Second}, "h"); !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
+		t.Errorf("Acquire = %v, want ErrSemaphoreUnsupported", err)
 	}
 }

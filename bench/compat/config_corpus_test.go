@@ -23,6 +23,26 @@ type corpusCase struct {
 	// answers names the knownDifference between the answers when both
 	// accept the configuration but read it differently.
 	answers string
+	settings
+}
+
+// settings are the environment of the reference and the flags of sluice
+// (check and serve) for a case, besides the test's own.
+type settings struct {
+	refEnv, slArgs []string
+}
+
+// with is c run with the reference's environment refEnv and sluice's flags
+// slArgs.
+func with(c corpusCase, refEnv []string, slArgs ...string) corpusCase {
+	c.refEnv, c.slArgs = refEnv, slArgs
+	return c
+}
+
+// answersDiffer is a case that both accept and answer differently, by the
+// known difference diff.
+func answersDiffer(name, diff string) corpusCase {
+	return corpusCase{name: name, ref: true, answers: diff}
 }
 
 func accepted(name string) corpusCase { return corpusCase{name: name, ref: true} }
@@ -62,7 +82,7 @@ var corpus = []corpusCase{
 	accepted("valid-flow"),
 	accepted("valid-deep"),
 	accepted("valid-yaml11"),
-	accepted("deep-64"),
+	differs("deep-64", "limit-deeper", "", "a limit 64 levels deep never applies: a request descriptor has at most 16 entries"),
 	accepted("encoding-bom"),
 	accepted("encoding-crlf"),
 	accepted("alias-scalar"),
@@ -204,11 +224,20 @@ var corpus = []corpusCase{
 	// share_threshold
 	accepted("share-threshold-false-exact"),
 	rejected("share-threshold-exact", "share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_v'",
-		`descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "v"`),
+		`descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not "v"`),
 	rejected("share-threshold-no-value", "but found key 'k'", `descriptors[0].share_threshold: can only be used with a wildcard value`),
 	rejected("share-threshold-nested-exact", "but found key 'n_x'", `descriptors[0].descriptors[0].share_threshold: can only be used with a wildcard value`),
 	rejected("share-threshold-quoted", "cannot unmarshal !!str `true` into bool", `want true or false, got the string "true"`),
-	differs("share-threshold-key-wildcard", "share-threshold-key", "", `descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not ""`),
+	differs("share-threshold-key-wildcard", "share-threshold-key", "", `descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not ""`),
+	differs("share-threshold-middle", "middle-wildcard-share", "share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_/api*v1'", ""),
+	with(rejected("share-threshold-middle-trailing", "share_threshold can only be used with wildcard values (ending with '*'), but found key 'k_/api*v1'",
+		`descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "/api*v1"`), nil, "--wildcards", "trailing"),
+
+	// wildcards
+	answersDiffer("wildcard-middle", "middle-wildcard"),
+	with(accepted("wildcard-middle-trailing"), nil, "--wildcards", "trailing"),
+	differs("wildcard-shadowed", "never-matches", "", `descriptors[1].value: wildcard "ab*" never matches: every value it matches is matched first by "a*" (line 4)`),
+	differs("default-beside-star", "never-matches", "", `descriptors[1].key: descriptor "k" with no value never matches: the wildcard value "*" (line 4) matches every value of "k" first`),
 
 	// unknown keys, at each level
 	rejected("unknown-key-root", "config error, unknown key 'version'", "version: unknown key (want one of domain, descriptors)"),
@@ -281,6 +310,9 @@ var corpus = []corpusCase{
 	accepted("dir-yml-extension"),
 	accepted("dir-subdirectory"),
 	rejected("dir-duplicate-domain", "duplicate domain 'cfg' in config file", `domain: duplicate domain "cfg"`),
+	with(accepted("dir-merge-domain"), []string{"MERGE_DOMAIN_CONFIG=true"}, "--merge-domains"),
+	with(rejected("dir-merge-duplicate", "duplicate descriptor composite key 'cfg.user'", `b.yaml:3: descriptors[0].key: duplicate descriptor "user" with no value at this level (cfg.user; first at `),
+		[]string{"MERGE_DOMAIN_CONFIG=true"}, "--merge-domains"),
 	rejected("dir-one-bad-file", "cannot unmarshal !!int `-5` into uint32", "requests_per_unit: -5 is out of range"),
 	differs("dir-no-extension", "file-extension", "", "no *.yaml or *.yml files"),
 	differs("dir-readme", "non-yaml-file", "README.md: error loading config file", ""),
@@ -377,6 +409,33 @@ var knownDifferences = []knownDifference{
 		reason: "descriptors nested more than 64 levels deep: the reference loads any depth; sluice bounds " +
 			"it (parse.go maxDepth, a guard on memory; service/config/doc.go). No Envoy rate limit action " +
 			"list is that long",
+	},
+	{
+		id: "middle-wildcard", answers: true, kind: documented,
+		reason: "a '*' before the end of a value (\"bar*b\", \"foo*bar*baz\"): a wildcard in the reference's main " +
+			"branch since March 2026 (its pull request 1085) and in sluice by default (--wildcards anywhere), a " +
+			"literal byte in the version make compat builds; sluice --wildcards trailing reads it as that version " +
+			"does (the case wildcard-middle-trailing answers the same). docs/compatibility.md: \"Wildcards\"",
+	},
+	{
+		id: "middle-wildcard-share", sluiceAccepts: true, kind: documented,
+		reason: "share_threshold on a value whose '*' is not at its end: accepted by the reference's main branch " +
+			"since March 2026 and by sluice by default; refused by the version make compat builds, and by " +
+			"sluice --wildcards trailing (the case share-threshold-middle-trailing)",
+	},
+	{
+		id: "never-matches", kind: documented,
+		reason: "a descriptor that can never match: a wildcard whose every value an earlier wildcard of its key " +
+			"matches first, a key-only default beside a \"*\" of its key. The reference loads it and it silently " +
+			"never applies; sluice refuses it with its line (service/config/doc.go, docs/compatibility.md)",
+		match: func(ref, sl verdict) bool { return ref.accepted && strings.Contains(sl.msg, "never matches") },
+	},
+	{
+		id: "limit-deeper", kind: documented,
+		reason: "a limit nested deeper than a request descriptor's entries can reach (--max-descriptor-entries, 16): " +
+			"the reference loads it, and a request as deep would reach it; sluice refuses more entries per " +
+			"descriptor (docs/bounds.md), so the limit could never apply, and it refuses the limit with its line",
+		match: func(ref, sl verdict) bool { return ref.accepted && strings.Contains(sl.msg, "never applies") },
 	},
 	{
 		id: "share-threshold-key", kind: documented,

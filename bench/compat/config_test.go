@@ -274,7 +274,7 @@ func caseFiles(t *testing.T, name string) map[string][]byte {
 
 func (a *acceptance) corpusCase(t *testing.T, c corpusCase) {
 	files := caseFiles(t, c.name)
-	e := a.evaluate(t, files)
+	e := a.evaluate(t, files, c.settings)
 	defer func() {
 		if t.Failed() {
 			t.Logf("configuration:\n%s", showFiles(files))
@@ -327,7 +327,7 @@ func word(accepts bool) string {
 
 func (a *acceptance) generatedCase(t *testing.T, m mutant) {
 	files := map[string][]byte{m.base + ".yaml": m.data}
-	e := a.evaluate(t, files)
+	e := a.evaluate(t, files, settings{})
 	defer func() {
 		if t.Failed() {
 			t.Logf("mutation of testdata/configs/%s.yaml: %s\n%s", m.base, m.what, showFiles(files))
@@ -369,6 +369,7 @@ func showFiles(files map[string][]byte) string {
 // evaluation is what evaluate found out about one configuration.
 type evaluation struct {
 	ref, sl verdict
+	set     settings
 	dir     string   // the configuration directory
 	refSvc  *service // the reference, running
 	debug   string   // the base URL of its debug listener (/rlconfig)
@@ -377,8 +378,9 @@ type evaluation struct {
 
 var domainLine = regexp.MustCompile(`(?m)^\s*"?domain"?\s*:\s*["']?([^"'\s#,}]+)`)
 
-// evaluate writes files into a fresh directory and gets both verdicts.
-func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation {
+// evaluate writes files into a fresh directory and gets both verdicts,
+// each run with set.
+func (a *acceptance) evaluate(t *testing.T, files map[string][]byte, set settings) *evaluation {
 	t.Helper()
 	root := t.TempDir()
 	dir := filepath.Join(root, "ratelimit", "config")
@@ -395,11 +397,11 @@ func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation
 			domain = string(m[1])
 		}
 	}
-	e := &evaluation{dir: dir}
-	e.refSvc, e.debug, e.ref = a.reference(t, root, domain)
-	e.sl, e.domains = sluiceCheck(t, dir)
+	e := &evaluation{dir: dir, set: set}
+	e.refSvc, e.debug, e.ref = a.reference(t, root, domain, set.refEnv...)
+	e.sl, e.domains = sluiceCheck(t, dir, set.slArgs...)
 	if !e.sl.accepted {
-		serveRefuses(t, dir, e.sl.msg)
+		serveRefuses(t, dir, e.sl.msg, set.slArgs...)
 	}
 	return e
 }
@@ -407,10 +409,10 @@ func (a *acceptance) evaluate(t *testing.T, files map[string][]byte) *evaluation
 // reference runs the reference on the configuration under root and
 // returns its verdict, retrying when a port it was given was taken in the
 // meantime.
-func (a *acceptance) reference(t *testing.T, root, domain string) (*service, string, verdict) {
+func (a *acceptance) reference(t *testing.T, root, domain string, env ...string) (*service, string, verdict) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		s, debug, v, err := a.tryReference(t, root, domain)
+		s, debug, v, err := a.tryReference(t, root, domain, env...)
 		if err == nil {
 			return s, debug, v
 		}
@@ -469,13 +471,13 @@ func uniquePort(t *testing.T) string {
 	return ""
 }
 
-func (a *acceptance) tryReference(t *testing.T, root, domain string) (*service, string, verdict, error) {
+func (a *acceptance) tryReference(t *testing.T, root, domain string, env ...string) (*service, string, verdict, error) {
 	t.Helper()
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
 	cmd := exec.Command(referenceBin(t))
 	cmd.Dir = root
 	cmd.Env = referenceEnv(root, a.redis, httpPort, grpcPort, debugPort,
-		"CACHE_KEY_PREFIX=cfg"+strconv.FormatInt(a.prefix.Add(1), 10)+"_")
+		append([]string{"CACHE_KEY_PREFIX=cfg" + strconv.FormatInt(a.prefix.Add(1), 10) + "_"}, env...)...)
 	s := run(t, "reference", cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(20 * time.Second); ; {
@@ -581,11 +583,12 @@ func crash(out string) string {
 	return tail(out, 400)
 }
 
-// sluiceCheck runs sluice check DIR: its verdict and the domains it loaded.
-func sluiceCheck(t *testing.T, dir string) (verdict, []string) {
+// sluiceCheck runs sluice check [args] DIR: its verdict and the domains it
+// loaded.
+func sluiceCheck(t *testing.T, dir string, args ...string) (verdict, []string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(sluiceBin, "check", dir)
+	cmd := exec.Command(sluiceBin, append(append([]string{"check"}, args...), dir)...)
 	cmd.Env = minimalEnv()
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -607,14 +610,14 @@ func sluiceCheck(t *testing.T, dir string) (verdict, []string) {
 
 // serveRefuses checks that sluice serve refuses to start on a configuration
 // that sluice check rejected with msg, and says why.
-func serveRefuses(t *testing.T, dir, msg string) {
+func serveRefuses(t *testing.T, dir, msg string, args ...string) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sluiceBin, "serve", "--config", dir,
+	cmd := exec.CommandContext(ctx, sluiceBin, append([]string{"serve", "--config", dir,
 		"--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--ready-file", ready,
-		"--log-level", "warn", "--reload-interval", "0")
+		"--log-level", "warn", "--reload-interval", "0"}, args...)...)
 	cmd.Env = minimalEnv()
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -642,8 +645,8 @@ var dumpLine = regexp.MustCompile(`^(.+): unit=(\w+) requests_per_unit=\d+, shad
 
 // limits reads the reference's loaded limits from its debug listener and
 // makes a request descriptor for each: the key and value of each level
-// ("key_value", split at the first '_'), a wildcard's prefix and "w1" for a
-// wildcard value, "u1" for a key-only level.
+// ("key_value", split at the first '_'), a wildcard value with each '*'
+// replaced by "w1", "u1" for a key-only level.
 func limits(t *testing.T, debug string, domains []string) []limitLine {
 	t.Helper()
 	resp, err := http.Get(debug + "/rlconfig")
@@ -679,8 +682,8 @@ func limits(t *testing.T, debug string, domains []string) []limitLine {
 			switch {
 			case value == "":
 				value = "u1"
-			case strings.HasSuffix(value, "*"):
-				value = strings.TrimSuffix(value, "*") + "w1"
+			case strings.Contains(value, "*"):
+				value = strings.ReplaceAll(value, "*", "w1")
 			}
 			l.entries = append(l.entries, &rlpb.RateLimitDescriptor_Entry{Key: key, Value: value})
 		}
@@ -690,10 +693,10 @@ func limits(t *testing.T, debug string, domains []string) []limitLine {
 	return out
 }
 
-// window is the length of the fixed window of a unit, as far as a
+// unitWindow is the length of the fixed window of a unit, as far as a
 // difference across its boundary matters: every boundary of a longer
 // unit is a minute's.
-func window(unit string) time.Duration {
+func unitWindow(unit string) time.Duration {
 	if unit == "SECOND" {
 		return time.Second
 	}
@@ -706,17 +709,23 @@ func window(unit string) time.Duration {
 // checker.step). It returns the differences of the first part.
 func (a *acceptance) compare(t *testing.T, e *evaluation, combined bool) []string {
 	t.Helper()
-	sl := startSluice(t, "sluice", e.dir)
+	sl := startSluice(t, "sluice", e.dir, e.set.slArgs...)
 	lines := limits(t, e.debug, e.domains)
 	var diffs []string
 	byDomain := map[string][]*rlpb.RateLimitDescriptor{}
 	shortest := map[string]time.Duration{}
+	first := map[string]time.Time{} // a domain's first request: its counters count from there
 	for _, l := range lines {
 		req := &pb.RateLimitRequest{Domain: l.domain, Descriptors: []*rlpb.RateLimitDescriptor{{Entries: l.entries}}}
 		began := time.Now()
+		if _, ok := first[l.domain]; !ok {
+			first[l.domain] = began
+		}
 		for i := range 2 {
+			asked := time.Now()
 			r, rerr := e.refSvc.should(req)
 			s, serr := sl.should(req)
+			slack := time.Since(asked)
 			if rerr != nil || serr != nil {
 				diffs = append(diffs, fmt.Sprintf("  %s\n    request:   %s\n    reference: %v %s\n    sluice:    %v %s",
 					l.line, text(req), errText(rerr), text(r), errText(serr), text(s)))
@@ -726,11 +735,11 @@ func (a *acceptance) compare(t *testing.T, e *evaluation, combined bool) []strin
 				t.Logf("the request for %q does not reach that limit in the reference (a '.' or '_' in a key or value): compared all the same", l.line)
 			}
 			rc, sc := proto.Clone(r).(*pb.RateLimitResponse), proto.Clone(s).(*pb.RateLimitResponse)
-			alignResponse(rc, sc)
+			alignResponse(rc, sc, slack)
 			if proto.Equal(rc, sc) {
 				continue
 			}
-			if w := window(l.unit); time.Now().Truncate(w) != began.Truncate(w) {
+			if w := unitWindow(l.unit); time.Now().Truncate(w) != began.Truncate(w) {
 				t.Logf("%s: answers differ across a %v boundary: not compared", l.line, w)
 				break
 			}
@@ -739,15 +748,19 @@ func (a *acceptance) compare(t *testing.T, e *evaluation, combined bool) []strin
 			break
 		}
 		byDomain[l.domain] = append(byDomain[l.domain], &rlpb.RateLimitDescriptor{Entries: l.entries})
-		if w := window(l.unit); shortest[l.domain] == 0 || w < shortest[l.domain] {
+		if w := unitWindow(l.unit); shortest[l.domain] == 0 || w < shortest[l.domain] {
 			shortest[l.domain] = w
 		}
 	}
 	c := newChecker(e.refSvc, sl)
 	if combined && len(diffs) == 0 {
 		for _, d := range slices.Sorted(maps.Keys(byDomain)) {
+			// The counters of the domain's limits count from its first
+			// request: a difference after a boundary passed since then
+			// is abandoned (the two services may have seen that
+			// boundary between their answers to one request).
 			seq := newSequence("all the limits of " + d + " in one request")
-			seq.window = shortest[d]
+			seq.start, seq.window = first[d], shortest[d]
 			c.step(t, seq, &pb.RateLimitRequest{Domain: d, Descriptors: byDomain[d]})
 		}
 	}

@@ -53,6 +53,19 @@ func TestCLI(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n  - {key: j, colour: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	mergeDir := t.TempDir()
+	for name, body := range map[string]string{
+		"a.yaml": "domain: d\ndescriptors:\n  - {key: k, value: \"bar*b\", share_threshold: true, rate_limit: {unit: minute, requests_per_unit: 1}}\n",
+		"b.yaml": "domain: d\ndescriptors:\n  - {key: j, rate_limit: {unit: minute, requests_per_unit: 2}}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(mergeDir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deep := filepath.Join(dir, "deep.yaml")
+	if err := os.WriteFile(deep, []byte("domain: x\ndescriptors: [{key: a, descriptors: [{key: b, descriptors: [{key: c, rate_limit: {unit: second, requests_per_unit: 1}}]}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name       string
 		args       []string
@@ -75,6 +88,15 @@ func TestCLI(t *testing.T) {
 			bad + ":5: descriptors[1].colour: unknown key (want one of key, value, rate_limit, rate_limits, descriptors, shadow_mode, detailed_metric, quota_mode, value_to_metric, share_threshold, metadata)\n", ""},
 		{"serve lists them too", []string{"serve", "--config", bad}, 1, "", "", "sluice serve: invalid configuration:\n" + bad + ":4: descriptors[0]"},
 		{"help", []string{"serve", "-h"}, 0, "", "", "Usage: sluice serve"},
+		{"check: a domain in two files", []string{"check", mergeDir}, 1, "", "", `b.yaml:1: domain: duplicate domain "d"`},
+		{"check --merge-domains", []string{"check", "--merge-domains", mergeDir}, 0, "ok: 1 domain(s): d", "", ""},
+		{"check --wildcards trailing", []string{"check", "--merge-domains", "--wildcards", "trailing", mergeDir}, 1, "", "",
+			`a.yaml:3: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "bar*b"`},
+		{"check --wildcards bad", []string{"check", "--wildcards", "middle", mergeDir}, 2, "", "sluice check: --wildcards: want anywhere or trailing, got \"middle\"\n", ""},
+		{"check --max-descriptor-entries", []string{"check", "--max-descriptor-entries", "2", deep}, 1, "", "",
+			"descriptors[0].descriptors[0].descriptors[0].rate_limit: a limit 3 levels deep never applies: a request descriptor has at most 2 entries"},
+		{"serve --max-descriptor-entries", []string{"serve", "--max-descriptor-entries", "2", "--config", deep}, 1, "", "", "a limit 3 levels deep never applies"},
+		{"serve --wildcards bad", []string{"serve", "--wildcards", "x"}, 2, "", "sluice serve: --wildcards: want anywhere or trailing, got \"x\"\n", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -99,6 +121,20 @@ func TestConfigExample(t *testing.T) {
 	}
 	if code, stdout, stderr := runCLI("check", f); code != 0 || stdout != "ok: 1 domain(s): example\n" {
 		t.Errorf("check of the example = %d %q %q", code, stdout, stderr)
+	}
+}
+
+// TestCheckWarnsOfLargeLogs: sluice check loads a sliding log of 100,000
+// an hour and warns of what its keys may cost, on stderr.
+func TestCheckWarnsOfLargeLogs(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ratelimit.yaml")
+	yaml := "domain: api\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100000}\n"
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("check", f)
+	if code != 0 || stdout != "ok: 1 domain(s): api\n" || !strings.HasPrefix(stderr, "warning: rule api.api_key: a sliding_log of 100000 per 1h0m0s keeps up to 100000 entries per key") {
+		t.Errorf("check = %d %q %q, want 0, ok and a warning naming the rule", code, stdout, stderr)
 	}
 }
 

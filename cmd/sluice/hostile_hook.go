@@ -19,37 +19,29 @@ import (
 const hostilePanicKey = "hostile-panic"
 
 func init() {
-	testStoreWrap = func(s sluice.Store) sluice.Store {
-		if m, ok := s.(sluice.MultiStore); ok {
-			return panicMultiStore{panicStore{s}, m}
-		}
-		return panicStore{s}
-	}
+	testStoreWrap = func(s sluice.Store) sluice.Store { return panicStore{sluice.Lift(s)} }
 }
 
 // panicStore panics, before calling its store, on a key containing
-// hostilePanicKey.
-type panicStore struct{ sluice.Store }
+// hostilePanicKey, in AllowN and AllowMulti; every other call passes to its
+// store, so that ShouldRateLimit decides as it does without the hook.
+type panicStore struct{ sluice.FullStore }
 
 func (p panicStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	if strings.Contains(key, hostilePanicKey) {
 		panic("hostiletest: store called with key " + key)
 	}
-	return p.Store.AllowN(ctx, key, lim, n)
+	return p.FullStore.AllowN(ctx, key, lim, n)
 }
 
-// panicMultiStore keeps a MultiStore one, so that ShouldRateLimit decides
-// all-or-nothing as it does without the hook.
-type panicMultiStore struct {
-	panicStore
-	multi sluice.MultiStore
-}
-
-func (p panicMultiStore) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+func (p panicStore) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	for _, r := range reqs {
 		if strings.Contains(r.Key, hostilePanicKey) {
 			panic("hostiletest: store called with key " + r.Key)
 		}
 	}
-	return p.multi.AllowMulti(ctx, reqs)
+	return p.FullStore.AllowMulti(ctx, reqs)
 }
+
+// Close does nothing: serve closes the store below.
+func (p panicStore) Close() error { return nil }

@@ -321,9 +321,8 @@ func (e *refEnv) configSource() {
 		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
 	}
 	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
-	if e.boolean("MERGE_DOMAIN_CONFIG", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "MERGE_DOMAIN_CONFIG",
-			Msg: "sluice does not merge a domain defined twice: such a configuration is refused with an error naming both places (at start, or a reload or xDS update that keeps the running configuration)"})
+	if e.set("MERGE_DOMAIN_CONFIG") {
+		e.assign("merge-domains", strconv.FormatBool(e.boolean("MERGE_DOMAIN_CONFIG", false)), nil, "MERGE_DOMAIN_CONFIG")
 	}
 }
 

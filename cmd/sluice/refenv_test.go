@@ -203,6 +203,9 @@ func TestReferencePlan(t *testing.T) {
 			map[string]string{"response-headers": "true", "limit-header": "X-Limit", "remaining-header": "X-Left", "reset-header": "X-Reset"}, nil},
 		{"modes", map[string]string{"SHADOW_MODE": "true", "QUOTA_MODE": "1"}, map[string]string{"shadow-mode": "true", "quota-mode": "true"}, nil},
 		{"modes off", map[string]string{"SHADOW_MODE": "false", "QUOTA_MODE": "false", "LIMIT_RESPONSE_HEADERS_ENABLED": "false"}, nil, []string{"shadow-mode", "quota-mode", "response-headers"}},
+		{"merge domains", map[string]string{"MERGE_DOMAIN_CONFIG": "true"}, map[string]string{"merge-domains": "true"}, nil},
+		{"merge domains off", map[string]string{"MERGE_DOMAIN_CONFIG": "false"}, map[string]string{"merge-domains": "false"}, nil},
+		{"merge domains unset", nil, nil, []string{"merge-domains"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

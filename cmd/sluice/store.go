@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
-	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
@@ -39,7 +39,7 @@ func (st *storeSet) wrapForTest() {
 // Redis store in the stack of package stack: failover (a deadline on every
 // call, a breaker, and the --failure-mode default, which a rule's
 // failure_mode overrides), and with --tiered the local tier in front.
-func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
 	if f.redis.url == "" {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
@@ -55,15 +55,19 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 	octx, cancel := context.WithTimeout(ctx, connectTimeout)
 	rs, err := redisstore.Open(octx, f.redis.url, ropts...)
 	cancel()
-	var raw redisLayer = rs
+	var raw sluice.FullStore = rs
 	var down error
 	if err != nil {
-		if f.redis.required || !unreachable(err) || ctx.Err() != nil {
+		if f.redis.required || !redisstore.Unreachable(err) || ctx.Err() != nil {
 			return nil, fmt.Errorf("--redis: %w", err)
 		}
 		// Serve by the failure policy, breaker open, until Redis answers.
 		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
-		raw, down = newPendingStore(f.redis.url, ropts, log), err
+		later, lerr := redisstore.OpenLater(f.redis.url, append(ropts, redisstore.WithLogger(log))...)
+		if lerr != nil {
+			return nil, fmt.Errorf("--redis: %w", lerr)
+		}
+		raw, down = later, err
 	}
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
@@ -110,13 +114,4 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		close:     func() { st.Close(); raw.Close() },
 		waitBound: f.redis.timeout,
 	}, nil
-}
-
-// redisLayer is the Redis store at the bottom: *redisstore.Store, or a
-// pendingStore while Redis has not been reached.
-type redisLayer interface {
-	sluice.Store
-	sluice.MultiStore
-	sluice.Leaser
-	Close() error
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // Rule is one configured limit, resolved and validated.
@@ -61,8 +62,8 @@ type Rule struct {
 	Replaces []string
 }
 
-// Descriptor is one entry of a request descriptor.
-type Descriptor struct{ Key, Value string }
+// Entry is one key and value of a request descriptor.
+type Entry struct{ Key, Value string }
 
 // Match is the result of matching one request descriptor.
 type Match struct {
@@ -92,7 +93,10 @@ type Match struct {
 // immutable and safe for concurrent use.
 type Config struct {
 	domains map[string]*node
-	files   map[string]string // domain -> file it came from
+	files   map[string]string // domain -> file it came from (the first, when merged)
+	opts    Options
+	places  map[*node]place // where each descriptor is written, while loading; nil after
+	noLines bool            // the files' lines mean nothing to their authors (xDS resources)
 }
 
 // Domains returns the configured domains, sorted.
@@ -109,29 +113,49 @@ func (c *Config) Domains() []string {
 // files are not read further and a last Error says so.
 const MaxErrors = 20
 
+// MaxFileSize bounds a configuration file, in bytes. A path that is not a
+// regular file (a named pipe, a device) is an error, found without
+// blocking.
+const MaxFileSize = 64 << 20
+
 // Parse parses one YAML document, holding one domain, read from the file
 // called name (used in error messages only). An error is an Errors listing
-// every problem found, in file order, at most MaxErrors.
-func Parse(name string, data []byte) (*Config, error) {
-	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
+// every problem found, in file order, at most MaxErrors. It reads with the
+// zero Options.
+func Parse(name string, data []byte) (*Config, error) { return Options{}.Parse(name, data) }
+
+// Parse is the package's Parse, read with o.
+func (o Options) Parse(name string, data []byte) (*Config, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	c := o.empty()
 	var errs Errors
 	c.add(name, data, &errs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.places = nil
 	return c, nil
 }
 
 // Load reads every path: a file, or a directory whose *.yaml and *.yml
 // files, subdirectories included, are read as Files lists them. All the
-// domains are merged into one Config; a domain defined twice is an error.
-// An error is an Errors listing the problems of every file, in order, at
-// most MaxErrors; a file that cannot be read is an Error naming it.
-func Load(paths ...string) (*Config, error) {
+// domains are merged into one Config; a domain defined twice is an error
+// (see Options.MergeDomains). An error is an Errors listing the problems of
+// every file, in order, at most MaxErrors; a file that cannot be read is an
+// Error naming it. It reads with the zero Options.
+func Load(paths ...string) (*Config, error) { return Options{}.Load(paths...) }
+
+// Load is the package's Load, read with o.
+func (o Options) Load(paths ...string) (*Config, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no configuration files given")
 	}
-	c := &Config{domains: map[string]*node{}, files: map[string]string{}}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	c := o.empty()
 	files, err := Files(paths...)
 	if err != nil {
 		return nil, err
@@ -141,7 +165,7 @@ func Load(paths ...string) (*Config, error) {
 		if len(errs) >= MaxErrors {
 			break
 		}
-		data, err := os.ReadFile(f)
+		data, err := livefile.Read(f, MaxFileSize)
 		if err != nil {
 			errs = append(errs, fileError(f, err))
 			continue
@@ -151,6 +175,7 @@ func Load(paths ...string) (*Config, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	c.places = nil
 	return c, nil
 }
 
@@ -247,7 +272,16 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 // add parses one file and adds its domain, or appends its errors to errs
 // (up to MaxErrors in all).
 func (c *Config) add(name string, data []byte, errs *Errors) {
-	p := &parser{file: name, max: MaxErrors - len(*errs)}
+	if c.places == nil {
+		c.places = map[*node]place{}
+	}
+	p := &parser{file: name, max: MaxErrors - len(*errs), opts: c.opts, places: c.places, noLines: c.noLines}
+	if c.opts.MergeDomains {
+		// A domain already read takes this file's descriptors at its
+		// first level, as checked by its addChild. A file with an error
+		// leaves some of them there: the Config is not used then.
+		p.domainRoot = func(domain string) *node { return c.domains[domain] }
+	}
 	domain, root, line := p.parseFile(data)
 	*errs = append(*errs, p.errs...)
 	if p.stopped && len(*errs) >= MaxErrors {
@@ -257,6 +291,9 @@ func (c *Config) add(name string, data []byte, errs *Errors) {
 		return
 	}
 	if prev, ok := c.files[domain]; ok {
+		if c.opts.MergeDomains {
+			return // merged into the domain's root as it was parsed
+		}
 		*errs = append(*errs, &Error{File: name, Line: line, Path: "domain", Msg: fmt.Sprintf("duplicate domain %q (already defined in %s)", domain, prev)})
 		return
 	}

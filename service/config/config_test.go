@@ -19,10 +19,10 @@ func fw(rate int, period time.Duration) sluice.Limit {
 
 const day = 24 * time.Hour
 
-func d(kv ...string) []Descriptor {
-	var ds []Descriptor
+func d(kv ...string) []Entry {
+	var ds []Entry
 	for i := 0; i+1 < len(kv); i += 2 {
-		ds = append(ds, Descriptor{kv[i], kv[i+1]})
+		ds = append(ds, Entry{kv[i], kv[i+1]})
 	}
 	return ds
 }
@@ -30,7 +30,7 @@ func d(kv ...string) []Descriptor {
 type matchCase struct {
 	name    string
 	domain  string
-	entries []Descriptor
+	entries []Entry
 	want    []Rule // nil: no limit applies
 	key     string
 	metric  string
@@ -316,7 +316,8 @@ func TestDefaultExample(t *testing.T) {
 
 // TestMatchPrecedence checks the reference's order at each level: the exact
 // key/value, then wildcards in config order, then the key-only default; and
-// that the node of the last entry decides.
+// that the node of the last entry decides. (A "*" beside a key-only default
+// is an error: the default would never match; see TestNeverMatches.)
 func TestMatchPrecedence(t *testing.T) {
 	const yml = `
 domain: p
@@ -339,7 +340,7 @@ descriptors:
   - key: k
     value: abc
     rate_limit: {unit: second, requests_per_unit: 4}
-  - key: k
+  - key: any
     value: "*"
     rate_limit: {unit: second, requests_per_unit: 5}
   - key: other
@@ -351,14 +352,15 @@ descriptors:
 		t.Fatal(err)
 	}
 	tests := []struct {
-		entries []Descriptor
+		entries []Entry
 		want    int // Rate of the single rule; 0: no limit
 	}{
 		{d("k", "abc"), 4},   // exact beats every wildcard
 		{d("k", "abd"), 2},   // first wildcard in order
 		{d("k", "axe"), 3},   // second wildcard
-		{d("k", "zzz"), 5},   // "*" wildcard, still before the default
-		{d("k", ""), 5},      // "*" matches the empty value too
+		{d("k", "zzz"), 1},   // no wildcard matches: the default
+		{d("any", "zzz"), 5}, // "*" matches every value
+		{d("any", ""), 5},    // the empty value too
 		{d("other", "b"), 0}, // wildcard of another key does not apply, no default
 		{d("other", "a"), 6},
 		{d("k", "axe", "sub", "x"), 33},
@@ -405,7 +407,7 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	requests := [][]Descriptor{
+	requests := [][]Entry{
 		d("a", "b=c"),
 		d("a", "b/c"),
 		d("a", "b", "b", "c"),
@@ -420,7 +422,7 @@ descriptors:
 		d("a", `\`),
 		d("a", `\\`),
 	}
-	seen := map[string][]Descriptor{}
+	seen := map[string][]Entry{}
 	for _, r := range requests {
 		m, ok := c.Match("d/x", r)
 		if !ok || len(m.Rules) == 0 {
@@ -493,14 +495,14 @@ descriptors:
   - key: k
     value: v
   - key: k
-    value: v`, `t.yaml:6: descriptors[1].key: duplicate descriptor "k" with value "v" at this level (a.k_v)`},
+    value: v`, `t.yaml:6: descriptors[1].key: duplicate descriptor "k" with value "v" at this level (a.k_v; first at line 4)`},
 		{"duplicate default", `
 domain: a
 descriptors:
   - key: k
     descriptors:
       - key: j
-      - key: j`, `t.yaml:7: descriptors[0].descriptors[1].key: duplicate descriptor "j" with no value at this level (a.k.j)`},
+      - key: j`, `t.yaml:7: descriptors[0].descriptors[1].key: duplicate descriptor "j" with no value at this level (a.k.j; first at line 6)`},
 		{"bad unit", `
 domain: a
 descriptors:
@@ -596,13 +598,13 @@ descriptors:
   - key: k
     value: v
     share_threshold: true
-    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:6: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not "v"`},
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:6: descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not "v"`},
 		{"share_threshold on a key-only descriptor", `
 domain: a
 descriptors:
   - key: k
     share_threshold: true
-    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].share_threshold: can only be used with a wildcard value (ending in '*'), not ""`},
+    rate_limit: {unit: second, requests_per_unit: 5}`, `t.yaml:5: descriptors[0].share_threshold: can only be used with a wildcard value (one with a '*'), not ""`},
 		{"replaces entry unknown key", `
 domain: a
 descriptors:
@@ -1037,7 +1039,7 @@ func TestMatchAllocs(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"testdata/compat", "testdata/sluice"} {
+	for _, dir := range []string{"testdata/compat", "testdata/sluice", "testdata/reference"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil {
 			f.Fatal(err)
@@ -1052,22 +1054,25 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(DefaultExample())
 	f.Add([]byte(bomb()))
+	f.Add([]byte("domain: d\ndescriptors:\n  - {key: k, value: \"a*b*c\", share_threshold: true, rate_limit: {unit: second, requests_per_unit: 1}}\n  - {key: k, value: \"a*\"}\n  - {key: k}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := Parse("fuzz.yaml", data)
-		if err != nil {
-			var ce *Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("Parse error %v is not an *Error", err)
+		for _, o := range []Options{{}, {Wildcards: WildcardsTrailing, MaxEntries: 2}} {
+			c, err := o.Parse("fuzz.yaml", data)
+			if err != nil {
+				var ce *Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("Parse error %v is not an *Error", err)
+				}
+				if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+					t.Fatalf("Parse error %q does not name the file", err)
+				}
+				continue
 			}
-			if ce.File != "fuzz.yaml" || !strings.HasPrefix(err.Error(), "fuzz.yaml") {
-				t.Fatalf("Parse error %q does not name the file", err)
+			// Every rule of a config that loads is usable: a valid limit, or
+			// unlimited, or the reference's block-all.
+			for _, dom := range c.Domains() {
+				walk(t, c.domains[dom])
 			}
-			return
-		}
-		// Every rule of a config that loads is usable: a valid limit, or
-		// unlimited, or the reference's block-all.
-		for _, dom := range c.Domains() {
-			walk(t, c.domains[dom])
 		}
 	})
 }
@@ -1102,7 +1107,7 @@ func BenchmarkMatch(b *testing.B) {
 	for _, bb := range []struct {
 		name    string
 		domain  string
-		entries []Descriptor
+		entries []Entry
 	}{
 		{"exact", "mongo_cps", d("database", "users")},
 		{"nested-default", "messaging", d("message_type", "marketing", "to_number", "2061111111")},
@@ -1141,7 +1146,7 @@ descriptors:
 		key, value string
 		rate       int
 	}{{"bin", "hello", 1}, {"int", "0x1F", 2}, {"bool", "true", 3}} {
-		m, ok := c.Match("a", []Descriptor{{tt.key, tt.value}})
+		m, ok := c.Match("a", []Entry{{tt.key, tt.value}})
 		if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.Rate != tt.rate {
 			t.Errorf("Match(%s=%s) = %+v, want the limit of rate %d", tt.key, tt.value, m, tt.rate)
 		}
@@ -1185,8 +1190,8 @@ extra: 1
 		`t.yaml:14: descriptors[2].descriptors[0].rate_limit.unit: unknown unit "eon" (want second, minute, hour, day, week, month or year)`,
 		`t.yaml:17: descriptors[3].rate_limits[0].burst: Burst 2 applies only to token_bucket and gcra, not fixed_window`,
 		`t.yaml:19: descriptors[3].rate_limits[2]: same algorithm and period (fixed_window, 1s) as descriptors[3].rate_limits[1]: one key holds one state per algorithm and period; keep the stricter limit`,
-		`t.yaml:20: descriptors[4].key: duplicate descriptor "k" with no value at this level (a.k)`,
-		`t.yaml:22: descriptors[5].key: duplicate descriptor "k" with no value at this level (a.k)`,
+		`t.yaml:20: descriptors[4].key: duplicate descriptor "k" with no value at this level (a.k; first at line 3)`,
+		`t.yaml:22: descriptors[5].key: duplicate descriptor "k" with no value at this level (a.k; first at line 3)`,
 		`t.yaml:24: extra: unknown key (want one of domain, descriptors)`,
 	}
 	_, err := Parse("t.yaml", []byte(give))
@@ -1276,7 +1281,7 @@ descriptors:
 		{"none", sluice.CountAdmitted, false},
 	}
 	for _, tt := range tests {
-		m, _ := c.Match("a", []Descriptor{{Key: tt.key, Value: "v"}})
+		m, _ := c.Match("a", []Entry{{Key: tt.key, Value: "v"}})
 		if len(m.Rules) != 1 || m.Rules[0].Limit.Counting != tt.wantC || m.Rules[0].CountingSet != tt.wantSet {
 			t.Errorf("%s: rules %+v, want Counting %v, CountingSet %v", tt.key, m.Rules, tt.wantC, tt.wantSet)
 		}

@@ -65,6 +65,15 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 	case d.rls != nil:
 		p.rateLimits(child, d.rls, join(path, "rate_limits"), d.flags)
 	}
+	if max := p.opts.maxEntries(); len(child.rules) > 0 && depth > max {
+		f, key := d.rl, "rate_limit"
+		if f == nil {
+			f, key = d.rls, "rate_limits"
+		}
+		if p.note(p.errorf(f.k, join(path, key), "a limit %d levels deep never applies: a request descriptor has at most %d entries (--max-descriptor-entries)", depth, max)) {
+			return
+		}
+	}
 	if d.children != nil && !p.stopped {
 		p.descriptors(child, d.children.v, join(path, "descriptors"), depth+1)
 	}
@@ -75,6 +84,7 @@ func (p *parser) descriptor(parent *node, n *yaml.Node, path string, depth int) 
 type descKeys struct {
 	key, value        string
 	keyNode, shareKey *yaml.Node
+	valueNode         *yaml.Node
 	keyBad            bool // key is given but is not a string
 	flags             descFlags
 	rl, rls, children *field
@@ -91,6 +101,7 @@ func (p *parser) readDescriptor(fields []field, path string) (_ *descKeys, stop 
 			d.keyNode, d.keyBad = f.k, err != nil
 		case "value":
 			d.value, err = p.str(f.v, fp)
+			d.valueNode = f.v
 		case "rate_limit":
 			d.rl = f
 		case "rate_limits":
@@ -131,8 +142,14 @@ func (p *parser) checkDescriptor(d *descKeys, fields []field, path string) (stop
 			return true
 		}
 	}
-	if d.flags.shareThreshold && !strings.HasSuffix(d.value, "*") {
+	if !d.flags.shareThreshold {
+		return false
+	}
+	switch {
+	case p.opts.Wildcards == WildcardsTrailing && !strings.HasSuffix(d.value, "*"):
 		return p.note(p.errorf(d.shareKey, join(path, "share_threshold"), "can only be used with a wildcard value (ending in '*'), not %q", d.value))
+	case !strings.Contains(d.value, "*"):
+		return p.note(p.errorf(d.shareKey, join(path, "share_threshold"), "can only be used with a wildcard value (one with a '*'), not %q", d.value))
 	}
 	return false
 }
@@ -153,9 +170,29 @@ func (p *parser) child(parent *node, d *descKeys, path string, add bool) (_ *nod
 	child.shareThreshold = d.flags.shareThreshold
 	child.valueToMetric = d.flags.valueToMetric
 	child.detailed = d.flags.detailed
-	if add {
-		if err := parent.addChild(child); err != nil && p.note(p.errorf(d.keyNode, join(path, "key"), "%v", err)) {
+	pat, err := compileWildcard(d.value, p.opts.Wildcards)
+	if err != nil {
+		add = false
+		if p.note(p.errorf(d.valueNode, join(path, "value"), "%v", err)) {
 			return nil, true
+		}
+	}
+	child.pat = pat
+	if add {
+		if err := parent.addChild(child); err != nil {
+			at, field, msg := d.keyNode, "key", err.Error()
+			if ce, ok := err.(*childError); ok {
+				msg = ce.describe(p.where)
+				if ce.field == "value" {
+					at, field = d.valueNode, "value"
+				}
+			}
+			if p.note(p.errorf(at, join(path, field), "%s", msg)) {
+				return nil, true
+			}
+		}
+		if p.places != nil && d.keyNode != nil {
+			p.places[child] = place{p.file, d.keyNode.Line}
 		}
 	}
 	return child, false

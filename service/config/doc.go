@@ -10,7 +10,7 @@
 //	      unit: minute
 //	      requests_per_unit: 20
 //	  - key: path
-//	    value: "/search*"          # wildcard: any value with this prefix
+//	    value: "/search*"          # wildcard: any value starting with /search
 //	    rate_limits:               # sluice: several limits, all must admit
 //	      - {algorithm: sliding_log, window: 30s, requests_per_unit: 10}
 //	      - {unit: day, requests_per_unit: 1000}
@@ -20,6 +20,13 @@
 // node wins over wildcard values (tried in config order), which win over the
 // key-only default; the limits that apply are those of the node matched by
 // the request descriptor's last entry.
+//
+// A '*' in a value is a wildcard matching any run of bytes ("bar*b",
+// "foo*bar*baz"), as in the reference's main branch since March 2026;
+// Options.Wildcards = WildcardsTrailing reads only a trailing '*' as one,
+// as its earlier versions, which take any other '*' literally. Matching is
+// linear in the value and the pattern. Options.MergeDomains merges the
+// files of one domain as the reference's MERGE_DOMAIN_CONFIG does.
 //
 // sluice extensions on a rate_limit: algorithm (fixed_window by default, as
 // the reference), window (any Go duration such as 30s, instead of unit), burst
@@ -43,8 +50,13 @@
 //     "key_value" strings; a wildcard only matches its own key.
 //   - unlimited with an unknown unit, and a second YAML document in a file,
 //     are errors rather than ignored.
-//   - A domain defined in two files is always an error (the reference can
-//     merge them with MERGE_DOMAIN_CONFIG).
+//   - A descriptor that could never match is an error: a wildcard covered
+//     by an earlier wildcard of its key, a key-only default beside a
+//     wildcard that matches every value, a limit deeper than
+//     Options.MaxEntries (a request descriptor's most entries). The
+//     reference loads them, and they never apply.
+//   - A wildcard value has at most MaxWildcardStars wildcards and
+//     MaxWildcardBytes bytes.
 //   - A YAML key given twice in one mapping is an error (YAML forbids it;
 //     the reference keeps the last silently), and descriptors nest at most
 //     64 levels deep.

@@ -11,20 +11,55 @@ type node struct {
 	key, value string
 	path       string // stats path: "domain.key_value.key2"
 	rules      []*Rule
+	pat        *pattern // the value's wildcards; nil for an exact value
 
 	detailed, valueToMetric, shareThreshold bool
 
-	exact     map[Descriptor]*node // children with a value, wildcard patterns included (looked up literally)
-	wildcards []*node              // children whose value ends in '*', in config order
-	defaults  map[string]*node     // key-only children
+	exact     map[Entry]*node    // children with a value, wildcard patterns included (looked up literally)
+	wildcards map[string][]*node // children whose value has wildcards, by key, in config order
+	defaults  map[string]*node   // key-only children
 }
 
-// addChild adds c below n, rejecting a second node with the same key and
-// value (or the same key and no value) at one level.
+// childError is why a child cannot be added. field names its key ("key"
+// or "value") that the error is about; other is the node it conflicts
+// with, whose place fills the one %s of format: " (line 12)", or with dup
+// "; first at line 12", or "" when unknown.
+type childError struct {
+	field, format string
+	other         *node
+	dup           bool
+}
+
+func (e *childError) Error() string { return fmt.Sprintf(e.format, "") }
+
+// describe is e's message with the place of the node it conflicts with,
+// found by where ("line 12", "other.yaml:12", "" when unknown).
+func (e *childError) describe(where func(*node) string) string {
+	w := where(e.other)
+	switch {
+	case w == "":
+	case e.dup:
+		w = "; first at " + w
+	default:
+		w = " (" + w + ")"
+	}
+	return fmt.Sprintf(e.format, w)
+}
+
+// addChild adds c below n. It rejects a second node with the same key and
+// value (or the same key and no value) at one level, and a node that could
+// never match: a wildcard whose every value an earlier wildcard of the same
+// key matches first, a key-only default beside a wildcard that matches
+// every value.
 func (n *node) addChild(c *node) error {
 	if c.value == "" {
-		if _, dup := n.defaults[c.key]; dup {
-			return fmt.Errorf("duplicate descriptor %q with no value at this level (%s)", c.key, c.path)
+		if prev, dup := n.defaults[c.key]; dup {
+			return &childError{"key", fmt.Sprintf("duplicate descriptor %q with no value at this level (%s%%s)", c.key, c.path), prev, true}
+		}
+		for _, w := range n.wildcards[c.key] {
+			if w.pat.all {
+				return &childError{"key", fmt.Sprintf("descriptor %q with no value never matches: the wildcard value %q%%s matches every value of %q first", c.key, w.value, c.key), w, false}
+			}
 		}
 		if n.defaults == nil {
 			n.defaults = map[string]*node{}
@@ -32,29 +67,42 @@ func (n *node) addChild(c *node) error {
 		n.defaults[c.key] = c
 		return nil
 	}
-	e := Descriptor{c.key, c.value}
-	if _, dup := n.exact[e]; dup {
-		return fmt.Errorf("duplicate descriptor %q with value %q at this level (%s)", c.key, c.value, c.path)
+	e := Entry{c.key, c.value}
+	if prev, dup := n.exact[e]; dup {
+		return &childError{"key", fmt.Sprintf("duplicate descriptor %q with value %q at this level (%s%%s)", c.key, c.value, c.path), prev, true}
+	}
+	if c.pat != nil {
+		for _, w := range n.wildcards[c.key] {
+			if w.pat.covers(c.pat) {
+				return &childError{"value", fmt.Sprintf("wildcard %q never matches: every value it matches is matched first by %q%%s, an earlier wildcard of key %q; put the narrower pattern first", c.value, w.value, c.key), w, false}
+			}
+		}
+		if d, ok := n.defaults[c.key]; ok && c.pat.all {
+			return &childError{"value", fmt.Sprintf("wildcard %q matches every value of %q, so the descriptor %q with no value%%s never matches", c.value, c.key, c.key), d, false}
+		}
 	}
 	if n.exact == nil {
-		n.exact = map[Descriptor]*node{}
+		n.exact = map[Entry]*node{}
 	}
 	n.exact[e] = c
-	if strings.HasSuffix(c.value, "*") {
-		n.wildcards = append(n.wildcards, c)
+	if c.pat != nil {
+		if n.wildcards == nil {
+			n.wildcards = map[string][]*node{}
+		}
+		n.wildcards[c.key] = append(n.wildcards[c.key], c)
 	}
 	return nil
 }
 
 // child finds the node matching one request entry: the exact key/value,
-// else the first wildcard in config order whose prefix the value has, else
-// the key-only default.
-func (n *node) child(d Descriptor) (c *node, wildcard bool) {
+// else the first wildcard of the key, in config order, that the value
+// matches, else the key-only default.
+func (n *node) child(d Entry) (c *node, wildcard bool) {
 	if c := n.exact[d]; c != nil {
 		return c, false
 	}
-	for _, w := range n.wildcards {
-		if w.key == d.Key && strings.HasPrefix(d.Value, w.value[:len(w.value)-1]) {
+	for _, w := range n.wildcards[d.Key] {
+		if w.pat.match(d.Value) {
 			return w, true
 		}
 	}
@@ -65,7 +113,7 @@ func (n *node) child(d Descriptor) (c *node, wildcard bool) {
 // returns false when the domain is not configured. A descriptor that matches
 // no node, or whose last entry's node has no limit, gives a Match with no
 // Rules.
-func (c *Config) Match(domain string, entries []Descriptor) (Match, bool) {
+func (c *Config) Match(domain string, entries []Entry) (Match, bool) {
 	n, ok := c.domains[domain]
 	if !ok {
 		return Match{}, false
@@ -102,7 +150,7 @@ type step struct {
 // that matched a node by exact values, and of a request's own limit
 // override (the reference counts an override and the configured limit of
 // the same entries and unit on one counter).
-func CountingKey(domain string, entries []Descriptor) string {
+func CountingKey(domain string, entries []Entry) string {
 	var small [8]step
 	steps := small[:0]
 	for range entries {
@@ -117,7 +165,7 @@ func CountingKey(domain string, entries []Descriptor) string {
 // value matching the pattern shares the counter, and so does the pattern
 // itself sent as a value (as in the reference, whose key is the same
 // string).
-func countingKey(domain string, entries []Descriptor, steps []step) string {
+func countingKey(domain string, entries []Entry, steps []step) string {
 	n := escapedLen(domain)
 	for i, e := range entries {
 		n += 2 + escapedLen(e.Key)
@@ -137,7 +185,7 @@ func countingKey(domain string, entries []Descriptor, steps []step) string {
 
 // keyValue is the value that counts entry e matched at step st: the
 // pattern of a share_threshold wildcard, else e's own.
-func keyValue(e Descriptor, st step) string {
+func keyValue(e Entry, st step) string {
 	if st.n != nil && st.n.shareThreshold {
 		return st.n.value
 	}
@@ -177,7 +225,7 @@ func escape(b *strings.Builder, s string) {
 // every entry. A share_threshold wildcard match always writes its pattern,
 // like its counter. detailed reports that the name carries request values
 // (a detailed_metric or value_to_metric node on the path).
-func metricName(domain string, entries []Descriptor, steps []step) (name string, detailed bool) {
+func metricName(domain string, entries []Entry, steps []step) (name string, detailed bool) {
 	last := steps[len(steps)-1].n
 	plain := !last.detailed
 	for _, s := range steps {

@@ -29,10 +29,19 @@ const (
 )
 
 type parser struct {
-	file      string
-	nodes     int // nodes visited so far
-	maxNodes  int // the budget for nodes
-	pathBytes int // bytes of descriptor paths built so far
+	file string
+	opts Options
+	// domainRoot, when set, returns the root of a domain already read,
+	// to which this file's descriptors are added (Options.MergeDomains);
+	// nil when there is none.
+	domainRoot func(domain string) *node
+	// places holds where each descriptor read so far is written, for the
+	// errors of a later one that conflicts with it; nil: not kept.
+	places    map[*node]place
+	noLines   bool // places name files, not lines (xDS resources)
+	nodes     int  // nodes visited so far
+	maxNodes  int  // the budget for nodes
+	pathBytes int  // bytes of descriptor paths built so far
 
 	errs    []*Error // the errors found so far, in file order
 	max     int      // report at most this many errors
@@ -61,6 +70,27 @@ func (p *parser) note(err error) (stop bool) {
 		p.stopped = true
 	}
 	return p.stopped
+}
+
+// place is where a descriptor is written.
+type place struct {
+	file string
+	line int
+}
+
+// where is "line 12" for a descriptor n of this file, "other.yaml:12" for
+// one of another file, "" when unknown.
+func (p *parser) where(n *node) string {
+	w, ok := p.places[n]
+	switch {
+	case !ok || p.noLines && w.file == p.file:
+		return ""
+	case p.noLines:
+		return w.file
+	case w.file != p.file:
+		return fmt.Sprintf("%s:%d", w.file, w.line)
+	}
+	return fmt.Sprintf("line %d", w.line)
 }
 
 func (p *parser) errorf(n *yaml.Node, path, format string, args ...any) error {
@@ -127,6 +157,11 @@ func (p *parser) parseFile(data []byte) (domain string, root *node, line int) {
 		return "", nil, 0
 	}
 	root = &node{path: domain}
+	if p.domainRoot != nil {
+		if r := p.domainRoot(domain); r != nil {
+			root = r
+		}
+	}
 	if descs != nil {
 		p.descriptors(root, descs.v, "descriptors", 1)
 	}

@@ -18,7 +18,7 @@ type Request struct {
 }
 
 // Entry is one key and value of a descriptor.
-type Entry = config.Descriptor
+type Entry = config.Entry
 
 // Descriptor is one descriptor of a request.
 type Descriptor struct {
@@ -32,7 +32,7 @@ type Descriptor struct {
 	HasHits bool
 	// NegativeHits gives the descriptor's hits back to each of its limits
 	// instead of spending them (Envoy's is_negative_hits): a refund. The
-	// store must be a sluice.Leaser.
+	// store must be a sluice.Reserver.
 	NegativeHits bool
 }
 

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 )
 
@@ -33,7 +32,7 @@ func (c *fakeClock) add(d time.Duration) {
 
 // permitServer is a server on a memory store with a fake clock and the
 // bounds b (zero: the defaults).
-func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *Metrics) {
+func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *metrics.Metrics) {
 	t.Helper()
 	cfg, err := config.Parse("example.yaml", config.DefaultExample())
 	if err != nil {
@@ -45,8 +44,10 @@ func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *Metrics)
 	if b == (engine.Bounds{}) {
 		b = engine.DefaultBounds
 	}
-	m := NewMetrics()
-	return New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m)), clk, m
+	m := metrics.New()
+	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m))
+	s.permits.now = clk.now
+	return s, clk, m
 }
 
 func permit(t *testing.T, s *Server, op, body string) (int, PermitResponse, string) {
@@ -68,7 +69,7 @@ func TestAcquireRelease(t *testing.T) {
 	s, clk, m := permitServer(t, engine.Bounds{})
 	for i := 1; i <= 3; i++ {
 		code, p, _ := permit(t, s, "acquire", fmt.Sprintf(`{"key":"reports","max":3,"lease":"30s","holder":"h%d"}`, i))
-		want := PermitResponse{Acquired: true, Holder: fmt.Sprintf("h%d", i), Held: i, Max: 3, LeaseMS: 30000,
+		want := PermitResponse{Acquired: true, Holder: fmt.Sprintf("h%d", i), Held: i, Max: 3, TTLMS: 30000, LeaseMS: 30000,
 			ExpiresAt: fmt.Sprintf("2026-01-02T03:04:%d.000Z", 34+i), ExpiresInMS: 30000}
 		if code != 200 || p != want {
 			t.Fatalf("acquire %d = %d %+v, want 200 %+v", i, code, p, want)
@@ -77,7 +78,7 @@ func TestAcquireRelease(t *testing.T) {
 	}
 	// h1's lease ends at 03:04:35, 27s from now.
 	code, p, ra := permit(t, s, "acquire", `{"key":"reports","max":3,"lease_ms":30000,"holder":"h4"}`)
-	if want := (PermitResponse{Held: 3, Max: 3, LeaseMS: 30000, RetryAfterMS: 27000}); code != 429 || p != want || ra != "27" {
+	if want := (PermitResponse{Held: 3, Max: 3, TTLMS: 30000, LeaseMS: 30000, RetryAfterMS: 27000}); code != 429 || p != want || ra != "27" {
 		t.Fatalf("4th acquire = %d %+v Retry-After %q, want 429 %+v Retry-After 27", code, p, ra, want)
 	}
 	// Acquiring again with a holder that holds renews it: still 3.
@@ -107,7 +108,7 @@ func TestAcquireRelease(t *testing.T) {
 		op, result string
 		want       float64
 	}{{"acquire", "acquired", 7}, {"acquire", "denied", 1}, {"release", "released", 2}} {
-		if got := testutil.ToFloat64(m.permits.WithLabelValues(c.op, c.result)); got != c.want {
+		if got := counterValue(t, m, "sluice_permit_operations_total", "operation", c.op, "result", c.result); got != c.want {
 			t.Errorf("sluice_permit_operations_total{operation=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}
 	}
@@ -122,7 +123,7 @@ func TestExtend(t *testing.T) {
 	}
 	clk.add(8 * time.Second)
 	code, p, _ := permit(t, s, "extend", `{"key":"job","max":1,"lease":"10s","holder":"a"}`)
-	if want := (PermitResponse{Acquired: true, Holder: "a", Held: 1, Max: 1, LeaseMS: 10000, ExpiresAt: "2026-01-02T03:04:23.000Z", ExpiresInMS: 10000}); code != 200 || p != want {
+	if want := (PermitResponse{Acquired: true, Holder: "a", Held: 1, Max: 1, TTLMS: 10000, LeaseMS: 10000, ExpiresAt: "2026-01-02T03:04:23.000Z", ExpiresInMS: 10000}); code != 200 || p != want {
 		t.Fatalf("extend = %d %+v, want 200 %+v", code, p, want)
 	}
 	clk.add(9 * time.Second) // within the extended lease: still held
@@ -139,7 +140,7 @@ func TestExtend(t *testing.T) {
 	if w.Code != 409 || pb.Field != "holder" || !strings.Contains(pb.Detail, "permit lost") || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("extend of a lost permit = %d %s %s, want 409 problem+json naming holder, permit lost", w.Code, w.Header().Get("Content-Type"), w.Body)
 	}
-	if got := testutil.ToFloat64(m.permits.WithLabelValues("extend", "lost")); got != 1 {
+	if got := counterValue(t, m, "sluice_permit_operations_total", "operation", "extend", "result", "lost"); got != 1 {
 		t.Errorf("extend lost counted %v, want 1", got)
 	}
 }
@@ -164,7 +165,14 @@ func TestPermitErrors(t *testing.T) {
 		{"acquire", `{"key":"k","max":100,"lease":"1s"}`, 200, "", ""},
 		{"acquire", `{"key":"k","max":101,"lease":"1s"}`, 400, "max", "max 101 exceeds --max-permits 100"},
 		{"acquire", `{"key":"k","max":"3","lease":"1s"}`, 400, "max", "must be a JSON int"},
-		{"acquire", `{"key":"k","max":1}`, 400, "lease", "missing"},
+		{"acquire", `{"key":"k","max":1}`, 400, "ttl", "missing"},
+		{"acquire", `{"key":"kt1","max":1,"ttl":"1s","holder":"t1"}`, 200, "", ""},
+		{"acquire", `{"key":"kt2","max":2,"ttl_ms":1000,"holder":"t2"}`, 200, "", ""},
+		{"acquire", `{"key":"k","max":1,"ttl":"soon"}`, 400, "ttl", "not a duration"},
+		{"acquire", `{"key":"k","max":1,"ttl":"9ms"}`, 400, "ttl", "within [10ms, 24h0m0s]"},
+		{"acquire", `{"key":"k","max":1,"ttl":"1s","ttl_ms":1000}`, 400, "ttl", "not both"},
+		{"acquire", `{"key":"k","max":1,"ttl_ms":9}`, 400, "ttl_ms", "within"},
+		{"acquire", `{"key":"k","max":1,"ttl":"1s","lease":"1s"}`, 400, "ttl", "not the deprecated lease"},
 		{"acquire", `{"key":"k","max":1,"lease":"soon"}`, 400, "lease", "not a duration"},
 		{"acquire", `{"key":"k","max":1,"lease":"9ms"}`, 400, "lease", "within [10ms, 24h0m0s]"},
 		{"acquire", `{"key":"k","max":1,"lease":"24h0m0.001s"}`, 400, "lease", "within [10ms, 24h0m0s]"},
@@ -186,7 +194,7 @@ func TestPermitErrors(t *testing.T) {
 		{"release", `{"key":"k","holder":"h","max":1}`, 400, "", "key and holder only"},
 		{"extend", `{"key":"k","max":1,"lease":"1s"}`, 400, "holder", "missing"},
 		{"extend", `{"key":"k","lease":"1s","holder":"h"}`, 400, "max", "missing"},
-		{"extend", `{"key":"k","max":1,"holder":"h"}`, 400, "lease", "missing"},
+		{"extend", `{"key":"k","max":1,"holder":"h"}`, 400, "ttl", "missing"},
 	}
 	for _, tt := range tests {
 		w := do(t, s, "POST", "/v1/"+tt.op, tt.give)
@@ -277,7 +285,7 @@ func TestPermitConcurrent(t *testing.T) {
 	if peak > 3 || acquired == 0 {
 		t.Errorf("peak holders %d (of %d acquired), want at most 3", peak, acquired)
 	}
-	d, err := st.Acquire(context.Background(), permitKeyPrefix+"c", sluice.ConcurrencyLimit{Max: 3, Lease: time.Minute}, "last")
+	d, err := st.Acquire(context.Background(), permitKeyPrefix+"c", sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}, "last")
 	if err != nil || d.Held != 1 {
 		t.Errorf("after every release, an acquire holds %d (%v), want 1", d.Held, err)
 	}
