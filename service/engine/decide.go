@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -35,25 +36,45 @@ type check struct {
 // decided as sent) or a *StoreError (the store made no decision); a denial
 // is a Result.
 func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
+	var res Result
+	if err := e.DecideInto(ctx, req, &res); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// DecideInto is Decide with the Result written to res, whose Statuses'
+// array is reused when it has room: a caller that keeps a Result per
+// request (a pool) decides without allocating it. The engine keeps no
+// reference to req or res once it returns. On an error, res holds nothing
+// of use.
+func (e *Engine) DecideInto(ctx context.Context, req *Request, res *Result) error {
 	if req.Domain == "" {
-		return Result{}, invalid("domain", "rate limit domain must not be empty")
+		return invalid("domain", "rate limit domain must not be empty")
 	}
 	descs := req.Descriptors
 	if len(descs) == 0 {
-		return Result{}, invalid("descriptors", "rate limit descriptor list must not be empty")
+		return invalid("descriptors", "rate limit descriptor list must not be empty")
 	}
 	if err := e.bounds.checkRequest(req); err != nil {
 		re := &RequestError{Msg: err.Error(), Err: err}
 		if be, ok := errors.AsType[*BoundError](err); ok {
 			re.Field = be.Field
 		}
-		return Result{}, re
+		return re
 	}
 	domain := req.Domain
-	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
+	sts := res.Statuses[:0]
+	if cap(sts) < len(descs) {
+		sts = make([]Status, len(descs))
+	} else {
+		sts = sts[:len(descs)]
+		clear(sts)
+	}
+	*res = Result{Code: OK, Statuses: sts}
 	replaced, known, err := e.match(req, res.Statuses)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	if !known {
 		// The reference answers OK, with no limit, for a domain it does not
@@ -63,29 +84,31 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			e.obs.Unmatched("")
 		}
 		if e.tr != nil {
-			e.annotate(ctx, req, &res, false)
+			e.annotate(ctx, req, res, false)
 		}
-		return res, nil
+		return nil
 	}
-	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
+	sc := getScratch()
+	defer putScratch(sc)
+	enforced, advisory, refunds := e.checks(sc, domain, descs, res.Statuses, replaced)
 	if e.multi && len(enforced) > sluice.MaxMultiRequests {
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
-		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
+		return invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
 	}
 	// Refunds first, so that a request that gives back and spends sees
 	// what it gave back.
 	if err := e.refund(ctx, refunds); err != nil {
 		if _, ok := errors.AsType[*RequestError](err); ok {
-			return Result{}, err
+			return err
 		}
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
-	admitted, err := e.decideEnforced(ctx, enforced)
+	admitted, err := e.decideEnforced(ctx, sc, enforced)
 	if err != nil {
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
 	if err := e.decideAdvisory(ctx, advisory, admitted); err != nil {
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
 	e.report(domain, res.Statuses, enforced, advisory, refunds, admitted)
 	if !admitted {
@@ -96,9 +119,41 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		res.Code = OK
 	}
 	if e.tr != nil {
-		e.annotate(ctx, req, &res, true, enforced, advisory, refunds)
+		e.annotate(ctx, req, res, true, enforced, advisory, refunds)
 	}
-	return res, nil
+	return nil
+}
+
+// scratch is a decision's working memory, reused across decisions
+// (sync.Pool): the checks, and the store requests and decisions of the
+// limits decided together.
+type scratch struct {
+	enforced, advisory, refunds []check
+	reqs                        []sluice.Request
+	idx                         []int
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledChecks bounds the checks a pooled scratch keeps room for, so
+// that one request of many limits does not pin its memory.
+const maxPooledChecks = 64
+
+func getScratch() *scratch { return scratches.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	if cap(sc.enforced) > maxPooledChecks || cap(sc.advisory) > maxPooledChecks || cap(sc.refunds) > maxPooledChecks ||
+		cap(sc.reqs) > maxPooledChecks || cap(sc.idx) > maxPooledChecks {
+		return
+	}
+	// Drop the references to the configuration and the keys.
+	clear(sc.enforced[:cap(sc.enforced)])
+	clear(sc.advisory[:cap(sc.advisory)])
+	clear(sc.refunds[:cap(sc.refunds)])
+	clear(sc.reqs[:cap(sc.reqs)])
+	sc.enforced, sc.advisory, sc.refunds = sc.enforced[:0], sc.advisory[:0], sc.refunds[:0]
+	sc.reqs, sc.idx = sc.reqs[:0], sc.idx[:0]
+	scratches.Put(sc)
 }
 
 // match matches every descriptor of req in the configuration in force and
@@ -155,7 +210,9 @@ func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, kn
 // order: the enforcing ones, the shadow and quota-mode ones (advisory), and
 // those of the descriptors that give hits back. An unlimited rule marks its
 // status instead.
-func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+	enforced, advisory, refunds = sc.enforced[:0], sc.advisory[:0], sc.refunds[:0]
+	defer func() { sc.enforced, sc.advisory, sc.refunds = enforced, advisory, refunds }()
 	for i := range sts {
 		st := &sts[i]
 		m := st.m
@@ -217,7 +274,7 @@ func (e *Engine) refund(ctx context.Context, cs []check) error {
 // what they admit are decided together: all admit and count, or none
 // counts; a denial by a counting-all limit denies them too (they then only
 // peek). It reports whether the request is admitted.
-func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
+func (e *Engine) decideEnforced(ctx context.Context, sc *scratch, cs []check) (bool, error) {
 	if len(cs) == 0 {
 		return true, nil
 	}
@@ -225,7 +282,7 @@ func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return e.decideAdmitted(ctx, cs, admitted)
+	return e.decideAdmitted(ctx, sc, cs, admitted)
 }
 
 // chargeAll charges each enforcing limit that counts all its hits, and
@@ -260,7 +317,7 @@ func (e *Engine) chargeAll(ctx context.Context, cs []check) (bool, error) {
 // all or nothing; admitted is false when a limit counting all denied the
 // request, and they then only peek. It reports whether the request is
 // admitted.
-func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) (bool, error) {
+func (e *Engine) decideAdmitted(ctx context.Context, sc *scratch, cs []check, admitted bool) (bool, error) {
 	// Some limits deny without asking the store whether they would admit:
 	// a requests_per_unit: 0 rule asked for a cost above 0, and a cost that
 	// the limit could never admit at once, with the request's earlier costs
@@ -336,8 +393,7 @@ func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) 
 		}
 		settle(c, d)
 	case asks > 1:
-		reqs := make([]sluice.Request, 0, asks)
-		idx := make([]int, 0, asks)
+		reqs, idx := sc.reqs[:0], sc.idx[:0]
 		for k, c := range cs {
 			if c.rule.Deny || c.lim.Counting == sluice.CountAll {
 				continue
@@ -349,6 +405,7 @@ func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) 
 			reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.lim, N: n})
 			idx = append(idx, k)
 		}
+		sc.reqs, sc.idx = reqs, idx
 		ds, err := e.allowMulti(ctx, reqs)
 		if err != nil {
 			return false, err
