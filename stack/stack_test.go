@@ -198,3 +198,33 @@ func TestAccessors(t *testing.T) {
 		t.Error("an invalid tiered option: no error")
 	}
 }
+
+// Under sluice.FailError the stack answers no decision while the shared
+// store is down, through the local tier too: an error wrapping
+// sluice.ErrNoDecision, nothing cached, and the first call after the
+// outage decided by the shared store.
+func TestOutageFailError(t *testing.T) {
+	f := &faulty{Store: memstore.New()}
+	defer f.Store.Close()
+	s := mustNew(t, f,
+		stack.WithFailover(failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithDefaultMode(sluice.FailError)),
+		stack.WithTiered())
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Hour}
+	f.down.Store(true)
+	for i := range 3 {
+		d, err := s.AllowN(ctx, "k", lim, 1)
+		if !errors.Is(err, sluice.ErrNoDecision) || d.Allowed {
+			t.Fatalf("AllowN #%d with the store down = %+v, %v; want no decision", i, d, err)
+		}
+	}
+	if st := s.Tiered().Stats(); st.CachedDenials != 0 {
+		t.Errorf("tiered Stats() = %+v: something was cached", st)
+	}
+	if st := s.Failover().Stats(); st.Undecided != 3 || st.Degraded != 0 {
+		t.Errorf("failover Stats() = %+v, want 3 undecided", st)
+	}
+	if d, err := f.Store.AllowN(ctx, "k", lim, 0); err != nil || d.Remaining != 2 {
+		t.Errorf("the shared key = %+v, %v; want untouched", d, err)
+	}
+}

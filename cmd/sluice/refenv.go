@@ -479,8 +479,14 @@ func userInfo(auth string) *url.Userinfo {
 	return url.UserPassword("", auth)
 }
 
-// service: counting, near-limit, response headers, shadow and quota modes.
+// service: the failure answer, counting, near-limit, response headers,
+// shadow and quota modes.
 func (e *refEnv) service() {
+	// While its Redis fails the reference answers an error (gRPC
+	// Unknown), and Envoy's failure_mode_deny decides: --failure-mode
+	// error, unless SLUICE_FAILURE_MODE says otherwise (a rule's
+	// failure_mode still wins).
+	e.assign("failure-mode", "error", nil)
 	// The reference counts every hit, also a denied one, unless
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 	counting := "all"

@@ -94,6 +94,7 @@ func TestReferencePlanEnvoyGateway(t *testing.T) {
 		"redis-tls-cert":  "/redis-certs/tls.crt",
 		"redis-tls-key":   "/redis-certs/tls.key",
 		"counting":        "all",
+		"failure-mode":    "error",
 		"xds-force-start": "true",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
@@ -122,11 +123,12 @@ func TestReferencePlanDefaults(t *testing.T) {
 		t.Fatalf("errors %+v, ignored %+v", p.Errors, p.Ignored)
 	}
 	want := map[string]string{
-		"debug-addr": "0.0.0.0:6070",
-		"log-level":  "warn",
-		"config":     "/srv/runtime_data/current/config",
-		"redis":      "unix:///var/run/nutcracker/ratelimit.sock",
-		"counting":   "all",
+		"debug-addr":   "0.0.0.0:6070",
+		"log-level":    "warn",
+		"config":       "/srv/runtime_data/current/config",
+		"redis":        "unix:///var/run/nutcracker/ratelimit.sock",
+		"counting":     "all",
+		"failure-mode": "error",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
 		t.Errorf("flags:\n got %v\nwant %v", got, want)

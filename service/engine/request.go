@@ -141,7 +141,9 @@ func (e *RequestError) Error() string { return e.Msg }
 func (e *RequestError) Unwrap() error { return e.Err }
 
 // StoreError is a store call that made no decision (gRPC Unavailable, or
-// the context's code when the context ended; HTTP 503 or 504).
+// Unknown when the error wraps sluice.ErrNoDecision, as envoyproxy/ratelimit
+// answers a Redis error; the context's code when the context ended; HTTP
+// 503 or 504).
 type StoreError struct{ Err error }
 
 func (e *StoreError) Error() string { return "store: " + e.Err.Error() }

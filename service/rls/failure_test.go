@@ -91,3 +91,35 @@ func TestStoreErrors(t *testing.T) {
 		t.Errorf("a value longer than the key limit: %v, want InvalidArgument", err)
 	}
 }
+
+// Under the failure mode error the store makes no decision, and the
+// answer is the gRPC error envoyproxy/ratelimit answers while its Redis
+// fails: Unknown, for Envoy's failure_mode_deny to decide. A rule's own
+// mode still wins.
+func TestFailureModeError(t *testing.T) {
+	cfg, err := config.Parse("f.yaml", []byte(`domain: f
+descriptors:
+  - key: default
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: closed
+    rate_limit: {unit: hour, requests_per_unit: 10, failure_mode: closed}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := failover.New(down{}, failover.WithDefaultMode(sluice.FailError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	s := newTestService(fs, cfg)
+	for range 8 { // through the failures that open the breaker, and past them
+		_, err := s.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("default", "v")}})
+		if status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "no decision") {
+			t.Fatalf("store down, failure mode error: %v, want Unknown saying no decision was made", err)
+		}
+	}
+	if got := call(t, s, &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("closed", "v")}}); got.OverallCode != over {
+		t.Errorf("a rule failing closed: %v, want OVER_LIMIT", got.OverallCode)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 )
@@ -177,7 +178,10 @@ func request(req *pb.RateLimitRequest) engine.Request {
 
 // grpcError is the gRPC status of an engine error: InvalidArgument for a
 // request that cannot be decided as sent, the context's code when it
-// ended, Unavailable when the store made no decision.
+// ended; when the store made no decision, Unknown under the failure mode
+// error (sluice.ErrNoDecision: the code envoyproxy/ratelimit answers
+// while its Redis fails, which Envoy's filter decides by its
+// failure_mode_deny), else Unavailable.
 func grpcError(err error) error {
 	var re *engine.RequestError
 	if errors.As(err, &re) {
@@ -186,6 +190,9 @@ func grpcError(err error) error {
 	var se *engine.StoreError
 	if errors.As(err, &se) && (errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded)) {
 		return status.FromContextError(se.Err).Err()
+	}
+	if errors.Is(err, sluice.ErrNoDecision) {
+		return status.Error(codes.Unknown, err.Error())
 	}
 	return status.Error(codes.Unavailable, err.Error())
 }
