@@ -173,11 +173,18 @@ func (e *refEnv) listeners() {
 	if e.set("HOST") || e.set("PORT") {
 		e.assign("http", net.JoinHostPort(e.str("HOST", ""), e.port("PORT", "8080")), nil, "HOST", "PORT")
 	}
-	if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
-		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
-	}
 	if v, _ := e.get("GRPC_UDS"); v != "" {
-		e.failUnless([]string{"grpc"}, "GRPC_UDS", "%q: sluice serves gRPC on TCP only; unset it and set GRPC_HOST and GRPC_PORT", v)
+		// gRPC on the Unix socket only, as the reference; HTTP (and its
+		// /healthcheck) stays on HOST:PORT.
+		if err := checkSocketPath(v); err != nil {
+			e.fail("GRPC_UDS", "%q: %v", v, strings.TrimPrefix(err.Error(), "--grpc-uds: "))
+		} else {
+			e.assign("grpc-uds", v, []string{"grpc", "grpc-uds"}, "GRPC_UDS")
+		}
+		e.ignore("GRPC_HOST", "GRPC_UDS is set: gRPC is served on the Unix socket only")
+		e.ignore("GRPC_PORT", "GRPC_UDS is set: gRPC is served on the Unix socket only")
+	} else if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
+		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
 	}
 	debug := net.JoinHostPort(e.str("DEBUG_HOST", "0.0.0.0"), e.port("DEBUG_PORT", "6070"))
 	admin := []string{"admin", "debug-addr"}

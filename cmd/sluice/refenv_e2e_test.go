@@ -131,7 +131,7 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	if !strings.Contains(log, `"store":"redis (failover fail_closed)"`) {
+	if !strings.Contains(log, `"store":"redis (failover fail_error)"`) {
 		t.Errorf("store is not Redis:\n%s", log)
 	}
 

@@ -230,6 +230,22 @@ func TestReferencePlan(t *testing.T) {
 	}
 }
 
+// GRPC_UDS serves gRPC on the Unix socket only: GRPC_HOST and GRPC_PORT
+// are then ignored, and --grpc (or SLUICE_GRPC) keeps gRPC on TCP.
+func TestReferencePlanGRPCUDS(t *testing.T) {
+	p := referencePlan(envOf(map[string]string{"GRPC_UDS": "/run/rl.sock", "GRPC_PORT": "9001"}))
+	if got := flagsOf(p); got["grpc-uds"] != "/run/rl.sock" || got["grpc"] != "" {
+		t.Errorf("flags %v, want --grpc-uds and no --grpc", got)
+	}
+	if got := varsOf(p.Ignored); !slices.Equal(got, []string{"GRPC_PORT"}) {
+		t.Errorf("ignored %v, want GRPC_PORT", got)
+	}
+	f, out, code := parseRefEnv(t, map[string]string{"CONFIG_TYPE": "FILE", "GRPC_UDS": "/run/rl.sock"}, "--grpc", "127.0.0.1:1")
+	if code != -1 || f.listen.grpcUDS != "" || f.listen.grpc != "127.0.0.1:1" {
+		t.Errorf("GRPC_UDS with --grpc: code %d %s, grpc-uds %q grpc %q; want --grpc alone", code, out, f.listen.grpcUDS, f.listen.grpc)
+	}
+}
+
 func TestReferencePlanErrors(t *testing.T) {
 	tests := []struct {
 		env  map[string]string
@@ -238,7 +254,6 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"PORT": "abc"}, "PORT: \"abc\": want a port number"},
 		{map[string]string{"GRPC_PORT": "70000"}, "GRPC_PORT"},
 		{map[string]string{"DEBUG_PORT": "-1"}, "DEBUG_PORT"},
-		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS: \"/tmp/rl.sock\": sluice serves gRPC on TCP only"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c"}, "GRPC_SERVER_USE_TLS: true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "yes please"}, "GRPC_SERVER_USE_TLS: \"yes please\": want true or false"},
 		{map[string]string{"GRPC_MAX_CONNECTION_AGE": "forever"}, "GRPC_MAX_CONNECTION_AGE: \"forever\": want a duration"},
@@ -543,7 +558,7 @@ func TestReferenceEnvErrors(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "FILE", "PORT": "abc"}, nil, `PORT: "abc": want a port number`},
 		{map[string]string{"CONFIG_TYPE": "FILE", "BACKEND_TYPE": "memcache"}, nil, "BACKEND_TYPE: memcache"},
 		{map[string]string{"USE_STATSD": "false", "LOG_LEVEL": "verbose", "GRPC_UDS": "/s"}, nil, `LOG_LEVEL: "verbose"`},
-		{map[string]string{"USE_STATSD": "false", "GRPC_UDS": "/s"}, nil, "GRPC_UDS"},
+		{map[string]string{"USE_STATSD": "false", "GRPC_UDS": "/" + strings.Repeat("s", 200)}, nil, "GRPC_UDS"},
 		{map[string]string{"USE_STATSD": "false", "NEAR_LIMIT_RATIO": "1.5"}, nil, "NEAR_LIMIT_RATIO"},
 	}
 	for _, tt := range tests {
