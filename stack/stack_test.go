@@ -10,8 +10,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
-	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/route"
+	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
