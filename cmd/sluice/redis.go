@@ -15,6 +15,7 @@ import (
 // --redis, serve decides through the memory store, which never fails.
 type redisFlags struct {
 	url       string
+	perSecond string // a second Redis for the limits of a second or less
 	keyPrefix string
 	timeout   time.Duration
 	required  bool
@@ -27,6 +28,7 @@ const maxKeyPrefix = 128
 
 func (g *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.url, "redis", "", "shared store `URL`: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://h1:p1,h2:p2, redis+sentinel://s1:p1?master=name; the memory store when empty")
+	fs.StringVar(&g.perSecond, "redis-persecond", "", "a second Redis `URL` (the forms of --redis) that counts the limits of a period of a second or less, as envoyproxy/ratelimit's REDIS_PERSECOND; the others stay in --redis")
 	fs.StringVar(&g.keyPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "`prefix` of every Redis key name, so that deployments sharing a Redis keep apart (the reference's CACHE_KEY_PREFIX)")
 	fs.DurationVar(&g.timeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
 	fs.BoolVar(&g.required, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
@@ -55,6 +57,9 @@ func (g *redisFlags) validate() error {
 	}
 	if g.required && g.url == "" {
 		return errors.New("--redis-required needs --redis")
+	}
+	if g.perSecond != "" && g.url == "" {
+		return errors.New("--redis-persecond needs --redis: it takes the per-second limits off that Redis")
 	}
 	return nil
 }

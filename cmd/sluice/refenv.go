@@ -351,11 +351,14 @@ func (e *refEnv) store() {
 		e.ignore(v, "BACKEND_TYPE is redis")
 	}
 	useTLS := e.boolean("REDIS_TLS", false)
-	u, ok := e.redisURL(useTLS)
+	u, ok := e.redisURL("REDIS_", "/var/run/nutcracker/ratelimit.sock", useTLS)
 	if ok {
 		e.assign("redis", u, nil, "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
 	}
-	if useTLS {
+	perSecondTLS := e.perSecond()
+	// The reference's TLS files serve both Redis clients, whichever uses
+	// TLS.
+	if useTLS || perSecondTLS {
 		e.assignIfSet("redis-tls-ca", "REDIS_TLS_CACERT", redis...)
 		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
 		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
@@ -365,7 +368,7 @@ func (e *refEnv) store() {
 		}
 	} else {
 		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
-			e.ignore(v, "REDIS_TLS is not true")
+			e.ignore(v, "neither REDIS_TLS nor REDIS_PERSECOND_TLS is true")
 		}
 	}
 	if v, _ := e.get("REDIS_TIMEOUT"); v == "0" || v == "0s" {
@@ -390,27 +393,21 @@ func (e *refEnv) store() {
 			e.assign("tiered", "true", redis, "LOCAL_CACHE_SIZE_IN_BYTES")
 		}
 	}
-	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
-		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size")
-	}
-	perSecond := "sluice keeps the counters of every unit, per-second ones too, in REDIS_URL's Redis"
-	if e.boolean("REDIS_PERSECOND", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND", Msg: perSecond})
-	}
-	for _, v := range []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
-		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
-		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"} {
-		e.ignore(v, perSecond)
+	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+		"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT"} {
+		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size, and decisions are the same")
 	}
 	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
 }
 
-// redisURL builds the --redis URL of REDIS_TYPE, REDIS_SOCKET_TYPE,
-// REDIS_URL, REDIS_AUTH and REDIS_SENTINEL_AUTH.
-func (e *refEnv) redisURL(useTLS bool) (string, bool) {
-	addr := e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
+// redisURL builds the URL of a Redis from the reference's variables of
+// prefix ("REDIS_", or "REDIS_PERSECOND_" for the per-second Redis):
+// TYPE, SOCKET_TYPE, URL (def when unset), AUTH and SENTINEL_AUTH, with
+// TLS when useTLS.
+func (e *refEnv) redisURL(prefix, def string, useTLS bool) (string, bool) {
+	addr := e.str(prefix+"URL", def)
 	if strings.Contains(addr, "://") {
-		e.fail("REDIS_URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for REDIS_TYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_REDIS", addr)
+		e.fail(prefix+"URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for %sTYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_%s", addr, prefix, strings.TrimSuffix(prefix, "_"))
 		return "", false
 	}
 	scheme := "redis"
@@ -418,28 +415,28 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 		scheme = "rediss"
 	}
 	userinfo := ""
-	if auth, _ := e.get("REDIS_AUTH"); auth != "" {
+	if auth, _ := e.get(prefix + "AUTH"); auth != "" {
 		userinfo = userInfo(auth).String() + "@"
 	}
 	hosts := func(list []string) (string, bool) {
 		for _, h := range list {
 			if _, p, err := net.SplitHostPort(h); err != nil || p == "" {
-				e.fail("REDIS_URL", "%q: want host:port", h)
+				e.fail(prefix+"URL", "%q: want host:port", h)
 				return "", false
 			}
 		}
 		return strings.Join(list, ","), true
 	}
-	switch t := strings.ToLower(e.str("REDIS_TYPE", "SINGLE")); t {
+	switch t := strings.ToLower(e.str(prefix+"TYPE", "SINGLE")); t {
 	case "single", "":
-		switch s := strings.ToLower(e.str("REDIS_SOCKET_TYPE", "unix")); s {
+		switch s := strings.ToLower(e.str(prefix+"SOCKET_TYPE", "unix")); s {
 		case "unix":
 			if useTLS {
-				e.fail("REDIS_TLS", "true with REDIS_SOCKET_TYPE unix: TLS to Redis needs tcp")
+				e.fail(prefix+"TLS", "true with %sSOCKET_TYPE unix: TLS to Redis needs tcp", prefix)
 				return "", false
 			}
 			if !filepath.IsAbs(addr) {
-				e.fail("REDIS_URL", "%q: REDIS_SOCKET_TYPE unix wants the socket's absolute path", addr)
+				e.fail(prefix+"URL", "%q: %sSOCKET_TYPE unix wants the socket's absolute path", addr, prefix)
 				return "", false
 			}
 			return "unix://" + userinfo + addr, true
@@ -447,7 +444,7 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 			h, ok := hosts([]string{addr})
 			return scheme + "://" + userinfo + h, ok
 		default:
-			e.fail("REDIS_SOCKET_TYPE", "%q: want tcp or unix", s)
+			e.fail(prefix+"SOCKET_TYPE", "%q: want tcp or unix", s)
 			return "", false
 		}
 	case "cluster":
@@ -456,12 +453,12 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 	case "sentinel":
 		parts := strings.Split(addr, ",")
 		if len(parts) < 2 || parts[0] == "" {
-			e.fail("REDIS_URL", "%q: REDIS_TYPE sentinel wants master-name,sentinel-host:port,...", addr)
+			e.fail(prefix+"URL", "%q: %sTYPE sentinel wants master-name,sentinel-host:port,...", addr, prefix)
 			return "", false
 		}
 		h, ok := hosts(parts[1:])
 		q := url.Values{"master": {parts[0]}}
-		if sa, _ := e.get("REDIS_SENTINEL_AUTH"); sa != "" {
+		if sa, _ := e.get(prefix + "SENTINEL_AUTH"); sa != "" {
 			user, pass, found := strings.Cut(sa, ":")
 			if !found {
 				user, pass = "", sa
@@ -473,9 +470,28 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 		}
 		return scheme + "+sentinel://" + userinfo + h + "?" + q.Encode(), ok
 	default:
-		e.fail("REDIS_TYPE", "%q: want SINGLE, CLUSTER or SENTINEL", t)
+		e.fail(prefix+"TYPE", "%q: want SINGLE, CLUSTER or SENTINEL", t)
 		return "", false
 	}
+}
+
+// perSecond: REDIS_PERSECOND's second Redis for the limits of unit second,
+// as --redis-persecond. It reports whether that Redis uses TLS.
+func (e *refEnv) perSecond() bool {
+	vars := []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_TIMEOUT"}
+	if !e.boolean("REDIS_PERSECOND", false) {
+		for _, v := range vars {
+			e.ignore(v, "REDIS_PERSECOND is not true")
+		}
+		return false
+	}
+	useTLS := e.boolean("REDIS_PERSECOND_TLS", false)
+	if u, ok := e.redisURL("REDIS_PERSECOND_", "/var/run/nutcracker/ratelimitpersecond.sock", useTLS); ok {
+		e.assign("redis-persecond", u, []string{"redis"}, append([]string{"REDIS_PERSECOND"}, vars[:6]...)...)
+	}
+	e.ignore("REDIS_PERSECOND_TIMEOUT", "both Redis keep --redis-timeout's deadline (REDIS_TIMEOUT)")
+	return useTLS
 }
 
 // userInfo is REDIS_AUTH's user:password, or a password alone.
@@ -685,9 +701,10 @@ func (m *refMode) log(log *slog.Logger) {
 	}
 }
 
-// redactValue hides the password of a --redis URL in the log.
+// redactValue hides the password of a --redis (or --redis-persecond) URL
+// in the log.
 func redactValue(flagName, v string) string {
-	if flagName != "redis" {
+	if flagName != "redis" && flagName != "redis-persecond" {
 		return v
 	}
 	u, err := url.Parse(v)

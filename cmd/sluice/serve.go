@@ -92,8 +92,8 @@ func (f *serveFlags) validate() error {
 	if f.xds.server != "" && f.config.file != "" {
 		return errors.New("--xds-server and --config are alternatives: the configuration comes from xDS or from files")
 	}
-	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") {
-		return errors.New("--redis-tls-* need a rediss:// --redis URL")
+	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") && !strings.HasPrefix(f.redis.perSecond, "rediss") {
+		return errors.New("--redis-tls-* need a rediss:// --redis (or --redis-persecond) URL")
 	}
 	return f.admin.check(&f.tls)
 }
