@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/memcachestore"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -19,6 +20,7 @@ type redisFlags struct {
 	keyPrefix string
 	timeout   time.Duration
 	required  bool
+	memcache  memcacheFlags // memcached instead of Redis
 	failover  failoverFlags
 	tiered    tieredFlags
 }
@@ -32,9 +34,14 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.keyPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "`prefix` of every Redis key name, so that deployments sharing a Redis keep apart (the reference's CACHE_KEY_PREFIX)")
 	fs.DurationVar(&g.timeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
 	fs.BoolVar(&g.required, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
+	g.memcache.register(fs)
 	g.failover.register(fs)
 	g.tiered.register(fs)
 }
+
+// shared reports whether decisions go through a shared store, Redis or
+// memcached, rather than the memory store.
+func (g *redisFlags) shared() bool { return g.url != "" || g.memcache.set() }
 
 func (g *redisFlags) validate() error {
 	if g.timeout <= 0 {
@@ -43,14 +50,23 @@ func (g *redisFlags) validate() error {
 	if len(g.keyPrefix) > maxKeyPrefix {
 		return fmt.Errorf("--redis-key-prefix: %d bytes, want at most %d", len(g.keyPrefix), maxKeyPrefix)
 	}
+	if err := g.memcache.validate(); err != nil {
+		return err
+	}
+	if g.memcache.set() && g.url != "" {
+		return errors.New("--redis and --memcache are alternatives: the shared store is Redis or memcached")
+	}
+	if g.memcache.set() && len(g.keyPrefix) > memcachestore.MaxPrefixLen {
+		return fmt.Errorf("--redis-key-prefix: %d bytes, want at most %d with --memcache", len(g.keyPrefix), memcachestore.MaxPrefixLen)
+	}
 	if err := g.failover.validate(); err != nil {
 		return err
 	}
-	if g.failover.mode == sluice.FailOpen && g.url != "" && g.failover.replicas == 0 {
+	if g.failover.mode == sluice.FailOpen && g.shared() && g.failover.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
 	}
-	if g.tiered.set() && g.url == "" {
-		return errors.New("--tiered and --lease-max apply to --redis only")
+	if g.tiered.set() && !g.shared() {
+		return errors.New("--tiered and --lease-max apply to a shared store (--redis or --memcache) only")
 	}
 	if err := g.tiered.validate(); err != nil {
 		return err

@@ -333,27 +333,104 @@ func (e *refEnv) configSource() {
 	}
 }
 
-// store: the backend, and Redis's address, type, auth and TLS as one
-// --redis URL.
+// memcacheVars are the reference's variables of its memcached backend.
+var memcacheVars = []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS",
+	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}
+
+// store: the backend, Redis's address, type, auth and TLS as one --redis
+// URL (or memcached's servers as --memcache), and what both backends
+// share: the key prefix and the local cache.
 func (e *refEnv) store() {
-	redis := []string{"redis"}
+	shared := []string{"redis", "memcache", "memcache-srv"}
 	switch b := strings.ToLower(e.str("BACKEND_TYPE", "redis")); b {
 	case "redis", "":
+		for _, v := range memcacheVars {
+			e.ignore(v, "BACKEND_TYPE is redis")
+		}
+		e.redis()
 	case "memcache":
-		e.failUnless(redis, "BACKEND_TYPE", "memcache: sluice has no memcached store; use Redis (BACKEND_TYPE=redis and REDIS_*)")
-		return
+		e.memcache()
 	default:
-		e.failUnless(redis, "BACKEND_TYPE", "%q: want redis", b)
+		e.failUnless(shared, "BACKEND_TYPE", "%q: want redis or memcache", b)
 		return
 	}
-	for _, v := range []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS",
-		"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"} {
-		e.ignore(v, "BACKEND_TYPE is redis")
+	if v, _ := e.get("CACHE_KEY_PREFIX"); v != "" {
+		e.assign("redis-key-prefix", v, nil, "CACHE_KEY_PREFIX")
 	}
+	if v, ok := e.get("LOCAL_CACHE_SIZE_IN_BYTES"); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n < 0:
+			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
+		case n > 0:
+			// The reference's local cache remembers over-limit keys until
+			// their window ends, without asking its backend: sluice's
+			// local tier.
+			e.assign("tiered", "true", shared, "LOCAL_CACHE_SIZE_IN_BYTES")
+		}
+	}
+	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
+}
+
+// memcache: BACKEND_TYPE=memcache, MEMCACHE_* onto --memcache*.
+func (e *refEnv) memcache() {
+	unless := []string{"redis", "memcache", "memcache-srv"}
+	hostPort, _ := e.get("MEMCACHE_HOST_PORT")
+	srv, _ := e.get("MEMCACHE_SRV")
+	switch {
+	case hostPort != "" && srv != "":
+		e.failUnless(unless, "MEMCACHE_SRV", "set with MEMCACHE_HOST_PORT: set one, as envoyproxy/ratelimit wants")
+	case srv != "":
+		e.assign("memcache-srv", srv, unless, "BACKEND_TYPE", "MEMCACHE_SRV")
+		if v, _ := e.get("MEMCACHE_SRV_REFRESH"); v != "" && v != "0" && v != "0s" {
+			e.duration("memcache-srv-refresh", "MEMCACHE_SRV_REFRESH", unless...)
+		}
+	case hostPort != "":
+		e.assign("memcache", hostPort, unless, "BACKEND_TYPE", "MEMCACHE_HOST_PORT")
+	default:
+		e.failUnless(unless, "BACKEND_TYPE", "memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV")
+	}
+	if hostPort != "" {
+		e.ignore("MEMCACHE_SRV_REFRESH", "MEMCACHE_SRV is not set")
+	}
+	e.assignIfSet("memcache-max-idle-conns", "MEMCACHE_MAX_IDLE_CONNS", unless...)
+	tlsVars := []string{"MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}
+	if e.boolean("MEMCACHE_TLS", false) {
+		e.assign("memcache-tls", "true", unless, "MEMCACHE_TLS")
+		e.assignIfSet("memcache-tls-ca", "MEMCACHE_TLS_CACERT", unless...)
+		e.assignIfSet("memcache-tls-cert", "MEMCACHE_TLS_CLIENT_CERT", unless...)
+		e.assignIfSet("memcache-tls-key", "MEMCACHE_TLS_CLIENT_KEY", unless...)
+		if e.boolean("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
+			e.failUnless(append(unless, "memcache-tls-server-name"), "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
+				"true: sluice always verifies memcached's certificate and name; set SLUICE_MEMCACHE_TLS_SERVER_NAME to the name in its certificate instead")
+		}
+	} else {
+		for _, v := range tlsVars {
+			e.ignore(v, "MEMCACHE_TLS is not true")
+		}
+	}
+	for _, v := range redisVars {
+		e.ignore(v, "BACKEND_TYPE is memcache")
+	}
+}
+
+// redisVars are the reference's variables of its Redis backend.
+var redisVars = []string{"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_POOL_SIZE", "REDIS_AUTH", "REDIS_TLS", "REDIS_TLS_CLIENT_CERT",
+	"REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_PIPELINE_WINDOW",
+	"REDIS_PIPELINE_LIMIT", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+	"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_SENTINEL_AUTH",
+	"REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_TIMEOUT", "REDIS_PERSECOND_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+
+// redis: BACKEND_TYPE=redis, REDIS_* onto --redis*.
+func (e *refEnv) redis() {
+	// --redis, or the user's --memcache, drops them.
+	redis := []string{"redis", "memcache", "memcache-srv"}
 	useTLS := e.boolean("REDIS_TLS", false)
 	u, ok := e.redisURL("REDIS_", "/var/run/nutcracker/ratelimit.sock", useTLS)
 	if ok {
-		e.assign("redis", u, nil, "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
+		e.assign("redis", u, redis[1:], "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
 	}
 	perSecondTLS := e.perSecond()
 	// The reference's TLS files serve both Redis clients, whichever uses
@@ -379,25 +456,10 @@ func (e *refEnv) store() {
 	if e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
 		e.assign("readyz-breaker", "true", nil, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
 	}
-	if v, _ := e.get("CACHE_KEY_PREFIX"); v != "" {
-		e.assign("redis-key-prefix", v, nil, "CACHE_KEY_PREFIX")
-	}
-	if v, ok := e.get("LOCAL_CACHE_SIZE_IN_BYTES"); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		switch {
-		case err != nil || n < 0:
-			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
-		case n > 0:
-			// The reference's local cache remembers over-limit keys until
-			// their window ends, without asking Redis: sluice's local tier.
-			e.assign("tiered", "true", redis, "LOCAL_CACHE_SIZE_IN_BYTES")
-		}
-	}
 	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
 		"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT"} {
 		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size, and decisions are the same")
 	}
-	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
 }
 
 // redisURL builds the URL of a Redis from the reference's variables of
@@ -488,7 +550,7 @@ func (e *refEnv) perSecond() bool {
 	}
 	useTLS := e.boolean("REDIS_PERSECOND_TLS", false)
 	if u, ok := e.redisURL("REDIS_PERSECOND_", "/var/run/nutcracker/ratelimitpersecond.sock", useTLS); ok {
-		e.assign("redis-persecond", u, []string{"redis"}, append([]string{"REDIS_PERSECOND"}, vars[:6]...)...)
+		e.assign("redis-persecond", u, []string{"redis", "memcache", "memcache-srv"}, append([]string{"REDIS_PERSECOND"}, vars[:6]...)...)
 	}
 	e.ignore("REDIS_PERSECOND_TIMEOUT", "both Redis keep --redis-timeout's deadline (REDIS_TIMEOUT)")
 	return useTLS

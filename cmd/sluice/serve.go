@@ -130,7 +130,12 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	// Every configuration, at start, on reload or from xDS, is put in force
 	// through ap.
 	ap := &source.Applier{
-		Check:   func(c *config.Config) error { return checkFailureModes(c, f) },
+		Check: func(c *config.Config) error {
+			if err := checkFailureModes(c, f); err != nil {
+				return err
+			}
+			return checkMemcacheAlgorithms(c, f)
+		},
 		Metrics: m,
 		Info:    &admin.ConfigState{},
 		Log:     log,

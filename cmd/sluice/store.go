@@ -37,24 +37,16 @@ func (st *storeSet) wrapForTest() {
 	}
 }
 
-// openStore returns the memory store, or, when --redis is set, the shared
-// Redis store in the stack of package stack: failover (a deadline on every
-// call, a breaker, and the --failure-mode default, which a rule's
-// failure_mode overrides), with --redis-persecond a second Redis (with its
-// own failover) for the limits of a second or less, and with --tiered the
-// local tier in front.
+// openStore returns the memory store, or, when --redis (or --memcache) is
+// set, the shared store in the stack of package stack: failover (a
+// deadline on every call, a breaker, and the --failure-mode default, which
+// a rule's failure_mode overrides), with --redis-persecond a second Redis
+// (with its own failover) for the limits of a second or less, and with
+// --tiered the local tier in front.
 func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
-	if f.redis.url == "" {
+	if !f.redis.shared() {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
-	}
-	ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
-	tc, err := f.tls.redis(log)
-	if err != nil {
-		return nil, fmt.Errorf("--redis-tls-*: %w", err)
-	}
-	if tc != nil {
-		ropts = append(ropts, redisstore.WithTLSConfig(tc))
 	}
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
@@ -69,23 +61,47 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 	if f.limits.memoryMaxKeys > 0 {
 		fopts = append(fopts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
 	}
-	raw, down, err := openRedis(ctx, "--redis", f.redis.url, f.redis.required, ropts, log)
-	if err != nil {
-		return nil, err
-	}
-	closeRaw := func() { raw.Close() }
-	opts := []stack.Option{stack.WithFailover(withStartOpen(fopts, down)...)}
-	name := "redis (failover fail_" + mode.String()
-	if f.redis.perSecond != "" {
-		raw2, down2, err := openRedis(ctx, "--redis-persecond", f.redis.perSecond, f.redis.required, ropts, log)
+	var (
+		raw      sluice.FullStore
+		down     error
+		closeRaw func()
+		name     string
+		opts     []stack.Option
+	)
+	if f.redis.memcache.set() {
+		ms, mdown, err := openMemcache(ctx, &f.redis.memcache, f.redis.keyPrefix, f.redis.timeout, log)
 		if err != nil {
-			raw.Close()
 			return nil, err
 		}
-		closeRaw = func() { raw.Close(); raw2.Close() }
-		opts = append(opts, stack.WithRoute(raw2, route.PerSecond, withStartOpen(fopts, down2)...))
-		name += ", per-second limits in --redis-persecond"
+		raw, down, closeRaw = ms, mdown, func() { ms.Close() }
+		name = "memcache (failover fail_" + mode.String()
+	} else {
+		ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
+		tc, err := f.tls.redis(log)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-tls-*: %w", err)
+		}
+		if tc != nil {
+			ropts = append(ropts, redisstore.WithTLSConfig(tc))
+		}
+		rs, rdown, err := openRedis(ctx, "--redis", f.redis.url, f.redis.required, ropts, log)
+		if err != nil {
+			return nil, err
+		}
+		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
+		name = "redis (failover fail_" + mode.String()
+		if f.redis.perSecond != "" {
+			rs2, down2, err := openRedis(ctx, "--redis-persecond", f.redis.perSecond, f.redis.required, ropts, log)
+			if err != nil {
+				rs.Close()
+				return nil, err
+			}
+			closeRaw = func() { rs.Close(); rs2.Close() }
+			opts = append(opts, stack.WithRoute(rs2, route.PerSecond, withStartOpen(fopts, down2)...))
+			name += ", per-second limits in --redis-persecond"
+		}
 	}
+	opts = append(opts, stack.WithFailover(withStartOpen(fopts, down)...))
 	if f.redis.tiered.on {
 		topts := []tiered.Option{tiered.WithLogger(log)}
 		if f.redis.tiered.leaseMax > 0 {
@@ -99,8 +115,9 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 		}
 		opts = append(opts, stack.WithTiered(topts...))
 	}
-	// tiered(failover(redis)): lease spends and cached denials stay local,
-	// every Redis call has a deadline, and a failing Redis opens the breaker.
+	// tiered(failover(shared)): lease spends and cached denials stay local,
+	// every shared call has a deadline, and a failing store opens the
+	// breaker.
 	st, err := stack.New(raw, opts...)
 	if err != nil {
 		closeRaw()

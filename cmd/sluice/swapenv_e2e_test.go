@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 )
 
@@ -94,5 +100,65 @@ func TestE2EReferenceEnvPerSecondRedis(t *testing.T) {
 	}
 	if got := p.should(t, "eg", 1, d("sec", "c"), d("min", "c")).OverallCode; got != pb.RateLimitResponse_OVER_LIMIT {
 		t.Errorf("third hit of min=c (2 a minute): %v, want OVER_LIMIT", got)
+	}
+}
+
+const memcacheConfig = `domain: eg
+descriptors:
+  - key: tb
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+      algorithm: token_bucket
+  - key: fw
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000
+`
+
+// TestE2EReferenceEnvMemcache: BACKEND_TYPE=memcache with
+// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it answers
+// the reference's error (gRPC Unknown) under the reference's environment.
+func TestE2EReferenceEnvMemcache(t *testing.T) {
+	mc := memcachedtest.Server(t)
+	p := start(t, envList(map[string]string{
+		"RUNTIME_ROOT": refRoot(t, memcacheConfig), "USE_STATSD": "false",
+		"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": mc.Addr, "MEMCACHE_MAX_IDLE_CONNS": "4",
+		"REDIS_URL": "/nonexistent/redis.sock", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}))
+	p.waitLog(t, "sluice listening")
+	log := p.stderr.String()
+	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_error)"`, "var=REDIS_URL"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	// 3 an hour, a token bucket: 3 admitted, the 4th denied.
+	for i := range 4 {
+		want := pb.RateLimitResponse_OK
+		if i == 3 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if got := p.should(t, "eg", 1, d("tb", "x")).OverallCode; got != want {
+			t.Fatalf("hit %d of tb=x: %v, want %v", i+1, got, want)
+		}
+	}
+	if got := p.should(t, "eg", 1, d("fw", "y")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Fatalf("fw=y: %v, want OK", got)
+	}
+	// The bucket's state is memcached's item: its TAT, in µs.
+	if v := mc.MustDo("get sluice:eg/tb=x:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg/tb=x:B2s0 ") {
+		t.Errorf("get sluice:eg/tb=x:B2s0 = %q, want the bucket's item", v)
+	}
+	if v := mc.MustDo("stats"); !strings.Contains(v, "STAT curr_items 2") {
+		t.Errorf("memcached holds other than 2 items:\n%s", v)
+	}
+
+	mc.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
+	if status.Code(err) != codes.Unknown {
+		t.Errorf("memcached stopped: ShouldRateLimit error %v, want gRPC Unknown (the reference's environment's failure answer)", err)
 	}
 }
