@@ -249,8 +249,13 @@ func minimalEnv(extra ...string) []string {
 // waits until it is healthy and answers gRPC.
 func startReference(t *testing.T, yaml string, env ...string) *service {
 	t.Helper()
+	return startReferenceOn(t, redistest.Server(t), yaml, env...)
+}
+
+// startReferenceOn is startReference on the redis-server rd.
+func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...string) *service {
+	t.Helper()
 	bin := referenceBin(t)
-	rd := redistest.Server(t)
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {

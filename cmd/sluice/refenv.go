@@ -599,7 +599,7 @@ func (e *refEnv) service() {
 		e.assign("quota-mode", "true", nil, "QUOTA_MODE")
 	}
 	if e.boolean("RESPONSE_DYNAMIC_METADATA", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "RESPONSE_DYNAMIC_METADATA", Msg: "sluice does not add dynamic metadata to its answers"})
+		e.assign("response-dynamic-metadata", "true", nil, "RESPONSE_DYNAMIC_METADATA")
 	}
 }
 

@@ -95,6 +95,10 @@ type Status struct {
 	// descriptor over its limit (as the reference's), a refund, a
 	// descriptor with no limit. The headers still tell UntilReset.
 	HasReset bool
+	// QuotaOver marks a quota_mode descriptor (the rule's, or the
+	// engine's WithQuotaMode) over its limit: OK, reported but not
+	// denying (the reference's quota-mode violation).
+	QuotaOver bool
 
 	m    config.Match // the descriptor's match
 	hits int          // its cost

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -121,5 +122,38 @@ descriptors:
 	}
 	if got := call(t, s, &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("closed", "v")}}); got.OverallCode != over {
 		t.Errorf("a rule failing closed: %v, want OVER_LIMIT", got.OverallCode)
+	}
+}
+
+// hangs is a shared store that answers only when its call's context ends.
+type hangs struct{}
+
+func (hangs) AllowN(ctx context.Context, _ string, _ sluice.Limit, _ int) (sluice.Decision, error) {
+	<-ctx.Done()
+	return sluice.Decision{}, ctx.Err()
+}
+
+// Under the failure mode error, a store call that passes failover's own
+// deadline (the caller's context still alive) is Unknown too, the answer
+// while the store fails; a caller whose own context ended gets its code.
+func TestFailureModeErrorTimeout(t *testing.T) {
+	cfg, err := config.Parse("f.yaml", []byte("domain: f\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := failover.New(hangs{}, failover.WithDefaultMode(sluice.FailError), failover.WithTimeout(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	s := newTestService(fs, cfg)
+	r := &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("k", "v")}}
+	if _, err := s.ShouldRateLimit(context.Background(), r); status.Code(err) != codes.Unknown {
+		t.Errorf("store past failover's deadline, failure mode error: %v, want Unknown", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.ShouldRateLimit(ctx, r); status.Code(err) != codes.Canceled {
+		t.Errorf("the caller's context cancelled: %v, want Canceled", err)
 	}
 }

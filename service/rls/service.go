@@ -62,6 +62,7 @@ type Service struct {
 	eng *engine.Engine
 
 	headers                          bool
+	metadata                         bool // WithDynamicMetadata
 	hdrLimit, hdrRemaining, hdrReset string
 
 	// limits caches the current_limit of each rule of one configuration:
@@ -109,7 +110,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	er := request(req)
 	res, err := s.eng.Decide(ctx, &er)
 	if err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	resp := &pb.RateLimitResponse{
 		OverallCode: code(res.Code),
@@ -136,6 +137,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	}
 	if s.headers {
 		resp.ResponseHeadersToAdd = s.responseHeaders(&res, resp)
+	}
+	if s.metadata {
+		resp.DynamicMetadata = dynamicMetadata(req, &res)
 	}
 	return resp, nil
 }
@@ -176,23 +180,28 @@ func request(req *pb.RateLimitRequest) engine.Request {
 	return er
 }
 
-// grpcError is the gRPC status of an engine error: InvalidArgument for a
-// request that cannot be decided as sent, the context's code when it
-// ended; when the store made no decision, Unknown under the failure mode
-// error (sluice.ErrNoDecision: the code envoyproxy/ratelimit answers
-// while its Redis fails, which Envoy's filter decides by its
-// failure_mode_deny), else Unavailable.
-func grpcError(err error) error {
+// grpcError is the gRPC status of an engine error for a call whose
+// context is ctx: InvalidArgument for a request that cannot be decided as
+// sent; the context's code when the call's own context ended; when the
+// store made no decision, Unknown under the failure mode error
+// (sluice.ErrNoDecision: the code envoyproxy/ratelimit answers while its
+// Redis fails, which Envoy's filter decides by its failure_mode_deny),
+// also when a store's own deadline (--redis-timeout) passed; else
+// Unavailable (or the code of a store's deadline).
+func grpcError(ctx context.Context, err error) error {
 	var re *engine.RequestError
 	if errors.As(err, &re) {
 		return status.Error(codes.InvalidArgument, re.Error())
 	}
-	var se *engine.StoreError
-	if errors.As(err, &se) && (errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded)) {
-		return status.FromContextError(se.Err).Err()
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
 	}
 	if errors.Is(err, sluice.ErrNoDecision) {
 		return status.Error(codes.Unknown, err.Error())
+	}
+	var se *engine.StoreError
+	if errors.As(err, &se) && (errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded)) {
+		return status.FromContextError(se.Err).Err()
 	}
 	return status.Error(codes.Unavailable, err.Error())
 }
