@@ -93,4 +93,3 @@ func TestDynamicMetadataOff(t *testing.T) {
 		t.Errorf("dynamic_metadata %v without WithDynamicMetadata", got.DynamicMetadata)
 	}
 }
-
