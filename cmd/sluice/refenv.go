@@ -327,7 +327,9 @@ func (e *refEnv) configSource() {
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
 		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
 	}
-	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
+	if e.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) {
+		e.assign("ready-needs-config", "true", nil, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
+	}
 	if e.set("MERGE_DOMAIN_CONFIG") {
 		e.assign("merge-domains", strconv.FormatBool(e.boolean("MERGE_DOMAIN_CONFIG", false)), nil, "MERGE_DOMAIN_CONFIG")
 	}

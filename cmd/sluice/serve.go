@@ -140,6 +140,11 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		Info:    &admin.ConfigState{},
 		Log:     log,
 	}
+	var cfgHealth *configHealth
+	if f.config.readyNeeds {
+		cfgHealth = &configHealth{}
+		ap.Applied = cfgHealth.applied
+	}
 	files := f.config.files()
 	cfg := config.Empty()
 	if f.xds.server == "" {
@@ -176,7 +181,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: m, log: log, config: ap.Info}
+	c := &core{st: st, metrics: m, log: log, config: ap.Info, cfgHealth: cfgHealth}
 	if tp != nil {
 		c.tr = tp.Tracer
 		log.Info("tracing on", "keys", f.tracing.keys)
@@ -245,6 +250,8 @@ type core struct {
 	// configReady is /readyz's condition on the configuration: nil when
 	// it is in force from the start (files).
 	configReady func() (bool, string)
+	// cfgHealth is --ready-needs-config's readiness, nil without it.
+	cfgHealth *configHealth
 }
 
 // servers are serve's servers, serving on their listeners.
@@ -297,6 +304,9 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s.http = []*http.Server{dataPlane}
 	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr)...)
 	s.health = rls.Register(s.grpc, c.svc)
+	if c.cfgHealth != nil {
+		c.cfgHealth.attach(s.health)
+	}
 	if tf.grpcReflection {
 		reflection.Register(s.grpc)
 	}
@@ -325,7 +335,19 @@ func newAPI(c *core, auth server.Auth, readyzBreaker bool) *server.Server {
 			return false, "shared store unavailable (circuit breaker open)"
 		}
 	}
-	if cr := c.configReady; cr != nil {
+	cr := c.configReady
+	if ch := c.cfgHealth; ch != nil {
+		xds := cr
+		cr = func() (bool, string) {
+			if xds != nil {
+				if ok, why := xds(); !ok {
+					return ok, why
+				}
+			}
+			return ch.ready()
+		}
+	}
+	if cr != nil {
 		opts = append(opts, server.WithReadiness(func() (bool, string) {
 			if ok, why := cr(); !ok {
 				return ok, why
