@@ -291,7 +291,13 @@ func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.http = "http://127.0.0.1:" + httpPort
-	s.connect(t, "127.0.0.1:"+grpcPort)
+	target := "127.0.0.1:" + grpcPort
+	for _, e := range env {
+		if path, ok := strings.CutPrefix(e, "GRPC_UDS="); ok {
+			target = "unix://" + path // gRPC on that socket only
+		}
+	}
+	s.connect(t, target)
 	return s
 }
 
