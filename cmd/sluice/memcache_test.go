@@ -24,6 +24,8 @@ func TestMemcacheFlagsValidate(t *testing.T) {
 		{[]string{"--memcache", "a:1", "--failure-mode", "open"}, "--failure-mode open needs --replicas"},
 		{[]string{"--memcache", "a:1", "--redis-key-prefix", strings.Repeat("p", 65)}, "at most 64 with --memcache"},
 		{[]string{"--memcache", "a:1", "--redis-persecond", "redis://r:1"}, "--redis-persecond needs --redis"},
+		{[]string{"--redis", "redis://r:1", "--redis-persecond", "redis://s:1", "--redis-persecond-timeout", "1s"}, ""},
+		{[]string{"--redis", "redis://r:1", "--redis-persecond-timeout", "1s"}, "with --redis-persecond"},
 	}
 	for _, tt := range tests {
 		f, out, code := parseRefEnv(t, nil, tt.args...)

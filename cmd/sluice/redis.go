@@ -17,6 +17,7 @@ import (
 type redisFlags struct {
 	url       string
 	perSecond string // a second Redis for the limits of a second or less
+	psTimeout time.Duration // its calls' deadline; 0: timeout's
 	keyPrefix string
 	timeout   time.Duration
 	required  bool
@@ -33,6 +34,7 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.perSecond, "redis-persecond", "", "a second Redis `URL` (the forms of --redis) that counts the limits of a period of a second or less, as envoyproxy/ratelimit's REDIS_PERSECOND; the others stay in --redis")
 	fs.StringVar(&g.keyPrefix, "redis-key-prefix", redisstore.DefaultPrefix, "`prefix` of every Redis key name, so that deployments sharing a Redis keep apart (the reference's CACHE_KEY_PREFIX)")
 	fs.DurationVar(&g.timeout, "redis-timeout", 50*time.Millisecond, "deadline of each shared store call")
+	fs.DurationVar(&g.psTimeout, "redis-persecond-timeout", 0, "deadline of each --redis-persecond call; 0: --redis-timeout's (the reference's REDIS_PERSECOND_TIMEOUT)")
 	fs.BoolVar(&g.required, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
 	g.memcache.register(fs)
 	g.failover.register(fs)
@@ -73,6 +75,9 @@ func (g *redisFlags) validate() error {
 	}
 	if g.required && g.url == "" {
 		return errors.New("--redis-required needs --redis")
+	}
+	if g.psTimeout < 0 || g.psTimeout > 0 && g.perSecond == "" {
+		return fmt.Errorf("--redis-persecond-timeout %v: want > 0, with --redis-persecond", g.psTimeout)
 	}
 	if g.perSecond != "" && g.url == "" {
 		return errors.New("--redis-persecond needs --redis: it takes the per-second limits off that Redis")

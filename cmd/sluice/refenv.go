@@ -554,7 +554,11 @@ func (e *refEnv) perSecond() bool {
 	if u, ok := e.redisURL("REDIS_PERSECOND_", "/var/run/nutcracker/ratelimitpersecond.sock", useTLS); ok {
 		e.assign("redis-persecond", u, []string{"redis", "memcache", "memcache-srv"}, append([]string{"REDIS_PERSECOND"}, vars[:6]...)...)
 	}
-	e.ignore("REDIS_PERSECOND_TIMEOUT", "both Redis keep --redis-timeout's deadline (REDIS_TIMEOUT)")
+	if v, _ := e.get("REDIS_PERSECOND_TIMEOUT"); v == "0" || v == "0s" {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND_TIMEOUT", Msg: "0 (no timeout): every call keeps a deadline"})
+	} else {
+		e.duration("redis-persecond-timeout", "REDIS_PERSECOND_TIMEOUT", "redis", "memcache", "memcache-srv")
+	}
 	return useTLS
 }
 

@@ -97,7 +97,11 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 				return nil, err
 			}
 			closeRaw = func() { rs.Close(); rs2.Close() }
-			opts = append(opts, stack.WithRoute(rs2, route.PerSecond, withStartOpen(fopts, down2)...))
+			psOpts := withStartOpen(fopts, down2)
+			if f.redis.psTimeout > 0 {
+				psOpts = append(slices.Clone(psOpts), failover.WithTimeout(f.redis.psTimeout))
+			}
+			opts = append(opts, stack.WithRoute(rs2, route.PerSecond, psOpts...))
 			name += ", per-second limits in --redis-persecond"
 		}
 	}

@@ -60,11 +60,11 @@ func TestE2EReferenceEnvPerSecondRedis(t *testing.T) {
 		"RUNTIME_ROOT": refRoot(t, perSecondConfig), "USE_STATSD": "false",
 		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": main.Addr,
 		"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": perSec.Addr,
-		"REDIS_PERSECOND_AUTH": "ps-pass", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+		"REDIS_PERSECOND_AUTH": "ps-pass", "REDIS_PERSECOND_TIMEOUT": "2s", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
 	}))
 	p.waitLog(t, "sluice listening")
 	log := p.stderr.String()
-	for _, want := range []string{"--redis=redis://" + main.Addr, "--redis-persecond=redis://:xxxxx@" + perSec.Addr, "per-second limits in --redis-persecond"} {
+	for _, want := range []string{"--redis=redis://" + main.Addr, "--redis-persecond=redis://:xxxxx@" + perSec.Addr, "per-second limits in --redis-persecond", "--redis-persecond-timeout=2s"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
