@@ -16,7 +16,7 @@ import (
 // --redis, serve decides through the memory store, which never fails.
 type redisFlags struct {
 	url       string
-	perSecond string // a second Redis for the limits of a second or less
+	perSecond string        // a second Redis for the limits of a second or less
 	psTimeout time.Duration // its calls' deadline; 0: timeout's
 	keyPrefix string
 	timeout   time.Duration
