@@ -132,8 +132,9 @@ func TestCompatDynamicMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := startReference(t, yaml, "RESPONSE_DYNAMIC_METADATA=true")
-	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "RESPONSE_DYNAMIC_METADATA=true")
+	// REDIS_TIMEOUT: a deadline that a busy machine cannot pass.
+	ref := startReference(t, yaml, "RESPONSE_DYNAMIC_METADATA=true", "REDIS_TIMEOUT=5s")
+	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "RESPONSE_DYNAMIC_METADATA=true", "REDIS_TIMEOUT=5s")
 	c := newChecker(ref, sl)
 	tok := tokens(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 24)))
 	quota := d("quota", tok()) // 3 an hour, quota_mode
@@ -184,8 +185,8 @@ func TestCompatGRPCUDS(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	ref := startReferenceOn(t, redistest.Server(t), yaml, "GRPC_UDS="+filepath.Join(dir, "ref.sock"))
-	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "GRPC_UDS="+filepath.Join(dir, "sluice.sock"))
+	ref := startReferenceOn(t, redistest.Server(t), yaml, "GRPC_UDS="+filepath.Join(dir, "ref.sock"), "REDIS_TIMEOUT=5s")
+	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "GRPC_UDS="+filepath.Join(dir, "sluice.sock"), "REDIS_TIMEOUT=5s")
 	c := newChecker(ref, sl)
 	x := d("plain", tokens(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 25)))()) // 5 a minute
 	awayFromBoundary()
@@ -211,7 +212,10 @@ func TestCompatMemcache(t *testing.T) {
 	}
 	refMC, slMC := memcachedtest.Server(t), memcachedtest.Server(t)
 	ref := startReferenceOn(t, redistest.Server(t), yaml, "BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT="+refMC.Addr)
-	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT="+slMC.Addr)
+	// sluice's deadline of every store call (--redis-timeout, 50 ms) raised
+	// so that a busy machine cannot pass it; the reference's memcached
+	// client waits up to 500 ms, and no variable of its sets either.
+	sl := startSluiceRefEnv(t, redistest.Server(t), yaml, "BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT="+slMC.Addr, "SLUICE_REDIS_TIMEOUT=5s")
 	c := newChecker(ref, sl)
 	tok := tokens(rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 26)))
 	awayFromBoundary()
