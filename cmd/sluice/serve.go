@@ -130,11 +130,19 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	// Every configuration, at start, on reload or from xDS, is put in force
 	// through ap.
 	ap := &source.Applier{
+		// Every configuration is vetted before it runs, and what its
+		// largest rules cost is said.
 		Check: func(c *config.Config) error {
 			if err := checkFailureModes(c, f); err != nil {
 				return err
 			}
-			return checkMemcacheAlgorithms(c, f)
+			if err := checkMemcacheAlgorithms(c, f); err != nil {
+				return err
+			}
+			for _, w := range c.Warnings() {
+				log.Warn("configuration: " + w)
+			}
+			return nil
 		},
 		Metrics: m,
 		Info:    &admin.ConfigState{},
@@ -293,7 +301,8 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 		}
 		adminH, stopPage = h, stop
 	}
-	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
+	cm := newConnMetrics(c.metrics.Registry())
+	ls, err := f.listen.listen(tf, cm, srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
 	if err != nil {
 		stopPage()
 		return nil, err
@@ -302,7 +311,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s := &servers{ls: ls, api: api, errc: make(chan error, 3), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr)...)
+	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
 	s.health = rls.Register(s.grpc, c.svc)
 	if c.cfgHealth != nil {
 		c.cfgHealth.attach(s.health)
