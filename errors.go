@@ -52,4 +52,11 @@ var (
 	// store that is not a MultiStore, a wrapper over one), and so by
 	// Limiter.AllowMulti.
 	ErrMultiUnsupported = errors.New("sluice: store does not support AllowMulti")
+	// ErrNoDecision is wrapped by the error of a call made under the
+	// failure mode FailError while the store that counts could not answer
+	// (a failover store's breaker open, a call that failed or timed out):
+	// no decision was made and nothing was counted by this call, and the
+	// caller's own policy decides (serve, refuse, retry). The error also
+	// wraps the failure's cause.
+	ErrNoDecision = errors.New("sluice: no decision")
 )

@@ -18,6 +18,11 @@ const (
 	FailOpen
 	// FailOpenUnbounded admits everything. Never a default unless named.
 	FailOpenUnbounded
+	// FailError makes no decision: the call returns an error wrapping
+	// ErrNoDecision (and the cause of the failure), so that the caller's
+	// own policy decides, as Envoy's rate-limit filter does with its
+	// failure_mode_deny when its rate-limit service answers an error.
+	FailError
 )
 
 var failureModes = enum[FailureMode]{
@@ -28,18 +33,19 @@ var failureModes = enum[FailureMode]{
 		FailClosed:        "closed",
 		FailOpen:          "open",
 		FailOpenUnbounded: "open_unbounded",
+		FailError:         "error",
 	},
-	want: "closed, open or open_unbounded",
+	want: "closed, error, open or open_unbounded",
 }
 
 func (m FailureMode) valid() bool { return failureModes.valid(m) }
 
-// String returns the mode's configuration name: default, closed, open or
-// open_unbounded.
+// String returns the mode's configuration name: default, closed, error,
+// open or open_unbounded.
 func (m FailureMode) String() string { return failureModes.String(m) }
 
-// ParseFailureMode parses closed, open or open_unbounded (and default,
-// or the empty string, for FailDefault).
+// ParseFailureMode parses closed, error, open or open_unbounded (and
+// default, or the empty string, for FailDefault).
 func ParseFailureMode(s string) (FailureMode, error) {
 	if s == "" {
 		return FailDefault, nil
@@ -60,8 +66,11 @@ func (m *FailureMode) UnmarshalText(b []byte) error {
 }
 
 // Stricter returns the stricter of m and o, for a decision that several
-// limits share (AllowMulti): FailClosed before FailOpen before
-// FailOpenUnbounded; FailDefault only when both are.
+// limits share (AllowMulti): FailClosed before FailError before FailOpen
+// before FailOpenUnbounded; FailDefault only when both are. FailError
+// comes after FailClosed, which denies for certain, and before the open
+// modes, which admit by themselves: an error admits nothing unless the
+// caller's policy does.
 func (m FailureMode) Stricter(o FailureMode) FailureMode {
 	switch {
 	case m == FailDefault:
@@ -69,5 +78,21 @@ func (m FailureMode) Stricter(o FailureMode) FailureMode {
 	case o == FailDefault:
 		return m
 	}
-	return min(m, o)
+	if strictness(o) < strictness(m) {
+		return o
+	}
+	return m
+}
+
+// strictness orders the modes for Stricter, strictest first.
+func strictness(m FailureMode) int {
+	switch m {
+	case FailClosed:
+		return 0
+	case FailError:
+		return 1
+	case FailOpen:
+		return 2
+	}
+	return 3 // FailOpenUnbounded, or a mode that is not valid
 }

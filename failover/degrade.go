@@ -19,11 +19,15 @@ func (s *Store) modeOf(lim sluice.Limit) sluice.FailureMode {
 }
 
 // degrade decides without the shared store, by lim's failure mode. The
-// caller has checked the request as the shared store would have.
-func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int, cause error) sluice.Decision {
+// caller has checked the request as the shared store would have. Under
+// sluice.FailError it decides nothing: the error wraps sluice.ErrNoDecision
+// and cause.
+func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int, cause error) (sluice.Decision, error) {
 	m := s.modeOf(lim)
 	var d sluice.Decision
 	switch {
+	case m == sluice.FailError:
+		return sluice.Decision{}, s.undecided(ctx, key, lim, cause)
 	case n == 0 && lim.Counting != sluice.CountAll:
 		// A peek admits nothing: allowed in every mode, Remaining 0
 		// (unknown). A cost of 0 of a limit that counts every hit is a
@@ -40,7 +44,19 @@ func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int
 		d = s.denial(lim)
 	}
 	s.account(ctx, key, lim, m, d.Allowed, cause)
-	return d
+	return d, nil
+}
+
+// undecided is FailError's answer: no decision, an error wrapping
+// sluice.ErrNoDecision and cause, reported to the Observer as a Degraded
+// call of mode FailError that admitted nothing.
+func (s *Store) undecided(ctx context.Context, key string, lim sluice.Limit, cause error) error {
+	s.undecidedCalls.Add(1)
+	s.cfg.obs.Degraded(key, lim, sluice.FailError, false, cause)
+	if s.cfg.log.Enabled(ctx, slog.LevelDebug) {
+		s.cfg.log.DebugContext(ctx, "failover: no decision (failure mode error)", "key", key, "limit", lim, "cause", cause)
+	}
+	return fmt.Errorf("%w: %w", sluice.ErrNoDecision, cause)
 }
 
 // checkMulti checks an AllowMulti call as the shared store would have.
@@ -54,7 +70,8 @@ func checkMulti(reqs []sluice.Request) error {
 }
 
 // degradeMulti decides an AllowMulti call without the shared store, all or
-// nothing, by the strictest failure mode of its requests.
+// nothing, by the strictest failure mode of its requests (under
+// sluice.FailError, none: an error, reported once, for the first request).
 func (s *Store) degradeMulti(ctx context.Context, reqs []sluice.Request, cause error) ([]sluice.Decision, error) {
 	if err := checkMulti(reqs); err != nil {
 		return nil, err
@@ -71,6 +88,8 @@ func (s *Store) degradeMulti(ctx context.Context, reqs []sluice.Request, cause e
 	}
 	var ds []sluice.Decision
 	switch {
+	case m == sluice.FailError:
+		return nil, s.undecided(ctx, reqs[0].Key, reqs[0].Limit, cause)
 	case m == sluice.FailOpenUnbounded:
 		ds = make([]sluice.Decision, len(reqs))
 		for i, rq := range reqs {

@@ -41,7 +41,9 @@ type Pinger interface {
 }
 
 // Store is a sluice.FullStore that decides through a shared store while it
-// answers, and by each limit's failure mode while it does not. It passes
+// answers, and by each limit's failure mode while it does not (under
+// sluice.FailError it then decides nothing: the call returns an error
+// wrapping sluice.ErrNoDecision and the cause). It passes
 // every other call (AllowMulti, Reserve and Return, Reset, the
 // concurrency limits) through to the shared store under the same deadline
 // and breaker; what the shared store does not support comes back as that
@@ -69,6 +71,7 @@ type Store struct {
 	_                               [64]byte
 	sharedCalls, sharedErrors       atomic.Int64
 	degradedAllowed, degradedDenied atomic.Int64
+	undecidedCalls                  atomic.Int64
 }
 
 // probeLimit is the limit of the probe's peek.
@@ -117,6 +120,10 @@ type Stats struct {
 	// (an AllowMulti counts once per request); DegradedAllowed and
 	// DegradedDenied split it.
 	Degraded, DegradedAllowed, DegradedDenied int64
+	// Undecided counts the calls under sluice.FailError that returned an
+	// error wrapping sluice.ErrNoDecision instead of a decision; Degraded
+	// does not count them.
+	Undecided int64
 	// BreakerOpens and BreakerCloses count the breaker's changes.
 	BreakerOpens, BreakerCloses int64
 	// Open reports whether the breaker is open now.
@@ -142,6 +149,7 @@ func (s *Store) Stats() Stats {
 		Degraded:        a + d,
 		DegradedAllowed: a,
 		DegradedDenied:  d,
+		Undecided:       s.undecidedCalls.Load(),
 		BreakerOpens:    s.br.opens.Load(),
 		BreakerCloses:   s.br.closes.Load(),
 		Open:            s.br.open(),
@@ -200,13 +208,15 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	if err := validate.Request(key, lim, n); err != nil {
 		return sluice.Decision{}, err
 	}
-	return s.degrade(ctx, key, lim, n, cause), nil
+	return s.degrade(ctx, key, lim, n, cause)
 }
 
 // AllowMulti implements sluice.MultiStore through the shared store (whose
 // sluice.ErrMultiUnsupported, when it cannot, is returned as is). A
 // degraded call is decided by the strictest failure mode of its requests
-// (the store's default when none names one).
+// (the store's default when none names one; sluice.Stricter's order): a
+// call with one limit failing closed is denied, and one whose strictest
+// mode is sluice.FailError returns an error wrapping sluice.ErrNoDecision.
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
 	if s.isDone.Load() {
 		return nil, sluice.ErrClosed

@@ -14,7 +14,9 @@ type Observer interface {
 	// Degraded reports a decision made without the shared store's answer:
 	// by failure mode m (lim's own, or the store's default), admitted or
 	// not, because of cause (which wraps ErrBreakerOpen, ErrUnavailable or
-	// ErrNoReplicas).
+	// ErrNoReplicas). Under sluice.FailError no decision was made: m is
+	// FailError, allowed is false, and the caller got an error wrapping
+	// sluice.ErrNoDecision and cause.
 	Degraded(key string, lim sluice.Limit, m sluice.FailureMode, allowed bool, cause error)
 	// BreakerOpened reports that the breaker opened because of cause.
 	BreakerOpened(cause error)

@@ -94,7 +94,8 @@ func (s *Store) permitCall(ctx context.Context, key string, lim *sluice.Concurre
 // Acquire implements sluice.Semaphore through the shared store (whose
 // sluice.ErrSemaphoreUnsupported, when it has no concurrency limits, is
 // returned as is), and by the store's default failure mode while that
-// does not answer.
+// does not answer: under sluice.FailError, no decision (an error wrapping
+// sluice.ErrNoDecision and the cause).
 func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
 	sem, err := s.permitCall(ctx, key, &lim, holder)
 	if err != nil {
@@ -114,6 +115,13 @@ func (s *Store) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyL
 			return d, nil
 		}
 		cause = failure
+	}
+	if s.cfg.mode == sluice.FailError {
+		s.undecidedCalls.Add(1)
+		if s.cfg.log.Enabled(ctx, slog.LevelDebug) {
+			s.cfg.log.DebugContext(ctx, "failover: no permit decision (failure mode error)", "key", key, "limit", lim, "cause", cause)
+		}
+		return sluice.PermitDecision{}, fmt.Errorf("%w: %w", sluice.ErrNoDecision, cause)
 	}
 	return s.localAcquire(ctx, key, lim, holder, cause), nil
 }

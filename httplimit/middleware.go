@@ -178,15 +178,18 @@ func WithKeyErrorHandler(h ErrorHandler) Option {
 // WithErrorHandler replaces the default response to a store error (503
 // with a problem body). A failover.Store in front of the store decides by
 // each limit's sluice.FailureMode instead, and only its errors reach this
-// handler.
+// handler: under sluice.FailError, every request it could not decide (an
+// error wrapping sluice.ErrNoDecision), so that this handler, or
+// WithFailOpen, is the policy while the store is down.
 func WithErrorHandler(h ErrorHandler) Option {
 	return nonNil("WithErrorHandler", h == nil, func(m *Middleware) { m.storeErr = h })
 }
 
 // WithFailOpen serves requests that could not be decided because of a
-// store error (they are still reported to the Observer as Failed). Prefer a
+// store error (they are still reported to the Observer as Failed), such as
+// a failover.Store's sluice.ErrNoDecision under sluice.FailError. Prefer a
 // failover.Store and limits of sluice.FailOpen, which fail open through a
-// strict local limit.
+// strict local limit instead of admitting everything.
 func WithFailOpen() Option { return func(m *Middleware) { m.failOpen = true } }
 
 // WithObserver sets the Observer (default: none).

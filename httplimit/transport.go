@@ -49,6 +49,12 @@ const BackoffKeyPrefix = "httplimit-backoff:"
 // The state expires with the back-off (memstore drops it, Redis's TTL
 // ends), and a fresh key costs nothing to peek.
 //
+// A store error ends the wait: RoundTrip returns it wrapped, without
+// sending the request. Under a failover.Store whose limit fails with
+// sluice.FailError, that is an error wrapping sluice.ErrNoDecision while
+// the store is down; a caller that would rather send anyway checks
+// errors.Is(err, sluice.ErrNoDecision) and sends through Base itself.
+//
 // A request that need not wait costs two store calls (the back-off peek
 // and the quota unit), on Redis two round trips.
 //

@@ -21,7 +21,10 @@
 //     answer, so the local tier holds only what the shared store decided.
 //
 // Without WithTiered there is no local tier: the stack is
-// failover(shared). The shared store validates every request that reaches
+// failover(shared). WithRoute adds a second shared store for some limits
+// (route.PerSecond: envoyproxy/ratelimit's per-second Redis), with a
+// failover layer of its own: tiered(route(failover(shared),
+// failover(other))). The shared store validates every request that reaches
 // it; failover validates those it decides itself. Leases
 // (tiered.WithLeases) need a shared store that can reserve units
 // (sluice.Reserver), as redisstore and memstore can; over one that cannot,
@@ -37,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/tiered"
 )
 
@@ -49,12 +53,32 @@ type config struct {
 	failover []failover.Option
 	tiered   []tiered.Option
 	local    bool // a local tier
+
+	other      sluice.Store // WithRoute's; nil: none
+	match      func(sluice.Limit) bool
+	otherFails []failover.Option
 }
 
 // WithFailover configures the failover layer (see package failover). It
 // may be given more than once; the options add up.
 func WithFailover(opts ...failover.Option) Option {
 	return func(c *config) { c.failover = append(c.failover, opts...) }
+}
+
+// WithRoute decides the limits for which match reports true (such as
+// route.PerSecond) through other instead of the shared store, as
+// envoyproxy/ratelimit's per-second Redis: other gets a failover layer of
+// its own, configured by opts alone (its deadline, breaker and failure
+// modes, apart from the shared store's), and package route sends each
+// limit to its store below the local tier:
+//
+//	tiered(route(failover(shared), failover(other)))
+//
+// See package route for what AllowMulti across both stores guarantees.
+func WithRoute(other sluice.Store, match func(sluice.Limit) bool, opts ...failover.Option) Option {
+	return func(c *config) {
+		c.other, c.match, c.otherFails = other, match, opts
+	}
 }
 
 // WithTiered adds the local tier, configured by opts (see package tiered;
@@ -72,9 +96,10 @@ func WithTiered(opts ...tiered.Option) Option {
 // it does not decide itself; what the shared store cannot do comes back as
 // that capability's error. It is safe for concurrent use.
 type Store struct {
-	top sluice.FullStore // ts, or fs without a local tier
+	top sluice.FullStore // ts, or fs (or the route) without a local tier
 	fs  *failover.Store
-	ts  *tiered.Store // nil: no local tier
+	fs2 *failover.Store // WithRoute's other store's; nil without
+	ts  *tiered.Store   // nil: no local tier
 }
 
 // New builds the stack over shared, or returns the error of the first
@@ -90,14 +115,35 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{top: fs, fs: fs}
-	if c.local {
-		if s.ts, err = tiered.New(fs, c.tiered...); err != nil {
+	if c.other != nil {
+		if s.fs2, err = failover.New(c.other, c.otherFails...); err != nil {
 			fs.Close()
+			return nil, fmt.Errorf("stack: WithRoute: %w", err)
+		}
+		r, err := route.New(fs, s.fs2, c.match)
+		if err != nil {
+			s.closeFailovers()
+			return nil, fmt.Errorf("stack: WithRoute: %w", err)
+		}
+		s.top = r
+	}
+	if c.local {
+		if s.ts, err = tiered.New(s.top, c.tiered...); err != nil {
+			s.closeFailovers()
 			return nil, err
 		}
 		s.top = s.ts
 	}
 	return s, nil
+}
+
+// closeFailovers closes the failover layers.
+func (s *Store) closeFailovers() error {
+	err := s.fs.Close()
+	if s.fs2 != nil {
+		err = errors.Join(err, s.fs2.Close())
+	}
+	return err
 }
 
 // AllowN implements sluice.Store: decided by the local tier when it can,
@@ -169,21 +215,25 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 func (s *Store) Freed(key string) <-chan struct{} { return s.top.Freed(key) }
 
 // Close closes the local tier (returning its unspent leased units through
-// failover) and then failover. Later calls return sluice.ErrClosed.
+// failover) and then failover (both, with WithRoute). Later calls return sluice.ErrClosed.
 func (s *Store) Close() error {
 	var err error
 	if s.ts != nil {
 		err = s.ts.Close()
 	}
-	return errors.Join(err, s.fs.Close())
+	return errors.Join(err, s.closeFailovers())
 }
 
-// Ready reports whether failover's breaker is closed: the shared store is
-// in use. Readiness probes report it.
-func (s *Store) Ready() bool { return s.fs.Ready() }
+// Ready reports whether failover's breaker is closed (each one's, with
+// WithRoute): the shared stores are in use. Readiness probes report it.
+func (s *Store) Ready() bool { return s.fs.Ready() && (s.fs2 == nil || s.fs2.Ready()) }
 
-// Failover returns the failover layer, for its Stats.
+// Failover returns the failover layer of the shared store, for its Stats.
 func (s *Store) Failover() *failover.Store { return s.fs }
+
+// RouteFailover returns the failover layer of WithRoute's other store, or
+// nil without WithRoute.
+func (s *Store) RouteFailover() *failover.Store { return s.fs2 }
 
 // Tiered returns the local tier, for its Stats, or nil without WithTiered.
 func (s *Store) Tiered() *tiered.Store { return s.ts }

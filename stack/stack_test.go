@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/sluicetest"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
@@ -34,10 +35,12 @@ func TestConformance(t *testing.T) {
 		local bool
 		opts  []tiered.Option
 		suite []sluicetest.Option
+		route bool // per-second limits on a second store
 	}{
-		{"Failover", false, nil, nil},
-		{"DenialCache", true, nil, nil},
-		{"Leases", true, []tiered.Option{tiered.WithLeases(64, 0.5, 50*time.Millisecond)}, []sluicetest.Option{sluicetest.MayDenyEarly()}},
+		{"Failover", false, nil, nil, false},
+		{"DenialCache", true, nil, nil, false},
+		{"Leases", true, []tiered.Option{tiered.WithLeases(64, 0.5, 50*time.Millisecond)}, []sluicetest.Option{sluicetest.MayDenyEarly()}, false},
+		{"Route", true, nil, nil, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			build := func(t *testing.T, now func() time.Time) sluice.Store {
@@ -48,6 +51,11 @@ func TestConformance(t *testing.T) {
 				m := memstore.New(mo...)
 				t.Cleanup(func() { m.Close() })
 				opts := []stack.Option{stack.WithFailover(fo...)}
+				if tt.route {
+					m2 := memstore.New(mo...)
+					t.Cleanup(func() { m2.Close() })
+					opts = append(opts, stack.WithRoute(m2, route.PerSecond, fo...))
+				}
 				if tt.local {
 					opts = append(opts, stack.WithTiered(to...))
 				}
@@ -196,5 +204,62 @@ func TestAccessors(t *testing.T) {
 	}
 	if _, err := stack.New(m, stack.WithTiered(tiered.WithMaxKeys(0))); err == nil {
 		t.Error("an invalid tiered option: no error")
+	}
+}
+
+// Under sluice.FailError the stack answers no decision while the shared
+// store is down, through the local tier too: an error wrapping
+// sluice.ErrNoDecision, nothing cached, and the first call after the
+// outage decided by the shared store.
+func TestOutageFailError(t *testing.T) {
+	f := &faulty{Store: memstore.New()}
+	defer f.Store.Close()
+	s := mustNew(t, f,
+		stack.WithFailover(failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour), failover.WithDefaultMode(sluice.FailError)),
+		stack.WithTiered())
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 2, Period: time.Hour}
+	f.down.Store(true)
+	for i := range 3 {
+		d, err := s.AllowN(ctx, "k", lim, 1)
+		if !errors.Is(err, sluice.ErrNoDecision) || d.Allowed {
+			t.Fatalf("AllowN #%d with the store down = %+v, %v; want no decision", i, d, err)
+		}
+	}
+	if st := s.Tiered().Stats(); st.CachedDenials != 0 {
+		t.Errorf("tiered Stats() = %+v: something was cached", st)
+	}
+	if st := s.Failover().Stats(); st.Undecided != 3 || st.Degraded != 0 {
+		t.Errorf("failover Stats() = %+v, want 3 undecided", st)
+	}
+	if d, err := f.Store.AllowN(ctx, "k", lim, 0); err != nil || d.Remaining != 2 {
+		t.Errorf("the shared key = %+v, %v; want untouched", d, err)
+	}
+}
+
+// With WithRoute each store has its own failover: the per-second store
+// down degrades its limits only, and Ready reports it.
+func TestRouteOutage(t *testing.T) {
+	mainStore := &faulty{Store: memstore.New()}
+	sec := &faulty{Store: memstore.New()}
+	defer mainStore.Store.Close()
+	defer sec.Store.Close()
+	fo := []failover.Option{failover.WithFailureThreshold(1), failover.WithProbeInterval(time.Hour)}
+	s := mustNew(t, mainStore, stack.WithFailover(fo...), stack.WithRoute(sec, route.PerSecond, fo...), stack.WithTiered())
+	ctx := context.Background()
+	perSecond := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Second}
+	perHour := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Hour}
+	sec.down.Store(true)
+	if d, err := s.AllowN(ctx, "k", perSecond, 1); err != nil || !d.Degraded || d.Allowed {
+		t.Errorf("per-second limit with its store down = %+v, %v; want a degraded denial", d, err)
+	}
+	if d, err := s.AllowN(ctx, "k", perHour, 1); err != nil || d.Degraded || !d.Allowed {
+		t.Errorf("per-hour limit with its store up = %+v, %v; want admitted by it", d, err)
+	}
+	if s.Ready() || !s.Failover().Ready() || s.RouteFailover().Ready() {
+		t.Errorf("Ready %v, main %v, per-second %v; want false, true, false", s.Ready(), s.Failover().Ready(), s.RouteFailover().Ready())
+	}
+	if d, _ := mainStore.Store.AllowN(ctx, "k", perHour, 0); d.Remaining != 4 {
+		t.Errorf("main store: Remaining %d, want 4", d.Remaining)
 	}
 }

@@ -40,6 +40,14 @@
 // TestCompatModes (modes_test.go) compares the service-wide settings:
 // SHADOW_MODE with renamed headers, and QUOTA_MODE.
 //
+// swapenv_test.go runs sluice as it runs in the reference's place,
+// configured only by the reference's environment variables, beside the
+// reference: the answer with Redis stopped (gRPC Unknown for both),
+// RESPONSE_DYNAMIC_METADATA's dynamic_metadata, gRPC on a Unix socket
+// (GRPC_UDS), and memcached (BACKEND_TYPE=memcache, each on its own real
+// memcached: the decisions on fresh keys; with memcached stopped the
+// reference admits and sluice answers Unknown, a documented difference).
+//
 // TestConfigAcceptance (config_test.go) compares which configuration files
 // each accepts: a corpus (testdata/configs, expectations and the known
 // differences with their reasons in config_corpus_test.go) and random

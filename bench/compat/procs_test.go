@@ -249,8 +249,13 @@ func minimalEnv(extra ...string) []string {
 // waits until it is healthy and answers gRPC.
 func startReference(t *testing.T, yaml string, env ...string) *service {
 	t.Helper()
+	return startReferenceOn(t, redistest.Server(t), yaml, env...)
+}
+
+// startReferenceOn is startReference on the redis-server rd.
+func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...string) *service {
+	t.Helper()
 	bin := referenceBin(t)
-	rd := redistest.Server(t)
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
@@ -286,7 +291,13 @@ func startReference(t *testing.T, yaml string, env ...string) *service {
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.http = "http://127.0.0.1:" + httpPort
-	s.connect(t, "127.0.0.1:"+grpcPort)
+	target := "127.0.0.1:" + grpcPort
+	for _, e := range env {
+		if path, ok := strings.CutPrefix(e, "GRPC_UDS="); ok {
+			target = "unix://" + path // gRPC on that socket only
+		}
+	}
+	s.connect(t, target)
 	return s
 }
 

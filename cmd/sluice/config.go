@@ -14,12 +14,14 @@ import (
 type configFlags struct {
 	file           string
 	reloadInterval time.Duration
+	readyNeeds     bool // --ready-needs-config
 	read           readFlags
 }
 
 func (g *configFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.file, "config", "", "configuration `FILE or DIR` (envoyproxy/ratelimit YAML); the built-in example when empty")
 	fs.DurationVar(&g.reloadInterval, "reload-interval", time.Second, "how often to check the configuration files for changes; 0 reloads on SIGHUP only")
+	fs.BoolVar(&g.readyNeeds, "ready-needs-config", false, "report not ready (/readyz, /healthcheck and gRPC health) until a configuration with at least one domain is in force, and while one with none is (the reference's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)")
 	g.read.register(fs)
 }
 

@@ -108,7 +108,11 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	target := p.grpc
+	if strings.HasPrefix(target, "/") { // --grpc-uds
+		target = "unix://" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 // them once it does.
 type listenFlags struct {
 	http, grpc string
+	grpcUDS    string     // gRPC on this Unix socket instead of grpc
+	udsMode    socketMode // the socket file's permissions
 	admin      string
 	debugAddr  string // deprecated alias of admin that keeps /metrics on the data plane
 	readyFile  string
@@ -26,6 +29,9 @@ type listenFlags struct {
 func (g *listenFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.http, "http", ":8080", "HTTP listen `address`")
 	fs.StringVar(&g.grpc, "grpc", ":8081", "gRPC listen `address`")
+	fs.StringVar(&g.grpcUDS, "grpc-uds", "", "serve gRPC on this Unix socket `path` instead of --grpc's TCP address (envoyproxy/ratelimit's GRPC_UDS); a stale socket file left there is removed")
+	g.udsMode = 0o660
+	fs.Var(&g.udsMode, "grpc-uds-mode", "permissions of the --grpc-uds socket file, octal: who may connect (writing to a socket is connecting)")
 	fs.StringVar(&g.admin, "admin", "", "serve /metrics and /debug/pprof on this `address`, apart from the data plane, which then answers only decisions and health (off when empty: /metrics stays on --http)")
 	fs.StringVar(&g.debugAddr, "debug-addr", "", "deprecated: use --admin. Serves the admin endpoints on this `address` and keeps /metrics on --http too")
 	fs.StringVar(&g.readyFile, "ready-file", "", "write {\"http\":ADDR,\"grpc\":ADDR} to this `file` once listening")
@@ -34,6 +40,9 @@ func (g *listenFlags) register(fs *flag.FlagSet) {
 func (g *listenFlags) validate() error {
 	if g.admin != "" && g.debugAddr != "" {
 		return errors.New("--debug-addr is a deprecated name of --admin: set only --admin")
+	}
+	if g.grpcUDS != "" {
+		return checkSocketPath(g.grpcUDS)
 	}
 	return nil
 }
@@ -65,6 +74,18 @@ func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Serve
 			if name == "admin" {
 				cfg = adminTLS(cfg)
 			}
+		}
+		if name == "grpc" && g.grpcUDS != "" {
+			// gRPC on the Unix socket only, with the same limits and TLS.
+			ul, err := listenUnix(g.grpcUDS, fs.FileMode(g.udsMode))
+			if err != nil {
+				return nil, fmt.Errorf("--grpc-uds: %w", err)
+			}
+			l := listen.Limit(ul, tf.listenOptions(name, cm))
+			if cfg != nil {
+				l = tls.NewListener(l, cfg)
+			}
+			return l, nil
 		}
 		l, err := listen.Listen(addr, tf.listenOptions(name, cm), cfg)
 		if err != nil {

@@ -173,11 +173,18 @@ func (e *refEnv) listeners() {
 	if e.set("HOST") || e.set("PORT") {
 		e.assign("http", net.JoinHostPort(e.str("HOST", ""), e.port("PORT", "8080")), nil, "HOST", "PORT")
 	}
-	if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
-		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
-	}
 	if v, _ := e.get("GRPC_UDS"); v != "" {
-		e.failUnless([]string{"grpc"}, "GRPC_UDS", "%q: sluice serves gRPC on TCP only; unset it and set GRPC_HOST and GRPC_PORT", v)
+		// gRPC on the Unix socket only, as the reference; HTTP (and its
+		// /healthcheck) stays on HOST:PORT.
+		if err := checkSocketPath(v); err != nil {
+			e.fail("GRPC_UDS", "%q: %v", v, strings.TrimPrefix(err.Error(), "--grpc-uds: "))
+		} else {
+			e.assign("grpc-uds", v, []string{"grpc", "grpc-uds"}, "GRPC_UDS")
+		}
+		e.ignore("GRPC_HOST", "GRPC_UDS is set: gRPC is served on the Unix socket only")
+		e.ignore("GRPC_PORT", "GRPC_UDS is set: gRPC is served on the Unix socket only")
+	} else if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
+		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
 	}
 	debug := net.JoinHostPort(e.str("DEBUG_HOST", "0.0.0.0"), e.port("DEBUG_PORT", "6070"))
 	admin := []string{"admin", "debug-addr"}
@@ -320,54 +327,34 @@ func (e *refEnv) configSource() {
 	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
 		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
 	}
-	e.ignore("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "sluice's readiness does not wait for a configuration")
+	if e.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) {
+		e.assign("ready-needs-config", "true", nil, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
+	}
 	if e.set("MERGE_DOMAIN_CONFIG") {
 		e.assign("merge-domains", strconv.FormatBool(e.boolean("MERGE_DOMAIN_CONFIG", false)), nil, "MERGE_DOMAIN_CONFIG")
 	}
 }
 
-// store: the backend, and Redis's address, type, auth and TLS as one
-// --redis URL.
+// memcacheVars are the reference's variables of its memcached backend.
+var memcacheVars = []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS",
+	"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}
+
+// store: the backend, Redis's address, type, auth and TLS as one --redis
+// URL (or memcached's servers as --memcache), and what both backends
+// share: the key prefix and the local cache.
 func (e *refEnv) store() {
-	redis := []string{"redis"}
+	shared := []string{"redis", "memcache", "memcache-srv"}
 	switch b := strings.ToLower(e.str("BACKEND_TYPE", "redis")); b {
 	case "redis", "":
+		for _, v := range memcacheVars {
+			e.ignore(v, "BACKEND_TYPE is redis")
+		}
+		e.redis()
 	case "memcache":
-		e.failUnless(redis, "BACKEND_TYPE", "memcache: sluice has no memcached store; use Redis (BACKEND_TYPE=redis and REDIS_*)")
-		return
+		e.memcache()
 	default:
-		e.failUnless(redis, "BACKEND_TYPE", "%q: want redis", b)
+		e.failUnless(shared, "BACKEND_TYPE", "%q: want redis or memcache", b)
 		return
-	}
-	for _, v := range []string{"MEMCACHE_HOST_PORT", "MEMCACHE_MAX_IDLE_CONNS", "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH", "MEMCACHE_TLS",
-		"MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"} {
-		e.ignore(v, "BACKEND_TYPE is redis")
-	}
-	useTLS := e.boolean("REDIS_TLS", false)
-	u, ok := e.redisURL(useTLS)
-	if ok {
-		e.assign("redis", u, nil, "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
-	}
-	if useTLS {
-		e.assignIfSet("redis-tls-ca", "REDIS_TLS_CACERT", redis...)
-		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
-		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
-		if e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
-			e.failUnless([]string{"redis", "redis-tls-server-name"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-				"true: sluice always verifies Redis's certificate and name; set SLUICE_REDIS_TLS_SERVER_NAME to the name in Redis's certificate instead")
-		}
-	} else {
-		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
-			e.ignore(v, "REDIS_TLS is not true")
-		}
-	}
-	if v, _ := e.get("REDIS_TIMEOUT"); v == "0" || v == "0s" {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_TIMEOUT", Msg: "0 (no timeout): every Redis call keeps --redis-timeout's deadline"})
-	} else {
-		e.duration("redis-timeout", "REDIS_TIMEOUT")
-	}
-	if e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
-		e.assign("readyz-breaker", "true", nil, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
 	}
 	if v, _ := e.get("CACHE_KEY_PREFIX"); v != "" {
 		e.assign("redis-key-prefix", v, nil, "CACHE_KEY_PREFIX")
@@ -379,31 +366,112 @@ func (e *refEnv) store() {
 			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
 		case n > 0:
 			// The reference's local cache remembers over-limit keys until
-			// their window ends, without asking Redis: sluice's local tier.
-			e.assign("tiered", "true", redis, "LOCAL_CACHE_SIZE_IN_BYTES")
+			// their window ends, without asking its backend: sluice's
+			// local tier.
+			e.assign("tiered", "true", shared, "LOCAL_CACHE_SIZE_IN_BYTES")
 		}
-	}
-	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT"} {
-		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size")
-	}
-	perSecond := "sluice keeps the counters of every unit, per-second ones too, in REDIS_URL's Redis"
-	if e.boolean("REDIS_PERSECOND", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND", Msg: perSecond})
-	}
-	for _, v := range []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL", "REDIS_PERSECOND_POOL_SIZE",
-		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW",
-		"REDIS_PERSECOND_PIPELINE_LIMIT", "REDIS_PERSECOND_TIMEOUT", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"} {
-		e.ignore(v, perSecond)
 	}
 	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
 }
 
-// redisURL builds the --redis URL of REDIS_TYPE, REDIS_SOCKET_TYPE,
-// REDIS_URL, REDIS_AUTH and REDIS_SENTINEL_AUTH.
-func (e *refEnv) redisURL(useTLS bool) (string, bool) {
-	addr := e.str("REDIS_URL", "/var/run/nutcracker/ratelimit.sock")
+// memcache: BACKEND_TYPE=memcache, MEMCACHE_* onto --memcache*.
+func (e *refEnv) memcache() {
+	unless := []string{"redis", "memcache", "memcache-srv"}
+	hostPort, _ := e.get("MEMCACHE_HOST_PORT")
+	srv, _ := e.get("MEMCACHE_SRV")
+	switch {
+	case hostPort != "" && srv != "":
+		e.failUnless(unless, "MEMCACHE_SRV", "set with MEMCACHE_HOST_PORT: set one, as envoyproxy/ratelimit wants")
+	case srv != "":
+		e.assign("memcache-srv", srv, unless, "BACKEND_TYPE", "MEMCACHE_SRV")
+		if v, _ := e.get("MEMCACHE_SRV_REFRESH"); v != "" && v != "0" && v != "0s" {
+			e.duration("memcache-srv-refresh", "MEMCACHE_SRV_REFRESH", unless...)
+		}
+	case hostPort != "":
+		e.assign("memcache", hostPort, unless, "BACKEND_TYPE", "MEMCACHE_HOST_PORT")
+	default:
+		e.failUnless(unless, "BACKEND_TYPE", "memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV")
+	}
+	if hostPort != "" {
+		e.ignore("MEMCACHE_SRV_REFRESH", "MEMCACHE_SRV is not set")
+	}
+	e.assignIfSet("memcache-max-idle-conns", "MEMCACHE_MAX_IDLE_CONNS", unless...)
+	tlsVars := []string{"MEMCACHE_TLS_CACERT", "MEMCACHE_TLS_CLIENT_CERT", "MEMCACHE_TLS_CLIENT_KEY", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION"}
+	if e.boolean("MEMCACHE_TLS", false) {
+		e.assign("memcache-tls", "true", unless, "MEMCACHE_TLS")
+		e.assignIfSet("memcache-tls-ca", "MEMCACHE_TLS_CACERT", unless...)
+		e.assignIfSet("memcache-tls-cert", "MEMCACHE_TLS_CLIENT_CERT", unless...)
+		e.assignIfSet("memcache-tls-key", "MEMCACHE_TLS_CLIENT_KEY", unless...)
+		if e.boolean("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
+			e.failUnless(append(unless, "memcache-tls-server-name"), "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
+				"true: sluice always verifies memcached's certificate and name; set SLUICE_MEMCACHE_TLS_SERVER_NAME to the name in its certificate instead")
+		}
+	} else {
+		for _, v := range tlsVars {
+			e.ignore(v, "MEMCACHE_TLS is not true")
+		}
+	}
+	for _, v := range redisVars {
+		e.ignore(v, "BACKEND_TYPE is memcache")
+	}
+}
+
+// redisVars are the reference's variables of its Redis backend.
+var redisVars = []string{"REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_URL", "REDIS_POOL_SIZE", "REDIS_AUTH", "REDIS_TLS", "REDIS_TLS_CLIENT_CERT",
+	"REDIS_TLS_CLIENT_KEY", "REDIS_TLS_CACERT", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "REDIS_PIPELINE_WINDOW",
+	"REDIS_PIPELINE_LIMIT", "REDIS_PERSECOND", "REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+	"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_SENTINEL_AUTH",
+	"REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT",
+	"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "REDIS_TIMEOUT", "REDIS_PERSECOND_TIMEOUT", "REDIS_POOL_ON_EMPTY_BEHAVIOR",
+	"REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR"}
+
+// redis: BACKEND_TYPE=redis, REDIS_* onto --redis*.
+func (e *refEnv) redis() {
+	// --redis, or the user's --memcache, drops them.
+	redis := []string{"redis", "memcache", "memcache-srv"}
+	useTLS := e.boolean("REDIS_TLS", false)
+	u, ok := e.redisURL("REDIS_", "/var/run/nutcracker/ratelimit.sock", useTLS)
+	if ok {
+		e.assign("redis", u, redis[1:], "BACKEND_TYPE", "REDIS_URL", "REDIS_SOCKET_TYPE", "REDIS_TYPE", "REDIS_AUTH", "REDIS_SENTINEL_AUTH", "REDIS_TLS")
+	}
+	perSecondTLS := e.perSecond()
+	// The reference's TLS files serve both Redis clients, whichever uses
+	// TLS.
+	if useTLS || perSecondTLS {
+		e.assignIfSet("redis-tls-ca", "REDIS_TLS_CACERT", redis...)
+		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
+		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
+		if e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
+			e.failUnless([]string{"redis", "redis-tls-server-name"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
+				"true: sluice always verifies Redis's certificate and name; set SLUICE_REDIS_TLS_SERVER_NAME to the name in Redis's certificate instead")
+		}
+	} else {
+		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
+			e.ignore(v, "neither REDIS_TLS nor REDIS_PERSECOND_TLS is true")
+		}
+	}
+	if v, _ := e.get("REDIS_TIMEOUT"); v == "0" || v == "0s" {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_TIMEOUT", Msg: "0 (no timeout): every Redis call keeps --redis-timeout's deadline"})
+	} else {
+		e.duration("redis-timeout", "REDIS_TIMEOUT")
+	}
+	if e.boolean("REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", false) {
+		e.assign("readyz-breaker", "true", nil, "REDIS_HEALTH_CHECK_ACTIVE_CONNECTION")
+	}
+	for _, v := range []string{"REDIS_POOL_SIZE", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PIPELINE_WINDOW", "REDIS_PIPELINE_LIMIT",
+		"REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_POOL_ON_EMPTY_BEHAVIOR", "REDIS_PERSECOND_PIPELINE_WINDOW", "REDIS_PERSECOND_PIPELINE_LIMIT"} {
+		e.ignore(v, "sluice's Redis client pipelines every call over one connection per node: there is no pool to size, and decisions are the same")
+	}
+}
+
+// redisURL builds the URL of a Redis from the reference's variables of
+// prefix ("REDIS_", or "REDIS_PERSECOND_" for the per-second Redis):
+// TYPE, SOCKET_TYPE, URL (def when unset), AUTH and SENTINEL_AUTH, with
+// TLS when useTLS.
+func (e *refEnv) redisURL(prefix, def string, useTLS bool) (string, bool) {
+	addr := e.str(prefix+"URL", def)
 	if strings.Contains(addr, "://") {
-		e.fail("REDIS_URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for REDIS_TYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_REDIS", addr)
+		e.fail(prefix+"URL", "%q: want envoyproxy/ratelimit's form, host:port (a list for %sTYPE cluster, master,host:port,... for sentinel); a URL goes in SLUICE_%s", addr, prefix, strings.TrimSuffix(prefix, "_"))
 		return "", false
 	}
 	scheme := "redis"
@@ -411,28 +479,28 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 		scheme = "rediss"
 	}
 	userinfo := ""
-	if auth, _ := e.get("REDIS_AUTH"); auth != "" {
+	if auth, _ := e.get(prefix + "AUTH"); auth != "" {
 		userinfo = userInfo(auth).String() + "@"
 	}
 	hosts := func(list []string) (string, bool) {
 		for _, h := range list {
 			if _, p, err := net.SplitHostPort(h); err != nil || p == "" {
-				e.fail("REDIS_URL", "%q: want host:port", h)
+				e.fail(prefix+"URL", "%q: want host:port", h)
 				return "", false
 			}
 		}
 		return strings.Join(list, ","), true
 	}
-	switch t := strings.ToLower(e.str("REDIS_TYPE", "SINGLE")); t {
+	switch t := strings.ToLower(e.str(prefix+"TYPE", "SINGLE")); t {
 	case "single", "":
-		switch s := strings.ToLower(e.str("REDIS_SOCKET_TYPE", "unix")); s {
+		switch s := strings.ToLower(e.str(prefix+"SOCKET_TYPE", "unix")); s {
 		case "unix":
 			if useTLS {
-				e.fail("REDIS_TLS", "true with REDIS_SOCKET_TYPE unix: TLS to Redis needs tcp")
+				e.fail(prefix+"TLS", "true with %sSOCKET_TYPE unix: TLS to Redis needs tcp", prefix)
 				return "", false
 			}
 			if !filepath.IsAbs(addr) {
-				e.fail("REDIS_URL", "%q: REDIS_SOCKET_TYPE unix wants the socket's absolute path", addr)
+				e.fail(prefix+"URL", "%q: %sSOCKET_TYPE unix wants the socket's absolute path", addr, prefix)
 				return "", false
 			}
 			return "unix://" + userinfo + addr, true
@@ -440,7 +508,7 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 			h, ok := hosts([]string{addr})
 			return scheme + "://" + userinfo + h, ok
 		default:
-			e.fail("REDIS_SOCKET_TYPE", "%q: want tcp or unix", s)
+			e.fail(prefix+"SOCKET_TYPE", "%q: want tcp or unix", s)
 			return "", false
 		}
 	case "cluster":
@@ -449,12 +517,12 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 	case "sentinel":
 		parts := strings.Split(addr, ",")
 		if len(parts) < 2 || parts[0] == "" {
-			e.fail("REDIS_URL", "%q: REDIS_TYPE sentinel wants master-name,sentinel-host:port,...", addr)
+			e.fail(prefix+"URL", "%q: %sTYPE sentinel wants master-name,sentinel-host:port,...", addr, prefix)
 			return "", false
 		}
 		h, ok := hosts(parts[1:])
 		q := url.Values{"master": {parts[0]}}
-		if sa, _ := e.get("REDIS_SENTINEL_AUTH"); sa != "" {
+		if sa, _ := e.get(prefix + "SENTINEL_AUTH"); sa != "" {
 			user, pass, found := strings.Cut(sa, ":")
 			if !found {
 				user, pass = "", sa
@@ -466,9 +534,32 @@ func (e *refEnv) redisURL(useTLS bool) (string, bool) {
 		}
 		return scheme + "+sentinel://" + userinfo + h + "?" + q.Encode(), ok
 	default:
-		e.fail("REDIS_TYPE", "%q: want SINGLE, CLUSTER or SENTINEL", t)
+		e.fail(prefix+"TYPE", "%q: want SINGLE, CLUSTER or SENTINEL", t)
 		return "", false
 	}
+}
+
+// perSecond: REDIS_PERSECOND's second Redis for the limits of unit second,
+// as --redis-persecond. It reports whether that Redis uses TLS.
+func (e *refEnv) perSecond() bool {
+	vars := []string{"REDIS_PERSECOND_SOCKET_TYPE", "REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_URL",
+		"REDIS_PERSECOND_AUTH", "REDIS_PERSECOND_TLS", "REDIS_PERSECOND_SENTINEL_AUTH", "REDIS_PERSECOND_TIMEOUT"}
+	if !e.boolean("REDIS_PERSECOND", false) {
+		for _, v := range vars {
+			e.ignore(v, "REDIS_PERSECOND is not true")
+		}
+		return false
+	}
+	useTLS := e.boolean("REDIS_PERSECOND_TLS", false)
+	if u, ok := e.redisURL("REDIS_PERSECOND_", "/var/run/nutcracker/ratelimitpersecond.sock", useTLS); ok {
+		e.assign("redis-persecond", u, []string{"redis", "memcache", "memcache-srv"}, append([]string{"REDIS_PERSECOND"}, vars[:6]...)...)
+	}
+	if v, _ := e.get("REDIS_PERSECOND_TIMEOUT"); v == "0" || v == "0s" {
+		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "REDIS_PERSECOND_TIMEOUT", Msg: "0 (no timeout): every call keeps a deadline"})
+	} else {
+		e.duration("redis-persecond-timeout", "REDIS_PERSECOND_TIMEOUT", "redis", "memcache", "memcache-srv")
+	}
+	return useTLS
 }
 
 // userInfo is REDIS_AUTH's user:password, or a password alone.
@@ -479,8 +570,14 @@ func userInfo(auth string) *url.Userinfo {
 	return url.UserPassword("", auth)
 }
 
-// service: counting, near-limit, response headers, shadow and quota modes.
+// service: the failure answer, counting, near-limit, response headers,
+// shadow and quota modes.
 func (e *refEnv) service() {
+	// While its Redis fails the reference answers an error (gRPC
+	// Unknown), and Envoy's failure_mode_deny decides: --failure-mode
+	// error, unless SLUICE_FAILURE_MODE says otherwise (a rule's
+	// failure_mode still wins).
+	e.assign("failure-mode", "error", nil)
 	// The reference counts every hit, also a denied one, unless
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 	counting := "all"
@@ -508,7 +605,7 @@ func (e *refEnv) service() {
 		e.assign("quota-mode", "true", nil, "QUOTA_MODE")
 	}
 	if e.boolean("RESPONSE_DYNAMIC_METADATA", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "RESPONSE_DYNAMIC_METADATA", Msg: "sluice does not add dynamic metadata to its answers"})
+		e.assign("response-dynamic-metadata", "true", nil, "RESPONSE_DYNAMIC_METADATA")
 	}
 }
 
@@ -672,9 +769,10 @@ func (m *refMode) log(log *slog.Logger) {
 	}
 }
 
-// redactValue hides the password of a --redis URL in the log.
+// redactValue hides the password of a --redis (or --redis-persecond) URL
+// in the log.
 func redactValue(flagName, v string) string {
-	if flagName != "redis" {
+	if flagName != "redis" && flagName != "redis-persecond" {
 		return v
 	}
 	u, err := url.Parse(v)

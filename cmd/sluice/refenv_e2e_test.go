@@ -133,7 +133,7 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
-	if !strings.Contains(log, `"store":"redis (failover fail_closed)"`) {
+	if !strings.Contains(log, `"store":"redis (failover fail_error)"`) {
 		t.Errorf("store is not Redis:\n%s", log)
 	}
 
@@ -224,7 +224,7 @@ func TestE2EReferenceEnvRefused(t *testing.T) {
 		env  []string
 		want string
 	}{
-		{[]string{"BACKEND_TYPE=memcache", "MEMCACHE_HOST_PORT=127.0.0.1:11211"}, "BACKEND_TYPE: memcache: sluice has no memcached store"},
+		{[]string{"BACKEND_TYPE=memcache"}, "BACKEND_TYPE: memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV"},
 		{[]string{"CONFIG_TYPE=FILE", "PORT=abc"}, `PORT: "abc": want a port number`},
 		{[]string{"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=redis://127.0.0.1:6379"}, `REDIS_URL: "redis://127.0.0.1:6379": want envoyproxy/ratelimit's form`},
 	} {

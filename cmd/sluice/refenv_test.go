@@ -94,6 +94,7 @@ func TestReferencePlanEnvoyGateway(t *testing.T) {
 		"redis-tls-cert":  "/redis-certs/tls.crt",
 		"redis-tls-key":   "/redis-certs/tls.key",
 		"counting":        "all",
+		"failure-mode":    "error",
 		"xds-force-start": "true",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
@@ -122,11 +123,12 @@ func TestReferencePlanDefaults(t *testing.T) {
 		t.Fatalf("errors %+v, ignored %+v", p.Errors, p.Ignored)
 	}
 	want := map[string]string{
-		"debug-addr": "0.0.0.0:6070",
-		"log-level":  "warn",
-		"config":     "/srv/runtime_data/current/config",
-		"redis":      "unix:///var/run/nutcracker/ratelimit.sock",
-		"counting":   "all",
+		"debug-addr":   "0.0.0.0:6070",
+		"log-level":    "warn",
+		"config":       "/srv/runtime_data/current/config",
+		"redis":        "unix:///var/run/nutcracker/ratelimit.sock",
+		"counting":     "all",
+		"failure-mode": "error",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
 		t.Errorf("flags:\n got %v\nwant %v", got, want)
@@ -228,6 +230,58 @@ func TestReferencePlan(t *testing.T) {
 	}
 }
 
+// GRPC_UDS serves gRPC on the Unix socket only: GRPC_HOST and GRPC_PORT
+// are then ignored, and --grpc (or SLUICE_GRPC) keeps gRPC on TCP.
+func TestReferencePlanGRPCUDS(t *testing.T) {
+	p := referencePlan(envOf(map[string]string{"GRPC_UDS": "/run/rl.sock", "GRPC_PORT": "9001"}))
+	if got := flagsOf(p); got["grpc-uds"] != "/run/rl.sock" || got["grpc"] != "" {
+		t.Errorf("flags %v, want --grpc-uds and no --grpc", got)
+	}
+	if got := varsOf(p.Ignored); !slices.Equal(got, []string{"GRPC_PORT"}) {
+		t.Errorf("ignored %v, want GRPC_PORT", got)
+	}
+	f, out, code := parseRefEnv(t, map[string]string{"CONFIG_TYPE": "FILE", "GRPC_UDS": "/run/rl.sock"}, "--grpc", "127.0.0.1:1")
+	if code != -1 || f.listen.grpcUDS != "" || f.listen.grpc != "127.0.0.1:1" {
+		t.Errorf("GRPC_UDS with --grpc: code %d %s, grpc-uds %q grpc %q; want --grpc alone", code, out, f.listen.grpcUDS, f.listen.grpc)
+	}
+}
+
+// TestReferencePlanMemcache: BACKEND_TYPE=memcache and MEMCACHE_* set the
+// --memcache flags; REDIS_* are then ignored.
+func TestReferencePlanMemcache(t *testing.T) {
+	p := referencePlan(envOf(map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m1:11211,m2:11211",
+		"MEMCACHE_MAX_IDLE_CONNS": "8", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_CACERT": "/ca.pem", "MEMCACHE_TLS_CLIENT_CERT": "/c.pem",
+		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}))
+	got := flagsOf(p)
+	want := map[string]string{"memcache": "m1:11211,m2:11211", "memcache-max-idle-conns": "8", "memcache-tls": "true",
+		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_", "tiered": "true"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("--%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if got["redis"] != "" {
+		t.Errorf("--redis = %q with BACKEND_TYPE=memcache", got["redis"])
+	}
+	if !slices.Contains(varsOf(p.Ignored), "REDIS_URL") {
+		t.Errorf("REDIS_URL not ignored: %v", varsOf(p.Ignored))
+	}
+	p = referencePlan(envOf(map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_SRV": "_memcache._tcp.mc.example", "MEMCACHE_SRV_REFRESH": "30s"}))
+	if got := flagsOf(p); got["memcache-srv"] != "_memcache._tcp.mc.example" || got["memcache-srv-refresh"] != "30s" || got["memcache"] != "" {
+		t.Errorf("MEMCACHE_SRV: flags %v", got)
+	}
+	f, out, code := parseRefEnv(t, map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "127.0.0.1:11211", "MEMCACHE_MAX_IDLE_CONNS": "4"})
+	if code != -1 {
+		t.Fatalf("parse: code %d, %s", code, out)
+	}
+	if err := f.validate(); err != nil {
+		t.Errorf("validate: %v", err)
+	}
+	if f.redis.memcache.servers != "127.0.0.1:11211" || f.redis.memcache.maxIdleConns != 4 || f.redis.url != "" {
+		t.Errorf("memcache %q idle %d redis %q", f.redis.memcache.servers, f.redis.memcache.maxIdleConns, f.redis.url)
+	}
+}
+
 func TestReferencePlanErrors(t *testing.T) {
 	tests := []struct {
 		env  map[string]string
@@ -236,7 +290,6 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"PORT": "abc"}, "PORT: \"abc\": want a port number"},
 		{map[string]string{"GRPC_PORT": "70000"}, "GRPC_PORT"},
 		{map[string]string{"DEBUG_PORT": "-1"}, "DEBUG_PORT"},
-		{map[string]string{"GRPC_UDS": "/tmp/rl.sock"}, "GRPC_UDS: \"/tmp/rl.sock\": sluice serves gRPC on TCP only"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c"}, "GRPC_SERVER_USE_TLS: true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "yes please"}, "GRPC_SERVER_USE_TLS: \"yes please\": want true or false"},
 		{map[string]string{"GRPC_MAX_CONNECTION_AGE": "forever"}, "GRPC_MAX_CONNECTION_AGE: \"forever\": want a duration"},
@@ -247,7 +300,10 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR": "-1"}, "XDS_CLIENT_BACKOFF_RANDOM_FACTOR"},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_BACKOFF_JITTER": "often"}, "XDS_CLIENT_BACKOFF_JITTER"},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "4MiB"}, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
-		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE: memcache: sluice has no memcached store"},
+		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE: memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV"},
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_SRV": "_mc._tcp.example"}, "MEMCACHE_SRV: set with MEMCACHE_HOST_PORT"},
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION: true: sluice always verifies"},
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_SRV": "_mc._tcp.example", "MEMCACHE_SRV_REFRESH": "soon"}, "MEMCACHE_SRV_REFRESH"},
 		{map[string]string{"BACKEND_TYPE": "dynamo"}, "BACKEND_TYPE: \"dynamo\": want redis"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "REDIS_TYPE: \"ring\""},
 		{map[string]string{"REDIS_SOCKET_TYPE": "udp"}, "REDIS_SOCKET_TYPE: \"udp\": want tcp or unix"},
@@ -376,7 +432,16 @@ func refSample(v string) map[string]string {
 		env["REDIS_PERSECOND"] = "true"
 	}
 	if strings.HasPrefix(v, "MEMCACHE_") {
-		env["BACKEND_TYPE"] = "redis"
+		env["BACKEND_TYPE"] = "memcache"
+		switch v {
+		case "MEMCACHE_SRV", "MEMCACHE_SRV_REFRESH":
+			env["MEMCACHE_SRV"] = "_mc._tcp.example"
+		default:
+			env["MEMCACHE_HOST_PORT"] = "m:11211"
+		}
+		if strings.HasPrefix(v, "MEMCACHE_TLS_") {
+			env["MEMCACHE_TLS"] = "true"
+		}
 	}
 	return env
 }
@@ -539,9 +604,9 @@ func TestReferenceEnvErrors(t *testing.T) {
 		want string
 	}{
 		{map[string]string{"CONFIG_TYPE": "FILE", "PORT": "abc"}, nil, `PORT: "abc": want a port number`},
-		{map[string]string{"CONFIG_TYPE": "FILE", "BACKEND_TYPE": "memcache"}, nil, "BACKEND_TYPE: memcache"},
+		{map[string]string{"CONFIG_TYPE": "FILE", "BACKEND_TYPE": "memcache"}, nil, "BACKEND_TYPE: memcache needs MEMCACHE_HOST_PORT"},
 		{map[string]string{"USE_STATSD": "false", "LOG_LEVEL": "verbose", "GRPC_UDS": "/s"}, nil, `LOG_LEVEL: "verbose"`},
-		{map[string]string{"USE_STATSD": "false", "GRPC_UDS": "/s"}, nil, "GRPC_UDS"},
+		{map[string]string{"USE_STATSD": "false", "GRPC_UDS": "/" + strings.Repeat("s", 200)}, nil, "GRPC_UDS"},
 		{map[string]string{"USE_STATSD": "false", "NEAR_LIMIT_RATIO": "1.5"}, nil, "NEAR_LIMIT_RATIO"},
 	}
 	for _, tt := range tests {

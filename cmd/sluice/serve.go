@@ -93,8 +93,8 @@ func (f *serveFlags) validate() error {
 	if f.xds.server != "" && f.config.file != "" {
 		return errors.New("--xds-server and --config are alternatives: the configuration comes from xDS or from files")
 	}
-	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") {
-		return errors.New("--redis-tls-* need a rediss:// --redis URL")
+	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") && !strings.HasPrefix(f.redis.perSecond, "rediss") {
+		return errors.New("--redis-tls-* need a rediss:// --redis (or --redis-persecond) URL")
 	}
 	return f.admin.check(&f.tls)
 }
@@ -137,6 +137,9 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 			if err := checkFailureModes(c, f); err != nil {
 				return err
 			}
+			if err := checkMemcacheAlgorithms(c, f); err != nil {
+				return err
+			}
 			for _, w := range c.Warnings() {
 				log.Warn("configuration: " + w)
 			}
@@ -145,6 +148,11 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		Metrics: m,
 		Info:    &admin.ConfigState{},
 		Log:     log,
+	}
+	var cfgHealth *configHealth
+	if f.config.readyNeeds {
+		cfgHealth = &configHealth{}
+		ap.Applied = cfgHealth.applied
 	}
 	files := f.config.files()
 	cfg := config.Empty()
@@ -182,7 +190,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: m, log: log, config: ap.Info}
+	c := &core{st: st, metrics: m, log: log, config: ap.Info, cfgHealth: cfgHealth}
 	if tp != nil {
 		c.tr = tp.Tracer
 		log.Info("tracing on", "keys", f.tracing.keys)
@@ -251,6 +259,8 @@ type core struct {
 	// configReady is /readyz's condition on the configuration: nil when
 	// it is in force from the start (files).
 	configReady func() (bool, string)
+	// cfgHealth is --ready-needs-config's readiness, nil without it.
+	cfgHealth *configHealth
 }
 
 // servers are serve's servers, serving on their listeners.
@@ -304,6 +314,9 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s.http = []*http.Server{dataPlane}
 	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
 	s.health = rls.Register(gs, c.svc)
+	if c.cfgHealth != nil {
+		c.cfgHealth.attach(s.health)
+	}
 	if tf.grpcReflection {
 		reflection.Register(gs)
 	}
@@ -339,7 +352,19 @@ func newAPI(c *core, auth server.Auth, readyzBreaker bool) *server.Server {
 			return false, "shared store unavailable (circuit breaker open)"
 		}
 	}
-	if cr := c.configReady; cr != nil {
+	cr := c.configReady
+	if ch := c.cfgHealth; ch != nil {
+		xds := cr
+		cr = func() (bool, string) {
+			if xds != nil {
+				if ok, why := xds(); !ok {
+					return ok, why
+				}
+			}
+			return ch.ready()
+		}
+	}
+	if cr != nil {
 		opts = append(opts, server.WithReadiness(func() (bool, string) {
 			if ok, why := cr(); !ok {
 				return ok, why

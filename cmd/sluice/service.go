@@ -15,6 +15,7 @@ import (
 // not set their own, and the near-limit threshold of the metrics.
 type serviceFlags struct {
 	responseHeaders bool
+	dynamicMetadata bool
 	headerNames     [3]string // limit, remaining, reset
 	shadowMode      bool
 	quotaMode       bool
@@ -27,6 +28,7 @@ func (g *serviceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.headerNames[0], "limit-header", rls.HeaderLimit, "`name` of --response-headers' limit header (the reference's LIMIT_LIMIT_HEADER)")
 	fs.StringVar(&g.headerNames[1], "remaining-header", rls.HeaderRemaining, "`name` of --response-headers' remaining header (the reference's LIMIT_REMAINING_HEADER)")
 	fs.StringVar(&g.headerNames[2], "reset-header", rls.HeaderReset, "`name` of --response-headers' reset header (the reference's LIMIT_RESET_HEADER)")
+	fs.BoolVar(&g.dynamicMetadata, "response-dynamic-metadata", false, "add dynamic_metadata to ShouldRateLimit's answers: the domain, the descriptors, hits_addend and the quota_mode descriptors over their limit, as the reference's RESPONSE_DYNAMIC_METADATA (Envoy keeps it for access logs and later filters)")
 	fs.BoolVar(&g.shadowMode, "shadow-mode", false, "answer every ShouldRateLimit OK, as the reference's SHADOW_MODE: statuses and metrics still tell which limits are over (for trying limits on live traffic)")
 	fs.BoolVar(&g.quotaMode, "quota-mode", false, "put every limit in quota_mode, as the reference's QUOTA_MODE: over its limit, a descriptor is reported but does not deny")
 	fs.TextVar(&g.counting, "counting", sluice.CountAdmitted, "`mode` of the rules without a counting key: admitted (a denied request counts nothing) or all (every hit, also a denied one, as the reference counts; sliding_log rules still count admitted hits)")
@@ -58,6 +60,7 @@ func (g *serviceFlags) engineOptions() []engine.Option {
 func (g *serviceFlags) options() []rls.Option {
 	return []rls.Option{
 		rls.WithResponseHeaders(g.responseHeaders),
+		rls.WithDynamicMetadata(g.dynamicMetadata),
 		rls.WithHeaderNames(g.headerNames[0], g.headerNames[1], g.headerNames[2]),
 	}
 }

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/route"
 	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
@@ -35,39 +37,16 @@ func (st *storeSet) wrapForTest() {
 	}
 }
 
-// openStore returns the memory store, or, when --redis is set, the shared
-// Redis store in the stack of package stack: failover (a deadline on every
-// call, a breaker, and the --failure-mode default, which a rule's
-// failure_mode overrides), and with --tiered the local tier in front.
+// openStore returns the memory store, or, when --redis (or --memcache) is
+// set, the shared store in the stack of package stack: failover (a
+// deadline on every call, a breaker, and the --failure-mode default, which
+// a rule's failure_mode overrides), with --redis-persecond a second Redis
+// (with its own failover) for the limits of a second or less, and with
+// --tiered the local tier in front.
 func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
-	if f.redis.url == "" {
+	if !f.redis.shared() {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
-	}
-	ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
-	tc, err := f.tls.redis(log)
-	if err != nil {
-		return nil, fmt.Errorf("--redis-tls-*: %w", err)
-	}
-	if tc != nil {
-		ropts = append(ropts, redisstore.WithTLSConfig(tc))
-	}
-	octx, cancel := context.WithTimeout(ctx, connectTimeout)
-	rs, err := redisstore.Open(octx, f.redis.url, ropts...)
-	cancel()
-	var raw sluice.FullStore = rs
-	var down error
-	if err != nil {
-		if f.redis.required || !redisstore.Unreachable(err) || ctx.Err() != nil {
-			return nil, fmt.Errorf("--redis: %w", err)
-		}
-		// Serve by the failure policy, breaker open, until Redis answers.
-		log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "err", err)
-		later, lerr := redisstore.OpenLater(f.redis.url, append(ropts, redisstore.WithLogger(log))...)
-		if lerr != nil {
-			return nil, fmt.Errorf("--redis: %w", lerr)
-		}
-		raw, down = later, err
 	}
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
@@ -82,11 +61,51 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 	if f.limits.memoryMaxKeys > 0 {
 		fopts = append(fopts, failover.WithLocalMaxKeys(f.limits.memoryMaxKeys))
 	}
-	if down != nil {
-		fopts = append(fopts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
+	var (
+		raw      sluice.FullStore
+		down     error
+		closeRaw func()
+		name     string
+		opts     []stack.Option
+	)
+	if f.redis.memcache.set() {
+		ms, mdown, err := openMemcache(ctx, &f.redis.memcache, f.redis.keyPrefix, f.redis.timeout, log)
+		if err != nil {
+			return nil, err
+		}
+		raw, down, closeRaw = ms, mdown, func() { ms.Close() }
+		name = "memcache (failover fail_" + mode.String()
+	} else {
+		ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
+		tc, err := f.tls.redis(log)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-tls-*: %w", err)
+		}
+		if tc != nil {
+			ropts = append(ropts, redisstore.WithTLSConfig(tc))
+		}
+		rs, rdown, err := openRedis(ctx, "--redis", f.redis.url, f.redis.required, ropts, log)
+		if err != nil {
+			return nil, err
+		}
+		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
+		name = "redis (failover fail_" + mode.String()
+		if f.redis.perSecond != "" {
+			rs2, down2, err := openRedis(ctx, "--redis-persecond", f.redis.perSecond, f.redis.required, ropts, log)
+			if err != nil {
+				rs.Close()
+				return nil, err
+			}
+			closeRaw = func() { rs.Close(); rs2.Close() }
+			psOpts := withStartOpen(fopts, down2)
+			if f.redis.psTimeout > 0 {
+				psOpts = append(slices.Clone(psOpts), failover.WithTimeout(f.redis.psTimeout))
+			}
+			opts = append(opts, stack.WithRoute(rs2, route.PerSecond, psOpts...))
+			name += ", per-second limits in --redis-persecond"
+		}
 	}
-	opts := []stack.Option{stack.WithFailover(fopts...)}
-	name := "redis (failover fail_" + mode.String()
+	opts = append(opts, stack.WithFailover(withStartOpen(fopts, down)...))
 	if f.redis.tiered.on {
 		topts := []tiered.Option{tiered.WithLogger(log)}
 		if f.redis.tiered.leaseMax > 0 {
@@ -100,18 +119,51 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 		}
 		opts = append(opts, stack.WithTiered(topts...))
 	}
-	// tiered(failover(redis)): lease spends and cached denials stay local,
-	// every Redis call has a deadline, and a failing Redis opens the breaker.
+	// tiered(failover(shared)): lease spends and cached denials stay local,
+	// every shared call has a deadline, and a failing store opens the
+	// breaker.
 	st, err := stack.New(raw, opts...)
 	if err != nil {
-		raw.Close()
+		closeRaw()
 		return nil, err
 	}
 	return &storeSet{
 		store:     st,
 		name:      name + ")",
 		ready:     st.Ready,
-		close:     func() { st.Close(); raw.Close() },
+		close:     func() { st.Close(); closeRaw() },
 		waitBound: f.redis.timeout,
 	}, nil
+}
+
+// openRedis connects to the Redis at url (flagName's). When it cannot be
+// reached and required is false, it returns a store that connects in the
+// background (redisstore.OpenLater) and the error, for failover to start
+// with its breaker open.
+func openRedis(ctx context.Context, flagName, url string, required bool, ropts []redisstore.Option, log *slog.Logger) (st sluice.FullStore, down, err error) {
+	octx, cancel := context.WithTimeout(ctx, connectTimeout)
+	rs, err := redisstore.Open(octx, url, ropts...)
+	cancel()
+	if err == nil {
+		return rs, nil, nil
+	}
+	if required || !redisstore.Unreachable(err) || ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flagName, err)
+	}
+	// Serve by the failure policy, breaker open, until Redis answers.
+	log.Warn("redis unreachable at start: deciding by the failure policy and connecting in the background (--redis-required exits instead)", "flag", flagName, "err", err)
+	later, lerr := redisstore.OpenLater(url, append(ropts, redisstore.WithLogger(log))...)
+	if lerr != nil {
+		return nil, nil, fmt.Errorf("%s: %w", flagName, lerr)
+	}
+	return later, err, nil
+}
+
+// withStartOpen is opts, with the breaker open at start when the store
+// was down (down not nil).
+func withStartOpen(opts []failover.Option, down error) []failover.Option {
+	if down == nil {
+		return opts
+	}
+	return append(slices.Clone(opts), failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
 }

@@ -704,17 +704,17 @@ descriptors:
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "maybe"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "maybe"`},
 		{"failure_mode open_unbounded", `
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: open_unbounded}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "open_unbounded"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: open_unbounded}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "open_unbounded"`},
 		{"failure_mode default", `
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want open or closed, got "default"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "default"`},
 		{"bad counting", `
 domain: a
 descriptors:
@@ -1285,5 +1285,16 @@ descriptors:
 		if len(m.Rules) != 1 || m.Rules[0].Limit.Counting != tt.wantC || m.Rules[0].CountingSet != tt.wantSet {
 			t.Errorf("%s: rules %+v, want Counting %v, CountingSet %v", tt.key, m.Rules, tt.wantC, tt.wantSet)
 		}
+	}
+}
+
+func TestFailureModeError(t *testing.T) {
+	c, err := Parse("t.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: error}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := c.Match("a", d("k", "v"))
+	if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.FailureMode != sluice.FailError {
+		t.Errorf("Match = %+v, %v; want one rule failing with an error", m, ok)
 	}
 }

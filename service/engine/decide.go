@@ -659,7 +659,13 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return &StoreError{Err: ctx.Err()}
 	}
-	e.log.Warn("store failed", "err", err)
+	if errors.Is(err, sluice.ErrNoDecision) {
+		// The failure mode error, asked for: failover logs the outage
+		// once (its breaker), not each request.
+		e.log.Debug("store made no decision", "err", err)
+	} else {
+		e.log.Warn("store failed", "err", err)
+	}
 	return storeError(err)
 }
 

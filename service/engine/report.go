@@ -146,6 +146,7 @@ func (e *Engine) status(st *Status, c *check, quota bool) {
 			// OK, with its limit, nothing remaining and no reset; its
 			// headers still tell the reset.
 			st.HasReset = false
+			st.QuotaOver = true
 		case !c.rule.ShadowMode:
 			st.Code = OverLimit
 		}

@@ -95,6 +95,10 @@ type Status struct {
 	// descriptor over its limit (as the reference's), a refund, a
 	// descriptor with no limit. The headers still tell UntilReset.
 	HasReset bool
+	// QuotaOver marks a quota_mode descriptor (the rule's, or the
+	// engine's WithQuotaMode) over its limit: OK, reported but not
+	// denying (the reference's quota-mode violation).
+	QuotaOver bool
 
 	m    config.Match // the descriptor's match
 	hits int          // its cost
@@ -141,7 +145,9 @@ func (e *RequestError) Error() string { return e.Msg }
 func (e *RequestError) Unwrap() error { return e.Err }
 
 // StoreError is a store call that made no decision (gRPC Unavailable, or
-// the context's code when the context ended; HTTP 503 or 504).
+// Unknown when the error wraps sluice.ErrNoDecision, as envoyproxy/ratelimit
+// answers a Redis error; the context's code when the context ended; HTTP
+// 503 or 504).
 type StoreError struct{ Err error }
 
 func (e *StoreError) Error() string { return "store: " + e.Err.Error() }

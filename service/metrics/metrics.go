@@ -41,6 +41,8 @@ type Metrics struct {
 	sharedErrs prometheus.Counter
 	degraded   *prometheus.CounterVec
 	breaker    prometheus.Gauge
+	openMu     sync.Mutex // guards openN and the gauge's value
+	openN      int        // breakers open (two with a per-second Redis)
 	breakerOps *prometheus.CounterVec
 	reloads    *prometheus.CounterVec
 	configOK   prometheus.Gauge
@@ -104,7 +106,7 @@ func New() *Metrics {
 		"Decisions made without the shared store's answer, by failure policy and whether they admitted.",
 		"policy", "allowed")
 	m.breaker = m.gauge("sluice_breaker_open",
-		"1 while the shared store's circuit breaker is open, else 0.")
+		"1 while a shared store's circuit breaker is open (Redis's, or the per-second Redis's), else 0.")
 	m.breakerOps = m.counterVec("sluice_breaker_transitions_total",
 		"Circuit breaker transitions, by the state entered (open, closed).",
 		"state")
@@ -344,15 +346,26 @@ func (m *Metrics) Degraded(_ string, _ sluice.Limit, mode sluice.FailureMode, al
 	m.degraded.WithLabelValues("fail_"+mode.String(), a).Inc()
 }
 
-// BreakerOpened implements failover.Observer.
+// BreakerOpened implements failover.Observer. The gauge is 1 while any
+// breaker reporting here is open (the per-second Redis has its own).
 func (m *Metrics) BreakerOpened(error) {
+	m.openMu.Lock()
+	m.openN++
 	m.breaker.Set(1)
+	m.openMu.Unlock()
 	m.breakerOps.WithLabelValues("open").Inc()
 }
 
 // BreakerClosed implements failover.Observer.
 func (m *Metrics) BreakerClosed(time.Duration) {
-	m.breaker.Set(0)
+	m.openMu.Lock()
+	if m.openN > 0 {
+		m.openN--
+	}
+	if m.openN == 0 {
+		m.breaker.Set(0)
+	}
+	m.openMu.Unlock()
 	m.breakerOps.WithLabelValues("closed").Inc()
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -89,5 +90,70 @@ func TestStoreErrors(t *testing.T) {
 	_, err = s2.ShouldRateLimit(context.Background(), req(desc("key1", strings.Repeat("x", sluice.MaxKeyLen))))
 	if status.Code(err) != codes.InvalidArgument {
 		t.Errorf("a value longer than the key limit: %v, want InvalidArgument", err)
+	}
+}
+
+// Under the failure mode error the store makes no decision, and the
+// answer is the gRPC error envoyproxy/ratelimit answers while its Redis
+// fails: Unknown, for Envoy's failure_mode_deny to decide. A rule's own
+// mode still wins.
+func TestFailureModeError(t *testing.T) {
+	cfg, err := config.Parse("f.yaml", []byte(`domain: f
+descriptors:
+  - key: default
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: closed
+    rate_limit: {unit: hour, requests_per_unit: 10, failure_mode: closed}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := failover.New(down{}, failover.WithDefaultMode(sluice.FailError))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	s := newTestService(fs, cfg)
+	for range 8 { // through the failures that open the breaker, and past them
+		_, err := s.ShouldRateLimit(context.Background(), &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("default", "v")}})
+		if status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "no decision") {
+			t.Fatalf("store down, failure mode error: %v, want Unknown saying no decision was made", err)
+		}
+	}
+	if got := call(t, s, &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("closed", "v")}}); got.OverallCode != over {
+		t.Errorf("a rule failing closed: %v, want OVER_LIMIT", got.OverallCode)
+	}
+}
+
+// hangs is a shared store that answers only when its call's context ends.
+type hangs struct{}
+
+func (hangs) AllowN(ctx context.Context, _ string, _ sluice.Limit, _ int) (sluice.Decision, error) {
+	<-ctx.Done()
+	return sluice.Decision{}, ctx.Err()
+}
+
+// Under the failure mode error, a store call that passes failover's own
+// deadline (the caller's context still alive) is Unknown too, the answer
+// while the store fails; a caller whose own context ended gets its code.
+func TestFailureModeErrorTimeout(t *testing.T) {
+	cfg, err := config.Parse("f.yaml", []byte("domain: f\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 10}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := failover.New(hangs{}, failover.WithDefaultMode(sluice.FailError), failover.WithTimeout(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	s := newTestService(fs, cfg)
+	r := &pb.RateLimitRequest{Domain: "f", Descriptors: []*rlpb.RateLimitDescriptor{desc("k", "v")}}
+	if _, err := s.ShouldRateLimit(context.Background(), r); status.Code(err) != codes.Unknown {
+		t.Errorf("store past failover's deadline, failure mode error: %v, want Unknown", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.ShouldRateLimit(ctx, r); status.Code(err) != codes.Canceled {
+		t.Errorf("the caller's context cancelled: %v, want Canceled", err)
 	}
 }

@@ -26,6 +26,17 @@ func Register(gs *grpc.Server, s *Service) *Health {
 	return h
 }
 
+// SetServing reports SERVING (true) or NOT_SERVING for "" and ServiceName,
+// as the server's readiness changes; after Drain it changes nothing.
+func (h *Health) SetServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	h.hs.SetServingStatus("", st)
+	h.hs.SetServingStatus(ServiceName, st)
+}
+
 // Drain reports NOT_SERVING for every service from now on, so that clients
 // stop sending new calls while in-flight ones finish.
 func (h *Health) Drain() { h.hs.Shutdown() }

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 )
@@ -62,6 +63,7 @@ type Service struct {
 	eng *engine.Engine
 
 	headers                          bool
+	metadata                         bool // WithDynamicMetadata
 	hdrLimit, hdrRemaining, hdrReset string
 
 	// limits caches the current_limit of each rule of one configuration:
@@ -111,7 +113,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	rb.fill(req)
 	res := &rb.res
 	if err := s.eng.DecideInto(ctx, &rb.er, res); err != nil {
-		return nil, grpcError(err)
+		return nil, grpcError(ctx, err)
 	}
 	resp, boxes := newResponse(len(res.Statuses))
 	resp.OverallCode = code(res.Code)
@@ -139,6 +141,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 	}
 	if s.headers {
 		resp.ResponseHeadersToAdd = s.responseHeaders(res, resp)
+	}
+	if s.metadata {
+		resp.DynamicMetadata = dynamicMetadata(req, res)
 	}
 	return resp, nil
 }
@@ -250,13 +255,24 @@ func (rb *requestBuf) fill(req *pb.RateLimitRequest) {
 	}
 }
 
-// grpcError is the gRPC status of an engine error: InvalidArgument for a
-// request that cannot be decided as sent, the context's code when it
-// ended, Unavailable when the store made no decision.
-func grpcError(err error) error {
+// grpcError is the gRPC status of an engine error for a call whose
+// context is ctx: InvalidArgument for a request that cannot be decided as
+// sent; the context's code when the call's own context ended; when the
+// store made no decision, Unknown under the failure mode error
+// (sluice.ErrNoDecision: the code envoyproxy/ratelimit answers while its
+// Redis fails, which Envoy's filter decides by its failure_mode_deny),
+// also when a store's own deadline (--redis-timeout) passed; else
+// Unavailable (or the code of a store's deadline).
+func grpcError(ctx context.Context, err error) error {
 	var re *engine.RequestError
 	if errors.As(err, &re) {
 		return status.Error(codes.InvalidArgument, re.Error())
+	}
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	if errors.Is(err, sluice.ErrNoDecision) {
+		return status.Error(codes.Unknown, err.Error())
 	}
 	var se *engine.StoreError
 	if errors.As(err, &se) && (errors.Is(se.Err, context.Canceled) || errors.Is(se.Err, context.DeadlineExceeded)) {

@@ -43,6 +43,10 @@ type Applier struct {
 	Info *admin.ConfigState
 	// Log tells each configuration put in force; nil: none.
 	Log *slog.Logger
+	// Applied, when set, is called with each configuration put in force
+	// (by Start or Reload), after the engine has it: readiness that
+	// depends on the configuration follows it.
+	Applied func(*config.Config)
 }
 
 // vet runs the Check.
@@ -61,6 +65,9 @@ func (a *Applier) Start(c *config.Config, o Origin) error {
 		return err
 	}
 	a.record(o, time.Now())
+	if a.Applied != nil {
+		a.Applied(c)
+	}
 	return nil
 }
 
@@ -89,6 +96,9 @@ func (a *Applier) Reload(c *config.Config, loadErr error, o Origin) error {
 	}
 	a.record(o, time.Now())
 	a.logger().Info("configuration loaded from "+o.Source, "version", o.Version, "domains", strings.Join(c.Domains(), ","))
+	if a.Applied != nil {
+		a.Applied(c)
+	}
 	return nil
 }
 

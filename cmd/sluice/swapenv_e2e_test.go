@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
+	"github.com/sluicehq/sluice/internal/testserver/redistest"
+)
+
+const perSecondConfig = `domain: eg
+descriptors:
+  - key: sec
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000
+  - key: min
+    rate_limit:
+      unit: minute
+      requests_per_unit: 2
+`
+
+// refRoot writes config as the reference's RUNTIME_ROOT/config/eg.yaml and
+// returns RUNTIME_ROOT.
+func refRoot(t *testing.T, config string) string {
+	t.Helper()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "config"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "config", "eg.yaml"), config)
+	return root
+}
+
+// redisKeys is every key of rd, one a line.
+func redisKeys(t *testing.T, rd *redistest.Instance) string {
+	t.Helper()
+	keys, err := rd.Do("KEYS", "*")
+	if err != nil {
+		t.Fatalf("KEYS on %s: %v", rd.Addr, err)
+	}
+	return keys
+}
+
+// TestE2EReferenceEnvPerSecondRedis: with REDIS_PERSECOND, the limits of
+// unit second count in REDIS_PERSECOND_URL's Redis and the others in
+// REDIS_URL's, alone and in one request; each decides exactly.
+func TestE2EReferenceEnvPerSecondRedis(t *testing.T) {
+	main, perSec := redistest.Server(t), redistest.Server(t, redistest.WithPassword("ps-pass"))
+	p := start(t, envList(map[string]string{
+		"RUNTIME_ROOT": refRoot(t, perSecondConfig), "USE_STATSD": "false",
+		// Deadlines that a busy machine cannot pass: the decisions are
+		// what is tested.
+		"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": main.Addr, "REDIS_TIMEOUT": "5s",
+		"REDIS_PERSECOND": "true", "REDIS_PERSECOND_SOCKET_TYPE": "tcp", "REDIS_PERSECOND_URL": perSec.Addr,
+		"REDIS_PERSECOND_AUTH": "ps-pass", "REDIS_PERSECOND_TIMEOUT": "5s", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}))
+	p.waitLog(t, "sluice listening")
+	log := p.stderr.String()
+	for _, want := range []string{"--redis=redis://" + main.Addr, "--redis-persecond=redis://:xxxxx@" + perSec.Addr, "per-second limits in --redis-persecond", "--redis-persecond-timeout=5s"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	if strings.Contains(log, "ps-pass") {
+		t.Error("the log shows REDIS_PERSECOND_AUTH's password")
+	}
+
+	if got := p.should(t, "eg", 1, d("sec", "a")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Fatalf("sec=a: %v, want OK", got)
+	}
+	if got := p.should(t, "eg", 1, d("min", "b")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Fatalf("min=b: %v, want OK", got)
+	}
+	// One request with a limit in each Redis.
+	if got := p.should(t, "eg", 1, d("sec", "c"), d("min", "c")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Fatalf("sec=c and min=c: %v, want OK", got)
+	}
+	mainKeys, psKeys := redisKeys(t, main), redisKeys(t, perSec)
+	for _, k := range []string{"{eg/sec=a}", "{eg/sec=c}"} {
+		if !strings.Contains(psKeys, k) || strings.Contains(mainKeys, k) {
+			t.Errorf("per-second limit %s: want its key in REDIS_PERSECOND_URL's Redis only\nREDIS_URL's: %q\nREDIS_PERSECOND_URL's: %q", k, mainKeys, psKeys)
+		}
+	}
+	for _, k := range []string{"{eg/min=b}", "{eg/min=c}"} {
+		if !strings.Contains(mainKeys, k) || strings.Contains(psKeys, k) {
+			t.Errorf("per-minute limit %s: want its key in REDIS_URL's Redis only\nREDIS_URL's: %q\nREDIS_PERSECOND_URL's: %q", k, mainKeys, psKeys)
+		}
+	}
+	// min=c's second hit, then its third: over, through REDIS_URL's count.
+	if got := p.should(t, "eg", 1, d("sec", "c"), d("min", "c")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Errorf("second hit of min=c: %v, want OK", got)
+	}
+	if got := p.should(t, "eg", 1, d("sec", "c"), d("min", "c")).OverallCode; got != pb.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("third hit of min=c (2 a minute): %v, want OVER_LIMIT", got)
+	}
+}
+
+const memcacheConfig = `domain: eg
+descriptors:
+  - key: tb
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+      algorithm: token_bucket
+  - key: fw
+    rate_limit:
+      unit: minute
+      requests_per_unit: 1000
+`
+
+// TestE2EReferenceEnvMemcache: BACKEND_TYPE=memcache with
+// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it answers
+// the reference's error (gRPC Unknown) under the reference's environment.
+func TestE2EReferenceEnvMemcache(t *testing.T) {
+	mc := memcachedtest.Server(t)
+	p := start(t, envList(map[string]string{
+		"RUNTIME_ROOT": refRoot(t, memcacheConfig), "USE_STATSD": "false",
+		"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": mc.Addr, "MEMCACHE_MAX_IDLE_CONNS": "4",
+		// A deadline that a busy machine cannot pass (REDIS_TIMEOUT is
+		// --redis-timeout, every shared store call's): the decisions are
+		// what is tested; stopped, memcached refuses at once.
+		"SLUICE_REDIS_TIMEOUT": "5s",
+		"REDIS_URL":            "/nonexistent/redis.sock", "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0",
+	}))
+	p.waitLog(t, "sluice listening")
+	log := p.stderr.String()
+	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_error)"`, "var=REDIS_URL"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	// 3 an hour, a token bucket: 3 admitted, the 4th denied.
+	for i := range 4 {
+		want := pb.RateLimitResponse_OK
+		if i == 3 {
+			want = pb.RateLimitResponse_OVER_LIMIT
+		}
+		if got := p.should(t, "eg", 1, d("tb", "x")).OverallCode; got != want {
+			t.Fatalf("hit %d of tb=x: %v, want %v", i+1, got, want)
+		}
+	}
+	if got := p.should(t, "eg", 1, d("fw", "y")).OverallCode; got != pb.RateLimitResponse_OK {
+		t.Fatalf("fw=y: %v, want OK", got)
+	}
+	// The bucket's state is memcached's item: its TAT, in µs.
+	if v := mc.MustDo("get sluice:eg/tb=x:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg/tb=x:B2s0 ") {
+		t.Errorf("get sluice:eg/tb=x:B2s0 = %q, want the bucket's item", v)
+	}
+	if v := mc.MustDo("stats"); !strings.Contains(v, "STAT curr_items 2") {
+		t.Errorf("memcached holds other than 2 items:\n%s", v)
+	}
+
+	mc.Kill()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
+	if status.Code(err) != codes.Unknown {
+		t.Errorf("memcached stopped: ShouldRateLimit error %v, want gRPC Unknown (the reference's environment's failure answer)", err)
+	}
+}
