@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -35,6 +36,15 @@ type check struct {
 // decided as sent) or a *StoreError (the store made no decision); a denial
 // is a Result.
 func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
+	rr := RequestReport{Domain: req.Domain, Descriptors: len(req.Descriptors)}
+	res, err := e.decide(ctx, req, &rr)
+	rr.Err = err
+	e.obs.Requested(rr)
+	return res, err
+}
+
+// decide is Decide; it fills rr's UnknownDomain and ShadowOverride.
+func (e *Engine) decide(ctx context.Context, req *Request, rr *RequestReport) (Result, error) {
 	if req.Domain == "" {
 		return Result{}, invalid("domain", "rate limit domain must not be empty")
 	}
@@ -58,6 +68,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 	if !known {
 		// The reference answers OK, with no limit, for a domain it does not
 		// know: Envoy's filter may be configured before the service is.
+		rr.UnknownDomain = e.cfg.Load() != nil
 		for i := range res.Statuses {
 			res.Statuses[i] = Status{Code: OK}
 			e.obs.Unmatched("")
@@ -90,6 +101,7 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 	}
 	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
 	if e.shadowMode {
+		rr.ShadowOverride = res.Code == OverLimit
 		res.Code = OK
 	}
 	if e.tr != nil {
@@ -136,7 +148,7 @@ func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, kn
 			// The reference counts an override on the counter of the
 			// descriptor's entries and unit, which the configured limit of
 			// the same entries and unit shares.
-			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries)}
+			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries), Metric: overrideMetric(req.Domain, d.Entries)}
 		}
 		st.m = m
 		for _, r := range m.Rules {
@@ -165,7 +177,7 @@ func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replace
 			}
 			if r.Unlimited {
 				st.Unlimited = true
-				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Outcome: OutcomeUnlimited, Hits: st.hits})
+				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Metric: m.Metric, MetricValues: m.Detailed, Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
 			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
@@ -180,6 +192,23 @@ func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replace
 		}
 	}
 	return enforced, advisory, refunds
+}
+
+// overrideMetric is the reference's statistics name of a request's own
+// limit: the domain and the descriptor's entries, key_value (key alone when
+// the value is empty), joined by dots.
+func overrideMetric(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }
 
 // detail is the detailed stats name of match m when its path asks for it
