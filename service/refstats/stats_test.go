@@ -170,7 +170,7 @@ func TestReferenceStream(t *testing.T) {
 		p + "n.total_hits": 1, p + "n.within_limit": 1,
 		p + "a.b.c.total_hits": 1, p + "a.b.c.within_limit": 1,
 		"ratelimit.service.rate_limit.nodomain.domain_not_found": 2,
-		"ratelimit.service.call.should_rate_limit.service_error":  1,
+		"ratelimit.service.call.should_rate_limit.service_error": 1,
 	}
 	if diff := cmp.Diff(want, rec.service()); diff != "" {
 		t.Errorf("counters (-want +got):\n%s", diff)

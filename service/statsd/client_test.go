@@ -111,7 +111,7 @@ func TestQueueFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	line := []byte(strings.Repeat("x", 99) + "\n")
-	per := MaxTCPPacket / len(line)       // lines per packet
+	per := MaxTCPPacket / len(line)        // lines per packet
 	queued := MaxQueueBytes / MaxTCPPacket // packets the queue holds
 	// The queue fills, a packet more fills, and the next line finds no
 	// room for it: that packet's lines are dropped.
