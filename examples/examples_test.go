@@ -160,7 +160,7 @@ func readBootstrap(t *testing.T, path string) map[string]listener {
 // descriptor for each rate_limits entry of the first matching route whose
 // actions all produce an entry (a request_headers action whose header is
 // absent drops its descriptor, as Envoy does).
-func descriptors(t *testing.T, ls map[string]listener, req envoyRequest) (string, [][]config.Descriptor) {
+func descriptors(t *testing.T, ls map[string]listener, req envoyRequest) (string, [][]config.Entry) {
 	t.Helper()
 	l, ok := ls[req.listener]
 	if !ok {
@@ -170,10 +170,10 @@ func descriptors(t *testing.T, ls map[string]listener, req envoyRequest) (string
 		if r.Match.Path != "" && r.Match.Path != req.path || r.Match.Path == "" && !strings.HasPrefix(req.path, r.Match.Prefix) {
 			continue
 		}
-		var out [][]config.Descriptor
+		var out [][]config.Entry
 	entries:
 		for _, rl := range r.Route.RateLimits {
-			var d []config.Descriptor
+			var d []config.Entry
 			for _, a := range rl.Actions {
 				if len(a) != 1 {
 					t.Fatalf("action %v: want one action a map", a)
@@ -181,19 +181,19 @@ func descriptors(t *testing.T, ls map[string]listener, req envoyRequest) (string
 				for name, v := range a {
 					switch name {
 					case "remote_address":
-						d = append(d, config.Descriptor{Key: "remote_address", Value: req.remote})
+						d = append(d, config.Entry{Key: "remote_address", Value: req.remote})
 					case "generic_key":
 						k := v.DescriptorKey
 						if k == "" {
 							k = "generic_key"
 						}
-						d = append(d, config.Descriptor{Key: k, Value: v.DescriptorValue})
+						d = append(d, config.Entry{Key: k, Value: v.DescriptorValue})
 					case "request_headers":
 						h, ok := req.headers[strings.ToLower(v.HeaderName)]
 						if !ok {
 							continue entries
 						}
-						d = append(d, config.Descriptor{Key: v.DescriptorKey, Value: h})
+						d = append(d, config.Entry{Key: v.DescriptorKey, Value: h})
 					default:
 						t.Fatalf("action %s: not known to this test", name)
 					}

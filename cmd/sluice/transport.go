@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -196,7 +197,7 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 //
 // With tr (tracing on), each ShouldRateLimit call runs in a server span,
 // outside the guard so that the span covers a recovered panic too.
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tracing.Tracer) []grpc.ServerOption {
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
@@ -224,7 +225,7 @@ func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer) grpc.ServerOpt
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on
 // every request, and no /metrics when the admin listener serves it.
-func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.Metrics, noMetrics bool) http.Handler {
+func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *metrics.Metrics, noMetrics bool) http.Handler {
 	if noMetrics {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)

@@ -61,8 +61,8 @@ type Rule struct {
 	Replaces []string
 }
 
-// Descriptor is one entry of a request descriptor.
-type Descriptor struct{ Key, Value string }
+// Entry is one key and value of a request descriptor.
+type Entry struct{ Key, Value string }
 
 // Match is the result of matching one request descriptor.
 type Match struct {

@@ -3,7 +3,6 @@ package refstats
 import (
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/sluicehq/sluice/service/engine"
 )
@@ -153,10 +152,6 @@ func (s *Stats) Decided(r engine.Report) {
 // Unmatched implements engine.Observer; the reference counts nothing for
 // a descriptor that matches no limit of a known domain.
 func (*Stats) Unmatched(string) {}
-
-// StoreCall implements engine.Observer; the reference does not time its
-// store.
-func (*Stats) StoreCall(time.Duration, error) {}
 
 // Requested implements engine.Observer: domain_not_found per descriptor
 // of an unknown domain, the errors by kind, and the denials that the

@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/engine"
 )
 
 // permitKeyPrefix puts the keys of /v1/acquire, /v1/release and
-// /v1/extend in their own namespace, apart from /v1/check's and the RLS
-// descriptors' (which never start with '*').
+// /v1/extend in their own namespace, apart from /v1/check's
+// (check.KeyPrefix) and the RLS descriptors' (which never start with '*').
 const permitKeyPrefix = "*permit/"
 
 // MaxPermitKeyLen is the longest key the permit endpoints accept, in bytes.
@@ -183,13 +184,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		writeProblem(w, http.StatusBadRequest, fe.field, fe.Error())
 		return
 	}
-	sem, ok := s.store.(sluice.Semaphore)
-	if !ok {
-		s.permitted(op, "unsupported")
-		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits", storeName(s.store)))
-		return
-	}
-	start := time.Now()
+	sem := sluice.Lift(s.store) // a store without permits answers ErrSemaphoreUnsupported
 	var d sluice.PermitDecision
 	switch op {
 	case opAcquire:
@@ -199,15 +194,12 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	case opExtend:
 		d, err = sem.Extend(r.Context(), key, lim, holder)
 	}
-	if s.metrics != nil && !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
-		s.metrics.StoreCall(time.Since(start), storeFault(err))
-	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
 		writeProblem(w, http.StatusConflict, "holder", fmt.Sprintf("permit lost: holder %q holds no permit of the key (its TTL ended, or it was released); stop the work, or acquire again", holder))
 		return
 	}
-	if errors.Is(err, sluice.ErrSemaphoreUnsupported) { // a layer over a store without permits
+	if errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 		s.permitted(op, "unsupported")
 		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits: %v", storeName(s.store), err))
 		return
@@ -241,7 +233,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		resp.ExpiresInMS = ttl
 		s.permitted(op, map[permitOp]string{opAcquire: "acquired", opExtend: "extended"}[op])
 	} else {
-		resp.RetryAfterMS = ceilMS(d.RetryAfter)
+		resp.RetryAfterMS = check.Millis(d.RetryAfter)
 		w.Header().Set("Retry-After", strconv.FormatInt(max((resp.RetryAfterMS+999)/1000, 1), 10))
 		w.WriteHeader(http.StatusTooManyRequests)
 		s.permitted(op, "denied")
@@ -250,18 +242,10 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	w.Write(append(b, '\n'))
 }
 
-// storeFault is err unless it is a permit lost, which is an answer.
-func storeFault(err error) error {
-	if errors.Is(err, sluice.ErrPermitLost) {
-		return nil
-	}
-	return err
-}
-
 // permitted counts a permit operation's result.
 func (s *Server) permitted(op permitOp, result string) {
 	if s.metrics != nil {
-		s.metrics.permits.WithLabelValues(string(op), result).Inc()
+		s.metrics.Permit(string(op), result)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package tracing is sluice serve's OpenTelemetry tracing: an OTLP exporter
 // configured by the standard OTEL_* variables, a server span for each
 // ShouldRateLimit call and each HTTP decision endpoint, continued from the
-// caller's W3C trace context, and the Tracer that the decision engine uses
-// for its store calls.
+// caller's W3C trace context, the Tracer that the decision engine and the
+// observed store (service/metrics.Observe) start their spans with, and the
+// attribute keys of those spans.
 //
 // Tracing is off unless asked for: with it off, nothing here runs, no
 // exporter is started and no tracer provider is installed; the servers and
