@@ -196,8 +196,9 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 // not for the CPUs (see defaultGRPCWorkers).
 //
 // With tr (tracing on), each ShouldRateLimit call runs in a server span,
-// outside the guard so that the span covers a recovered panic too.
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) []grpc.ServerOption {
+// outside the guard so that the span covers a recovered panic too. The
+// outer interceptors (envoyproxy/ratelimit's statistics) come first.
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, outer ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
@@ -209,18 +210,23 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *t
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		unary(rls.Guard(log, panicked, g.requestTimeout), tr),
+		unary(rls.Guard(log, panicked, g.requestTimeout), tr, outer),
 		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	}
 }
 
-// unary is the unary interceptor guard, behind tr's span when tracing.
-func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer) grpc.ServerOption {
-	if tr == nil {
+// unary is the unary interceptor guard, behind tr's span when tracing,
+// behind the outer interceptors.
+func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer, outer []grpc.UnaryServerInterceptor) grpc.ServerOption {
+	if tr == nil && len(outer) == 0 {
 		return grpc.UnaryInterceptor(guard)
 	}
-	return grpc.ChainUnaryInterceptor(tr.UnaryInterceptor(), guard)
+	chain := outer
+	if tr != nil {
+		chain = append(chain, tr.UnaryInterceptor())
+	}
+	return grpc.ChainUnaryInterceptor(append(chain, guard)...)
 }
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on

@@ -177,3 +177,34 @@ func (s *Store) Run(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
+
+// Sinks sends to each of its sinks in turn.
+type Sinks []Sink
+
+// Counter implements Sink.
+func (s Sinks) Counter(name string, v uint64) {
+	for _, x := range s {
+		x.Counter(name, v)
+	}
+}
+
+// Gauge implements Sink.
+func (s Sinks) Gauge(name string, v uint64) {
+	for _, x := range s {
+		x.Gauge(name, v)
+	}
+}
+
+// Timer implements Sink.
+func (s Sinks) Timer(name string, ms float64) {
+	for _, x := range s {
+		x.Timer(name, ms)
+	}
+}
+
+// Flush implements Sink.
+func (s Sinks) Flush() {
+	for _, x := range s {
+		x.Flush()
+	}
+}

@@ -43,6 +43,17 @@ type Applier struct {
 	Info *admin.ConfigState
 	// Log tells each configuration put in force; nil: none.
 	Log *slog.Logger
+	// Loaded is told of every configuration put in force (nil) or
+	// refused (its error), at Start and on each Reload, as
+	// envoyproxy/ratelimit counts its configuration loads; nil: none.
+	Loaded func(error)
+}
+
+// loaded tells Loaded.
+func (a *Applier) loaded(err error) {
+	if a.Loaded != nil {
+		a.Loaded(err)
+	}
 }
 
 // vet runs the Check.
@@ -60,6 +71,7 @@ func (a *Applier) Start(c *config.Config, o Origin) error {
 	if err := a.vet(c); err != nil {
 		return err
 	}
+	a.loaded(nil)
 	a.record(o, time.Now())
 	return nil
 }
@@ -81,12 +93,14 @@ func (a *Applier) Reload(c *config.Config, loadErr error, o Origin) error {
 			a.Metrics.Reloaded(err)
 		}
 		a.Info.Failed(err, time.Now())
+		a.loaded(err)
 		return err
 	}
 	a.Engine.SetConfig(c)
 	if a.Metrics != nil {
 		a.Metrics.Reloaded(nil)
 	}
+	a.loaded(nil)
 	a.record(o, time.Now())
 	a.logger().Info("configuration loaded from "+o.Source, "version", o.Version, "domains", strings.Join(c.Domains(), ","))
 	return nil
