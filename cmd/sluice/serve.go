@@ -177,7 +177,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
 
-	st, err := openStore(ctx, *f, m, log)
+	st, err := openStore(ctx, *f, m, rs, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1

@@ -39,12 +39,18 @@ func (st *storeSet) wrapForTest() {
 // Redis store in the stack of package stack: failover (a deadline on every
 // call, a breaker, and the --failure-mode default, which a rule's
 // failure_mode overrides), and with --tiered the local tier in front.
-func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
+// With rs, the Redis client's connections are counted as the reference's
+// redis_pool statistics.
+func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *refStats, log *slog.Logger) (*storeSet, error) {
 	if f.redis.url == "" {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
 	ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
+	if stats != nil {
+		p := stats.Pool("redis_pool")
+		ropts = append(ropts, redisstore.WithConnObserver(p.Opened, p.Closed))
+	}
 	tc, err := f.tls.redis(log)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-tls-*: %w", err)
