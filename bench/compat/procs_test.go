@@ -249,7 +249,16 @@ func minimalEnv(extra ...string) []string {
 // waits until it is healthy and answers gRPC.
 func startReference(t *testing.T, yaml string, env ...string) *service {
 	t.Helper()
-	bin := referenceBin(t)
+	return startRefEnv(t, "reference", referenceBin(t), nil, yaml, env...)
+}
+
+// startRefEnv runs the command bin with args, named name, as the reference
+// runs: configured by the reference's environment only (referenceEnv, with
+// its own redis-server and ports, then env), its configuration the YAML
+// file yaml; and waits until it is healthy on /healthcheck and answers
+// gRPC.
+func startRefEnv(t *testing.T, name, bin string, args []string, yaml string, env ...string) *service {
+	t.Helper()
 	rd := redistest.Server(t)
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
@@ -264,10 +273,10 @@ func startReference(t *testing.T, yaml string, env ...string) *service {
 		t.Fatal(err)
 	}
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = root
 	cmd.Env = referenceEnv(root, rd.Addr, httpPort, grpcPort, debugPort, env...)
-	s := run(t, "reference", cmd)
+	s := run(t, name, cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get(health)
@@ -278,10 +287,10 @@ func startReference(t *testing.T, yaml string, env ...string) *service {
 			}
 		}
 		if s.exited() {
-			t.Fatalf("reference exited before it was healthy: %v\n%s", s.exitErr, tail(s.out.String(), 4000))
+			t.Fatalf("%s exited before it was healthy: %v\n%s", name, s.exitErr, tail(s.out.String(), 4000))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reference not healthy on %s within 30s (last: %v)", health, err)
+			t.Fatalf("%s not healthy on %s within 30s (last: %v)", name, health, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
