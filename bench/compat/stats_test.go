@@ -87,7 +87,9 @@ const markerName = "ratelimit.service.rate_limit.stats.marker.total_hits"
 // request's own limit, unknown and empty domains.
 func statsTraffic(t *testing.T, s *service) (calls int) {
 	t.Helper()
-	awayFromBoundary()
+	// The limits are per day: the traffic takes well under the minute it
+	// is kept away from the end of a day.
+	awayFromEnd(24*time.Hour, time.Minute)
 	grpcReq := func(req *pb.RateLimitRequest) {
 		t.Helper()
 		calls++
@@ -107,7 +109,7 @@ func statsTraffic(t *testing.T, s *service) (calls int) {
 		grpcReq(rq2(hits, d("big", "b")))
 	}
 	for range 3 {
-		grpcReq(rq2(1, withLimit(d("k1", "o"), 2, typev3.RateLimitUnit_MINUTE)))
+		grpcReq(rq2(1, withLimit(d("k1", "o"), 2, typev3.RateLimitUnit_DAY)))
 	}
 	grpcReq(&pb.RateLimitRequest{Domain: "nostats", Descriptors: []*rlpb.RateLimitDescriptor{d("k1", "x"), d("k1", "y")}})
 	grpcReq(&pb.RateLimitRequest{Domain: "", Descriptors: []*rlpb.RateLimitDescriptor{d("k1", "x")}})
@@ -118,6 +120,15 @@ func statsTraffic(t *testing.T, s *service) (calls int) {
 		}
 	}
 	return calls
+}
+
+// awayFromEnd waits, when the current window of length window (UTC
+// aligned) ends in less than margin, until it has ended.
+func awayFromEnd(window, margin time.Duration) {
+	now := time.Now()
+	if left := now.Truncate(window).Add(window).Sub(now); left < margin {
+		time.Sleep(left + 100*time.Millisecond)
+	}
 }
 
 func rq2(hits uint32, ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
