@@ -12,9 +12,12 @@
 //     call, the breaker) and its Prometheus metrics
 //   - admin, topk, status: the admin listener's API, the keys denied most
 //     and the status page
-//   - xds, certs, tracing, gctune, problem: the xDS client, rotating
-//     certificates, OpenTelemetry spans, memory tuning and the problem+json
-//     errors
+//   - xds, certs, tracing, gctune, problem: the configuration's source over
+//     xDS, rotating certificates, OpenTelemetry spans, memory tuning and the
+//     problem+json errors
+//   - listen, livefile: the listeners' limits (connections, write
+//     deadlines, gRPC streams before their message) and the reading of the
+//     files re-read while serving
 //   - hostile: a black-box suite of hostile clients against the built binary
 //
 // The command in cmd/sluice only reads its flags and wires these together.

@@ -139,7 +139,17 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	// Every configuration, at start, on reload or from xDS, is put in force
 	// through ap.
 	ap := &source.Applier{
-		Check:   func(c *config.Config) error { return checkFailureModes(c, f) },
+		// Every configuration is vetted before it runs, and what its
+		// largest rules cost is said.
+		Check: func(c *config.Config) error {
+			if err := checkFailureModes(c, f); err != nil {
+				return err
+			}
+			for _, w := range c.Warnings() {
+				log.Warn("configuration: " + w)
+			}
+			return nil
+		},
 		Metrics: m,
 		Info:    &admin.ConfigState{},
 		Log:     log,
@@ -305,7 +315,8 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 			return nil, fmt.Errorf("--reference-stats-prometheus: %w", err)
 		}
 	}
-	ls, err := f.listen.listen(tf, newConnMetrics(c.metrics.Registry()), srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
+	cm := newConnMetrics(c.metrics.Registry())
+	ls, err := f.listen.listen(tf, cm, srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
 	if err != nil {
 		stopPage()
 		if promL != nil {
@@ -317,7 +328,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s := &servers{ls: ls, api: api, errc: make(chan error, 4), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, c.refStats.interceptor()...)...)
+	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
 	s.health = rls.Register(s.grpc, c.svc)
 	if tf.grpcReflection {
 		reflection.Register(s.grpc)

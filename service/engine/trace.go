@@ -47,12 +47,14 @@ func (e *Engine) annotate(ctx context.Context, req *Request, res *Result, known 
 			}
 		}
 	}
+	// The request's strings are bounded (tracing.String, tracing.Strings):
+	// a span holds them until it is exported.
 	attrs := []attribute.KeyValue{
-		attribute.String(tracing.AttrDomain, req.Domain),
+		tracing.String(tracing.AttrDomain, req.Domain),
 		attribute.Int(tracing.AttrDescriptors, len(req.Descriptors)),
 		attribute.Int64(tracing.AttrHits, int64(min(hits, 1<<62))),
 		attribute.Bool(tracing.AttrKnown, known),
-		attribute.StringSlice(tracing.AttrRules, rules),
+		tracing.Strings(tracing.AttrRules, rules),
 		attribute.String(tracing.AttrResult, codeName(res.Code)),
 		attribute.Bool(tracing.AttrDenied, res.Denied),
 		attribute.Bool(tracing.AttrDegraded, degraded),
@@ -62,14 +64,19 @@ func (e *Engine) annotate(ctx context.Context, req *Request, res *Result, known 
 		for i, d := range req.Descriptors {
 			var b strings.Builder
 			for j, en := range d.Entries {
+				if b.Len() > tracing.MaxAttrBytes {
+					break // cut by tracing.Strings
+				}
 				if j > 0 {
 					b.WriteByte(',')
 				}
-				b.WriteString(en.Key + "=" + en.Value)
+				b.WriteString(tracing.Bound(en.Key, tracing.MaxAttrBytes))
+				b.WriteByte('=')
+				b.WriteString(tracing.Bound(en.Value, tracing.MaxAttrBytes))
 			}
 			vals[i] = b.String()
 		}
-		attrs = append(attrs, attribute.StringSlice(tracing.AttrValues, vals))
+		attrs = append(attrs, tracing.Strings(tracing.AttrValues, vals))
 	}
 	tracing.Annotate(ctx, attrs...)
 }

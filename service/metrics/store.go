@@ -80,7 +80,7 @@ func (o *Observed) decided(start time.Time, span trace.Span, err error, allowed,
 func (o *Observed) limitAttrs(key string, lim sluice.Limit, n int) []attribute.KeyValue {
 	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(tracing.AttrN, n)}
 	if o.tr.Keys() {
-		attrs = append(attrs, attribute.String(tracing.AttrKey, key))
+		attrs = append(attrs, tracing.String(tracing.AttrKey, key))
 	}
 	return attrs
 }
@@ -88,7 +88,7 @@ func (o *Observed) limitAttrs(key string, lim sluice.Limit, n int) []attribute.K
 // keyAttrs are a span's attributes of a call on key alone.
 func (o *Observed) keyAttrs(key string) []attribute.KeyValue {
 	if o.tr.Keys() {
-		return []attribute.KeyValue{attribute.String(tracing.AttrKey, key)}
+		return []attribute.KeyValue{tracing.String(tracing.AttrKey, key)}
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func (o *Observed) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]slu
 			for i, r := range reqs {
 				keys[i] = r.Key
 			}
-			attrs = append(attrs, attribute.StringSlice(tracing.AttrKey, keys))
+			attrs = append(attrs, tracing.Strings(tracing.AttrKey, keys))
 		}
 		ctx, span = o.tr.Start(ctx, "store.AllowMulti", attrs...)
 	}

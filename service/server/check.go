@@ -196,7 +196,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 func (s *Server) annotateCheck(ctx context.Context, c check.Check) {
 	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAlgorithm, c.Limit.Algorithm.String()), attribute.Int(tracing.AttrN, c.N)}
 	if s.tr.Keys() {
-		attrs = append(attrs, attribute.String(tracing.AttrKey, c.Key))
+		attrs = append(attrs, tracing.String(tracing.AttrKey, c.Key))
 	}
 	tracing.Annotate(ctx, attrs...)
 }

@@ -136,9 +136,16 @@ func parsePermit(op permitOp, body []byte, b engine.Bounds) (key string, lim slu
 		lim.TTL = d
 	}
 	lim.Max = req.Max
-	// The server's bound first: it names the flag an operator can change.
+	// The server's bounds first: they name the flag an operator can change.
 	if b.MaxPermits > 0 && lim.Max > b.MaxPermits {
 		return "", lim, "", &fieldError{"max", fmt.Sprintf("max %d exceeds --max-permits %d", lim.Max, b.MaxPermits)}
+	}
+	if b.MaxPermitLease > 0 && lim.TTL > b.MaxPermitLease {
+		field := durName
+		if msp != nil {
+			field = msName
+		}
+		return "", lim, "", &fieldError{field, fmt.Sprintf("ttl %v exceeds --max-permit-lease %v (extend the permit for longer work)", lim.TTL, b.MaxPermitLease)}
 	}
 	if err := lim.Validate(); err != nil {
 		fe := limitError(err)
@@ -185,14 +192,42 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		return
 	}
 	sem := sluice.Lift(s.store) // a store without permits answers ErrSemaphoreUnsupported
+	// What one client holds is counted, and bounded, before the store is
+	// asked: the store's table of permits is everyone's.
+	id := s.permits.id(key, holder)
+	reserved := false
+	if op == opAcquire && bounds.MaxPermitsPerClient > 0 {
+		client := s.permitClient(r)
+		ok, res, retry := s.permits.reserve(client, id, lim.TTL, bounds.MaxPermitsPerClient)
+		if !ok {
+			s.permitted(op, "client_full")
+			if retry > 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(max((check.Millis(retry)+999)/1000, 1), 10))
+				writeProblem(w, http.StatusTooManyRequests, "", fmt.Sprintf("client %s holds %d permits (--max-permits-per-client): release one, or wait for a lease to end", client, bounds.MaxPermitsPerClient))
+				return
+			}
+			writeProblem(w, http.StatusServiceUnavailable, "", fmt.Sprintf("the server counts %d permits held, its most: retry later", MaxPermitLedger))
+			return
+		}
+		reserved = res
+	}
 	var d sluice.PermitDecision
 	switch op {
 	case opAcquire:
 		d, err = sem.Acquire(r.Context(), key, lim, holder)
+		s.permits.settle(id, reserved, err == nil && d.Acquired)
 	case opRelease:
 		err = sem.Release(r.Context(), key, holder)
+		if err == nil {
+			s.permits.release(id)
+		}
 	case opExtend:
 		d, err = sem.Extend(r.Context(), key, lim, holder)
+		if err == nil && d.Acquired {
+			s.permits.extend(id, lim.TTL)
+		} else if errors.Is(err, sluice.ErrPermitLost) || err == nil {
+			s.permits.release(id)
+		}
 	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
@@ -213,7 +248,9 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the caller left
 		}
-		s.log.Warn(string(op)+": store failed", "err", err)
+		// A caller can make the store fail at will (a full table of
+		// permits refuses every new key): a line a minute at most.
+		warnEvery(&s.permitLogged, s.log, string(op)+": store failed", "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "", "store: "+err.Error())
 		return
 	}

@@ -45,7 +45,9 @@ func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *metrics.
 		b = engine.DefaultBounds
 	}
 	m := metrics.New()
-	return New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m)), clk, m
+	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m))
+	s.permits.now = clk.now
+	return s, clk, m
 }
 
 func permit(t *testing.T, s *Server, op, body string) (int, PermitResponse, string) {

@@ -57,6 +57,9 @@ func TestRecover(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+	// The handler of a response cut short may still be logging and
+	// counting when its client has seen the end: Close waits for it.
+	srv.Close()
 	if n := counterValue(t, m, "sluice_panics_total", "server", "http"); n != 2 {
 		t.Errorf("sluice_panics_total{server=http} = %v, want 2 (ErrAbortHandler is not a panic to count)", n)
 	}

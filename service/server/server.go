@@ -34,9 +34,11 @@ type Server struct {
 	ready   func() (bool, string)
 	tr      *tracing.Tracer // nil: no tracing
 
-	draining   atomic.Bool
-	authLogged atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
-	mux        *http.ServeMux
+	draining     atomic.Bool
+	authLogged   atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
+	permitLogged atomic.Int64 // of the last warning of a permit endpoint's store failure
+	permits      *permitClients
+	mux          *http.ServeMux
 }
 
 // Option configures a Server.
@@ -71,7 +73,7 @@ func WithTracer(t *tracing.Tracer) Option { return func(s *Server) { s.tr = t } 
 // service's, as observed (service/metrics.Observe): the Server times no
 // store call itself.
 func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
-	s := &Server{svc: svc, store: store, log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody, auth: DefaultAuth()}
+	s := &Server{svc: svc, store: store, log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody, auth: DefaultAuth(), permits: newPermitClients()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // Files is the configuration from files: loaded at start, and reloaded on
@@ -119,7 +120,7 @@ func fingerprint(paths []string) ([32]byte, int, error) {
 	h := sha256.New()
 	var firstErr error
 	add := func(name string) {
-		b, err := os.ReadFile(name)
+		b, err := livefile.Read(name, config.MaxFileSize) // never blocks: a named pipe is refused
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
