@@ -21,6 +21,9 @@ import (
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/internal/testserver/wait"
+	"github.com/sluicehq/sluice/internal/testserver/window"
 )
 
 // TestCompatStats compares the statistics of the reference and sluice,
@@ -122,11 +125,10 @@ func statsTraffic(t *testing.T, s *service) (calls int) {
 	return calls
 }
 
-// awayFromEnd waits, when the current window of length window (UTC
-// aligned) ends in less than margin, until it has ended.
-func awayFromEnd(window, margin time.Duration) {
-	now := time.Now()
-	if left := now.Truncate(window).Add(window).Sub(now); left < margin {
+// awayFromEnd waits, when the current epoch-aligned window of period
+// ends in less than margin, until it has ended.
+func awayFromEnd(period, margin time.Duration) {
+	if left := window.Left(time.Now(), period); left < margin {
 		time.Sleep(left + 100*time.Millisecond)
 	}
 }
@@ -152,29 +154,17 @@ func settle(t *testing.T, s *service, want int, seen func(i int) bool, calls fun
 		if _, err := s.should(rq2(1, d("marker", "m"))); err != nil {
 			t.Fatalf("%s: marker: %v", s.name, err)
 		}
-		waitFor(t, func() bool { return seen(i) }, func() string { return fmt.Sprintf("%s: marker %d not seen", s.name, i) })
+		wait.Until(t, fmt.Sprintf("%s's marker %d", s.name, i), func() bool { return seen(i) })
 	}
-	waitFor(t, func() bool { r, n := calls(); return r >= want && n >= want }, func() string {
+	wait.Until(t, fmt.Sprintf("%s's %d calls counted and timed", s.name, want), func() bool {
 		r, n := calls()
-		return fmt.Sprintf("%s: %d calls made; %d counted, %d timed", s.name, want, r, n)
+		return r >= want && n >= want
 	})
 }
 
 // markers is the number of marker calls of settle; probes the number of
 // calls before the traffic (service.connect's).
 const markers, probes = 3, 1
-
-// waitFor waits until done, for at most a generous 30s (a bound for a
-// test that would hang otherwise, not a timing assumption: done is a
-// count that the processes reach or never do).
-func waitFor(t *testing.T, done func() bool, what func() string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !done(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s within 30s", what())
-		}
-	}
-}
 
 // statsdStream is what a statsd receiver got: counters summed by name
 // (with their DogStatsD tags, sorted), the names of gauges, the number of
