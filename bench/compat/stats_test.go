@@ -80,6 +80,10 @@ const rpcName = "ratelimit_server.ShouldRateLimit."
 // markerName is the statistic of the marker rule.
 const markerName = "ratelimit.service.rate_limit.stats.marker.total_hits"
 
+// markerWithin is the marker's other statistic: a flush may send one of a
+// call's counters and leave the other for the next.
+const markerWithin = "ratelimit.service.rate_limit.stats.marker.within_limit"
+
 // statsTraffic sends the test's traffic: over gRPC, but for two requests
 // over POST /json, and returns the number of ShouldRateLimit calls. No
 // request of several hits takes a limit from below it to above it (see
@@ -138,7 +142,8 @@ func rq2(hits uint32, ds ...*rlpb.RateLimitDescriptor) *pb.RateLimitRequest {
 }
 
 // settle sends three markers, each once the previous one's statistics
-// arrived (seen(i): the marker's total_hits has reached i). A flush that
+// arrived (seen(i): the marker's total_hits and within_limit have reached
+// i, its statistics all). A flush that
 // reads the marker's i-th hit reads every counter counted before the
 // previous marker was seen, and the next one comes after it: once the
 // third marker is seen, every statistic of the traffic has arrived (on a
@@ -368,7 +373,9 @@ func testStatsd(t *testing.T, yaml, network string, env []string) {
 	for _, s := range []*service{ref, sl} {
 		st := streams[s.name]
 		want := statsTraffic(t, s) + probes + markers
-		settle(t, s, want, func(i int) bool { return st.counter(marker) >= uint64(i) }, func() (int, int) {
+		settle(t, s, want, func(i int) bool {
+			return st.counter(marker) >= uint64(i) && st.counter(markerWithin) >= uint64(i)
+		}, func() (int, int) {
 			return int(st.counter(rpcName + "total_requests")), st.timings(rpcName + "response_time")
 		})
 	}
@@ -548,17 +555,21 @@ func testPrometheus(t *testing.T, yaml, path, mapper string) {
 		return []string{"PROMETHEUS_ADDR=127.0.0.1:" + ports[name]}
 	}, env...)
 	marker := `ratelimit_service_rate_limit_total_hits{domain="stats",key1="marker"}`
+	within := `ratelimit_service_rate_limit_within_limit{domain="stats",key1="marker"}`
 	requests := `ratelimit_service_total_requests{grpc_method="ShouldRateLimit"}`
 	timings := `ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"}`
 	if mapper != "" {
-		marker = `rl_total_hits{descriptor="marker",domain="stats"}`
+		marker, within = `rl_total_hits{descriptor="marker",domain="stats"}`, `rl_within_limit{descriptor="marker",domain="stats"}`
 		requests, timings = `rpc_total{method="ShouldRateLimit"}`, `rpc_ms_count{method="ShouldRateLimit"}`
 	}
 	got := map[string]exposition{}
 	for _, s := range []*service{ref, sl} {
 		url := "http://127.0.0.1:" + ports[s.name] + path
 		want := statsTraffic(t, s) + probes + markers
-		settle(t, s, want, func(i int) bool { return scrape(t, url).samples[marker] >= float64(i) }, func() (int, int) {
+		settle(t, s, want, func(i int) bool {
+			e := scrape(t, url)
+			return e.samples[marker] >= float64(i) && e.samples[within] >= float64(i)
+		}, func() (int, int) {
 			e := scrape(t, url)
 			return int(e.samples[requests]), int(e.samples[timings])
 		})
