@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
 
@@ -272,7 +273,7 @@ type servers struct {
 	api    *server.Server // the HTTP API
 	health *rls.Health
 	http   []*http.Server // the data plane's, then the admin listener's
-	grpc   *grpc.Server
+	grpc   grpcServer
 	errc   chan error // a server that stopped serving
 	// stopPage stops the status page's sampling (a no-op without --admin).
 	stopPage func()
@@ -328,13 +329,20 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s := &servers{ls: ls, api: api, errc: make(chan error, 4), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
-	s.health = rls.Register(s.grpc, c.svc)
+	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
+	s.health = rls.Register(gs, c.svc)
 	if tf.grpcReflection {
-		reflection.Register(s.grpc)
+		reflection.Register(gs)
+	}
+	s.grpc = gs
+	serveGRPC := gs.Serve
+	if tf.grpcTransport == "lean" {
+		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0, c.refStats.interceptor()...)
+		fast.RegisterService(&pb.RateLimitService_ServiceDesc, c.svc)
+		s.grpc, serveGRPC = fast, fast.Serve
 	}
 	go func() { s.errc <- fmt.Errorf("http: %w", dataPlane.Serve(ls.http)) }()
-	go func() { s.errc <- fmt.Errorf("grpc: %w", s.grpc.Serve(ls.grpc)) }()
+	go func() { s.errc <- fmt.Errorf("grpc: %w", serveGRPC(ls.grpc)) }()
 	if promL != nil {
 		ps := tf.httpServer(c.refStats.promServer(c.metrics), c.log, true)
 		s.http = append(s.http, ps)
