@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
@@ -78,6 +79,9 @@ func clientOptions(rawURL string, opts []Option) (rueidis.ClientOption, error) {
 		if o.Sentinel.MasterSet != "" {
 			o.Sentinel.TLSConfig = o.TLSConfig
 		}
+	}
+	if so.open.opened != nil || so.open.closed != nil {
+		observeConns(&o, so.open.opened, so.open.closed)
 	}
 	return o, nil
 }
@@ -212,9 +216,62 @@ func redact(raw string) string {
 
 // openOptions are the options that only Open and OpenLater use.
 type openOptions struct {
-	tls    *tls.Config
-	tlsSet bool         // WithTLSConfig was given, perhaps with nil (an error)
-	log    *slog.Logger // OpenLater's; nil: discard
+	tls            *tls.Config
+	tlsSet         bool         // WithTLSConfig was given, perhaps with nil (an error)
+	log            *slog.Logger // OpenLater's; nil: discard
+	opened, closed func()       // WithConnObserver's
+}
+
+// WithConnObserver makes Open's and OpenLater's client tell opened each
+// time it makes a connection to Redis, and closed once when a connection
+// is closed (by either side): for statistics of the connections, such as
+// envoyproxy/ratelimit's cx_active, cx_total and cx_local_close. Both are
+// called on the client's goroutines and must be fast and safe for
+// concurrent use. NewRueidis and NewGoRedis take a client that is already
+// connected, and do not use it.
+func WithConnObserver(opened, closed func()) Option {
+	return func(s *Store) { s.open.opened, s.open.closed = opened, closed }
+}
+
+// observeConns makes o's connections tell opened and closed.
+func observeConns(o *rueidis.ClientOption, opened, closed func()) {
+	if opened == nil {
+		opened = func() {}
+	}
+	if closed == nil {
+		closed = func() {}
+	}
+	next := o.DialCtxFn // a Unix socket's, say; else rueidis's own dial
+	o.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+		var c net.Conn
+		var err error
+		switch {
+		case next != nil:
+			c, err = next(ctx, dst, d, tc)
+		case tc != nil:
+			c, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", dst)
+		default:
+			c, err = d.DialContext(ctx, "tcp", dst)
+		}
+		if err != nil {
+			return nil, err
+		}
+		opened()
+		return &observedConn{Conn: c, closed: closed}, nil
+	}
+}
+
+// observedConn tells closed when it is first closed.
+type observedConn struct {
+	net.Conn
+	once   sync.Once
+	closed func()
+}
+
+func (c *observedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.closed)
+	return err
 }
 
 // WithLogger sets the logger of OpenLater's connection in the background:

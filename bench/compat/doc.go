@@ -48,6 +48,18 @@
 // memcached: the decisions on fresh keys; with memcached stopped the
 // reference admits and sluice answers Unknown, a documented difference).
 //
+// TestCompatStats (stats_test.go) compares the statistics: the reference
+// and sluice, both configured by the reference's environment only, get the
+// same traffic (testdata/stats.yaml: every way the reference names a
+// limit's statistics), and a receiver of the test's for each compares
+// their statsd streams (TCP; UDP with EXTRA_TAGS; DogStatsD with a
+// mogrifier: counters name for name and value for value, no counter sent
+// at 0, gauges by name, timings by count) and their Prometheus endpoints
+// (the default mapping; a mapping file at another PROMETHEUS_PATH:
+// families, label values and the limits', errors', calls' and
+// configuration loads' values). It waits for counts, never for a time:
+// markers after the traffic, then every call counted and timed.
+//
 // TestConfigAcceptance (config_test.go) compares which configuration files
 // each accepts: a corpus (testdata/configs, expectations and the known
 // differences with their reasons in config_corpus_test.go) and random

@@ -249,13 +249,28 @@ func minimalEnv(extra ...string) []string {
 // waits until it is healthy and answers gRPC.
 func startReference(t *testing.T, yaml string, env ...string) *service {
 	t.Helper()
-	return startReferenceOn(t, redistest.Server(t), yaml, env...)
+	return startRefEnv(t, "reference", referenceBin(t), nil, yaml, env...)
 }
 
 // startReferenceOn is startReference on the redis-server rd.
 func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...string) *service {
 	t.Helper()
-	bin := referenceBin(t)
+	return startRefEnvOn(t, "reference", referenceBin(t), nil, rd, yaml, env...)
+}
+
+// startRefEnv runs the command bin with args, named name, as the reference
+// runs: configured by the reference's environment only (referenceEnv, with
+// its own redis-server and ports, then env), its configuration the YAML
+// file yaml; and waits until it is healthy on /healthcheck and answers
+// gRPC.
+func startRefEnv(t *testing.T, name, bin string, args []string, yaml string, env ...string) *service {
+	t.Helper()
+	return startRefEnvOn(t, name, bin, args, redistest.Server(t), yaml, env...)
+}
+
+// startRefEnvOn is startRefEnv on the redis-server rd.
+func startRefEnvOn(t *testing.T, name, bin string, args []string, rd *redistest.Instance, yaml string, env ...string) *service {
+	t.Helper()
 	root := t.TempDir()
 	cfgDir := filepath.Join(root, "ratelimit", "config")
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
@@ -269,10 +284,10 @@ func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...
 		t.Fatal(err)
 	}
 	httpPort, grpcPort, debugPort := uniquePort(t), uniquePort(t), uniquePort(t)
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = root
 	cmd.Env = referenceEnv(root, rd.Addr, httpPort, grpcPort, debugPort, env...)
-	s := run(t, "reference", cmd)
+	s := run(t, name, cmd)
 	health := "http://127.0.0.1:" + httpPort + "/healthcheck"
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get(health)
@@ -283,10 +298,10 @@ func startReferenceOn(t *testing.T, rd *redistest.Instance, yaml string, env ...
 			}
 		}
 		if s.exited() {
-			t.Fatalf("reference exited before it was healthy: %v\n%s", s.exitErr, tail(s.out.String(), 4000))
+			t.Fatalf("%s exited before it was healthy: %v\n%s", name, s.exitErr, tail(s.out.String(), 4000))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("reference not healthy on %s within 30s (last: %v)", health, err)
+			t.Fatalf("%s not healthy on %s within 30s (last: %v)", name, health, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

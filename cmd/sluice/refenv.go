@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/service/refstats"
+	"github.com/sluicehq/sluice/service/statsd"
 )
 
 // The reference's environment: when sluice replaces envoyproxy/ratelimit's
@@ -164,7 +168,8 @@ func referencePlan(lookup func(string) (string, bool)) refPlan {
 	e.configSource()
 	e.store()
 	e.service()
-	e.ignored()
+	e.stats()
+	e.tracing()
 	return e.plan
 }
 
@@ -186,23 +191,11 @@ func (e *refEnv) listeners() {
 	} else if e.set("GRPC_HOST") || e.set("GRPC_PORT") {
 		e.assign("grpc", net.JoinHostPort(e.str("GRPC_HOST", ""), e.port("GRPC_PORT", "8081")), nil, "GRPC_HOST", "GRPC_PORT")
 	}
+	// The debug listener (the admin endpoints), at DEBUG_HOST:DEBUG_PORT
+	// as the reference's; its statistics' Prometheus endpoint, when on, is
+	// a listener of its own (stats).
 	debug := net.JoinHostPort(e.str("DEBUG_HOST", "0.0.0.0"), e.port("DEBUG_PORT", "6070"))
-	admin := []string{"admin", "debug-addr"}
-	if e.boolean("USE_PROMETHEUS", false) {
-		// One admin listener serves /metrics and /debug/pprof: at
-		// PROMETHEUS_ADDR, where the scraper looks.
-		e.assign("admin", e.str("PROMETHEUS_ADDR", ":9090"), admin[1:], "USE_PROMETHEUS", "PROMETHEUS_ADDR")
-		if p := e.str("PROMETHEUS_PATH", "/metrics"); p != "/metrics" {
-			e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "PROMETHEUS_PATH", Msg: "sluice serves its metrics at /metrics"})
-		}
-		e.ignore("DEBUG_HOST", "sluice has one admin listener, at PROMETHEUS_ADDR, serving /metrics and /debug/pprof")
-		e.ignore("DEBUG_PORT", "sluice has one admin listener, at PROMETHEUS_ADDR, serving /metrics and /debug/pprof")
-	} else {
-		e.assign("debug-addr", debug, admin[:1], "DEBUG_HOST", "DEBUG_PORT")
-		e.ignore("PROMETHEUS_ADDR", "USE_PROMETHEUS is not true")
-		e.ignore("PROMETHEUS_PATH", "USE_PROMETHEUS is not true")
-	}
-	e.ignore("PROMETHEUS_MAPPER_YAML", "sluice's metrics have their own names (sluice_*, listed at /metrics); there is no statsd mapping")
+	e.assign("debug-addr", debug, []string{"admin"}, "DEBUG_HOST", "DEBUG_PORT")
 
 	if e.boolean("GRPC_SERVER_USE_TLS", false) {
 		tls := []string{"tls-cert", "tls-key"}
@@ -609,19 +602,129 @@ func (e *refEnv) service() {
 	}
 }
 
-// ignored: statistics, which sluice does its own way; and tracing.
-func (e *refEnv) ignored() {
-	stats := "sluice exports Prometheus metrics at /metrics only"
-	if e.boolean("USE_STATSD", true) && e.set("USE_STATSD") {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "USE_STATSD", Msg: stats})
+// stats: the reference's statistics, under its names: pushed to statsd
+// (USE_STATSD, the default, over STATSD_PROTOCOL), to a DogStatsD agent
+// (USE_DOG_STATSD), served as Prometheus metrics (USE_PROMETHEUS), written
+// to the log (none of these), or nowhere (DISABLE_STATS). As in the
+// reference, one sink at a time.
+func (e *refEnv) stats() {
+	if v, ok := e.get("STATS_FLUSH_INTERVAL"); ok {
+		if d, err := time.ParseDuration(v); err != nil || d < minStatsFlush || d > maxStatsFlush {
+			e.fail("STATS_FLUSH_INTERVAL", "%q: want a duration from %v to %v, such as 10s", v, minStatsFlush, maxStatsFlush)
+		} else {
+			e.assign("reference-stats-flush-interval", v, nil, "STATS_FLUSH_INTERVAL")
+		}
 	}
-	if e.boolean("USE_DOG_STATSD", false) {
-		e.plan.Ignored = append(e.plan.Ignored, refNote{Var: "USE_DOG_STATSD", Msg: stats})
+	if v, _ := e.get("EXTRA_TAGS"); v != "" {
+		if _, err := refstats.ParseTags(v); err != nil {
+			e.fail("EXTRA_TAGS", "%q: %v", v, err)
+		} else {
+			e.assign("reference-stats-tags", v, nil, "EXTRA_TAGS")
+		}
 	}
-	for _, v := range []string{"USE_DOG_STATSD_MOGRIFIERS", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS", "STATS_FLUSH_INTERVAL", "DISABLE_STATS"} {
-		e.ignore(v, stats)
+	sinks := []string{"statsd", "statsd-protocol", "statsd-dogstatsd", "statsd-mogrifiers", "reference-stats-prometheus",
+		"reference-stats-prometheus-path", "reference-stats-prometheus-mapper", "reference-stats-log"}
+	dog, prom := e.boolean("USE_DOG_STATSD", false), e.boolean("USE_PROMETHEUS", false)
+	// USE_STATSD is true by default; the reference refuses to start with
+	// it and another sink, so a deployment that sets another sink sets
+	// USE_STATSD=false: its default yields to the other sink here.
+	statsd := e.boolean("USE_STATSD", !dog && !prom)
+	if e.boolean("DISABLE_STATS", false) {
+		e.assign("reference-stats-log", "false", sinks, "DISABLE_STATS")
+		return
 	}
-	e.tracing()
+	if n := btoi(dog) + btoi(statsd) + btoi(prom); n > 1 {
+		e.failUnless(sinks, "USE_STATSD", "the statistics go to one sink: set only one of USE_DOG_STATSD, USE_STATSD and USE_PROMETHEUS to true")
+		return
+	}
+	addr := net.JoinHostPort(e.str("STATSD_HOST", "localhost"), e.port("STATSD_PORT", "8125"))
+	switch {
+	case dog:
+		e.assign("statsd", addr, sinks, "USE_DOG_STATSD", "STATSD_HOST", "STATSD_PORT")
+		e.assign("statsd-dogstatsd", "true", sinks, "USE_DOG_STATSD")
+		e.mogrifiers(sinks)
+		e.ignore("STATSD_PROTOCOL", "USE_DOG_STATSD sends over UDP")
+	case statsd:
+		e.assign("statsd", addr, sinks, "USE_STATSD", "STATSD_HOST", "STATSD_PORT")
+		switch p := strings.ToLower(e.str("STATSD_PROTOCOL", "tcp")); p {
+		case "tcp", "udp":
+			e.assign("statsd-protocol", p, sinks, "STATSD_PROTOCOL")
+		case "tcp4", "tcp6", "udp4", "udp6":
+			e.assign("statsd-protocol", p[:3], sinks, "STATSD_PROTOCOL")
+		default:
+			e.fail("STATSD_PROTOCOL", "%q: want tcp or udp", p)
+		}
+	case prom:
+		e.assign("reference-stats-prometheus", e.str("PROMETHEUS_ADDR", ":9090"), sinks, "USE_PROMETHEUS", "PROMETHEUS_ADDR")
+		if v, _ := e.get("PROMETHEUS_PATH"); v != "" {
+			e.assign("reference-stats-prometheus-path", v, sinks, "PROMETHEUS_PATH")
+		}
+		if v, _ := e.get("PROMETHEUS_MAPPER_YAML"); v != "" {
+			e.assign("reference-stats-prometheus-mapper", v, sinks, "PROMETHEUS_MAPPER_YAML")
+		}
+	default:
+		e.assign("reference-stats-log", "true", sinks, "USE_STATSD")
+	}
+	for _, v := range []string{"STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL"} {
+		if !dog && !statsd {
+			e.ignore(v, "the statistics go to no statsd server: USE_STATSD and USE_DOG_STATSD are false")
+		}
+	}
+	for _, v := range []string{"PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML"} {
+		if !prom {
+			e.ignore(v, "USE_PROMETHEUS is not true")
+		}
+	}
+	if !dog {
+		e.ignore("USE_DOG_STATSD_MOGRIFIERS", "USE_DOG_STATSD is not true")
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mogrifiers reads USE_DOG_STATSD_MOGRIFIERS, a list of names, and each
+// name's DOG_STATSD_MOGRIFIER_<NAME>_PATTERN, _NAME and _TAGS
+// (key:value,...), into --statsd-mogrifiers, in the list's order.
+func (e *refEnv) mogrifiers(unless []string) {
+	list, _ := e.get("USE_DOG_STATSD_MOGRIFIERS")
+	if list == "" {
+		return
+	}
+	var ms []mogrifierJSON
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		p := "DOG_STATSD_MOGRIFIER_" + strings.ToUpper(name) + "_"
+		m := mogrifierJSON{Pattern: e.str(p+"PATTERN", ""), Name: e.str(p+"NAME", ""), Tags: map[string]string{}}
+		if tags, _ := e.get(p + "TAGS"); tags != "" {
+			for pair := range strings.SplitSeq(tags, ",") {
+				k, v, ok := strings.Cut(pair, ":")
+				if !ok {
+					e.fail(p+"TAGS", "%q: want key:value,...", tags)
+					return
+				}
+				m.Tags[k] = v
+			}
+		}
+		if _, err := statsd.NewMogrifier(m.Pattern, m.Name, m.Tags); err != nil {
+			e.fail("USE_DOG_STATSD_MOGRIFIERS", "%s (%sPATTERN, %sNAME, %sTAGS): %v", name, p, p, p, err)
+			return
+		}
+		ms = append(ms, m)
+	}
+	b, err := json.Marshal(ms)
+	if err != nil {
+		e.fail("USE_DOG_STATSD_MOGRIFIERS", "%v", err)
+		return
+	}
+	e.assign("statsd-mogrifiers", string(b), unless, "USE_DOG_STATSD_MOGRIFIERS")
 }
 
 // tracing: TRACING_ENABLED and the variables it reads, onto --tracing-*;

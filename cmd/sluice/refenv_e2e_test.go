@@ -1,18 +1,23 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 	"github.com/sluicehq/sluice/internal/testserver/window"
 	"github.com/sluicehq/sluice/service/certs/certstest"
+	"github.com/sluicehq/sluice/service/statsmap"
 	"github.com/sluicehq/sluice/service/xds/xdstest"
 )
 
@@ -63,8 +69,10 @@ func newEGTLS(t *testing.T) *egTLS {
 }
 
 // egEnv is Envoy Gateway's environment (deployments/default.yaml) with
-// this test's files, Redis and addresses, and then set.
-func egEnv(g *egTLS, redisAddr string, set map[string]string) []string {
+// this test's files, Redis and addresses (the debug listener and
+// Prometheus's on loopback; Envoy Gateway's statsd_exporter mapping is the
+// reference's default one), and then set.
+func egEnv(t *testing.T, g *egTLS, redisAddr string, set map[string]string) []string {
 	env := maps.Clone(envoyGatewayDefaultEnv)
 	for _, k := range []string{"GRPC_SERVER_TLS_CERT", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT"} {
 		env[k] = g.certFile
@@ -77,6 +85,9 @@ func egEnv(g *egTLS, redisAddr string, set map[string]string) []string {
 	}
 	env["REDIS_URL"] = redisAddr
 	env["PROMETHEUS_ADDR"] = "127.0.0.1:0"
+	env["DEBUG_HOST"], env["DEBUG_PORT"] = "127.0.0.1", "0"
+	env["PROMETHEUS_MAPPER_YAML"] = filepath.Join(t.TempDir(), "conf.yaml")
+	writeFile(t, env["PROMETHEUS_MAPPER_YAML"], string(statsmap.DefaultMapping))
 	maps.Copy(env, set)
 	return envList(env)
 }
@@ -121,14 +132,14 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 
 	g := newEGTLS(t)
 	// Envoy Gateway's environment, with the configuration from files.
-	env := egEnv(g, rd.Addr, map[string]string{"CONFIG_TYPE": "FILE", "RUNTIME_ROOT": root, "LOG_FORMAT": "json"})
+	env := egEnv(t, g, rd.Addr, map[string]string{"CONFIG_TYPE": "FILE", "RUNTIME_ROOT": root, "LOG_FORMAT": "json", "STATS_FLUSH_INTERVAL": "100ms"})
 	// start's --http, --grpc and --log-level debug are flags: they win over
 	// PORT, GRPC_PORT and LOG_LEVEL.
 	p := start(t, env)
 	p.waitLog(t, `"msg":"sluice listening"`) // after the lines checked here, copied from a pipe
 	log := p.stderr.String()
 	for _, want := range []string{`"level":"WARN","msg":"configured by envoyproxy/ratelimit's environment variables`,
-		"--config=" + conf, "--redis=redis://" + rd.Addr, "--tls-grpc-only=true", `"var":"PROMETHEUS_MAPPER_YAML"`, `"var":"GRPC_SERVER_TLS_CA_CERT"`} {
+		"--config=" + conf, "--redis=redis://" + rd.Addr, "--tls-grpc-only=true", "--reference-stats-prometheus-mapper=", `"var":"GRPC_SERVER_TLS_CA_CERT"`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -160,24 +171,33 @@ func TestE2EReferenceEnvFile(t *testing.T) {
 	}
 
 	// HTTP stays plain (Envoy Gateway's probes: GET /healthcheck on 8080),
-	// and Prometheus's port serves /metrics.
+	// and Prometheus's port serves the reference's metrics with sluice's.
 	if code, body := p.get(t, "/healthcheck"); code != 200 {
 		t.Errorf("GET /healthcheck = %d %q", code, body)
 	}
-	p.waitLog(t, `"msg":"admin listener"`)
-	m := regexp.MustCompile(`"msg":"admin listener","addr":"([^"]+)"`).FindStringSubmatch(p.stderr.String())
+	p.waitLog(t, `"msg":"envoyproxy/ratelimit's statistics as Prometheus metrics"`)
+	m := regexp.MustCompile(`"msg":"envoyproxy/ratelimit's statistics as Prometheus metrics","addr":"([^"]+)"`).FindStringSubmatch(p.stderr.String())
 	if m == nil {
-		t.Fatalf("no admin listener in the log")
+		t.Fatalf("no Prometheus listener in the log")
 	}
-	admin := m[1]
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(b), "sluice_") {
-		t.Errorf("GET /metrics on PROMETHEUS_ADDR = %d, %d bytes", resp.StatusCode, len(b))
+	// The counters come with the next flush (STATS_FLUSH_INTERVAL).
+	want := []string{"sluice_rls_hits_total", `ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 3`,
+		`ratelimit_service_rate_limit_total_hits{domain="eg",key1="generic_key_default"} 5`,
+		`ratelimit_service_rate_limit_within_limit{domain="eg",key1="generic_key_default"} 2`}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + m[1] + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(string(b), w) })
+		if resp.StatusCode == 200 && len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics on PROMETHEUS_ADDR = %d, %d bytes, without %q", resp.StatusCode, len(b), missing)
+		}
 	}
 }
 
@@ -191,8 +211,10 @@ func TestE2EReferenceEnvUnixSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(root, "config", "eg.yaml"), refEnvConfig)
+	statsd := statsdReceiver(t)
 	p := start(t, envList(map[string]string{"RUNTIME_ROOT": root, "REDIS_URL": sock, "REDIS_AUTH": "s3cret",
-		"DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0", "USE_STATSD": "true"}))
+		"DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0", "USE_STATSD": "true", "STATSD_HOST": "127.0.0.1", "STATSD_PORT": statsd.port,
+		"STATS_FLUSH_INTERVAL": "100ms"}))
 	for i := range 4 {
 		want := pb.RateLimitResponse_OK
 		if i == 3 {
@@ -207,13 +229,94 @@ func TestE2EReferenceEnvUnixSocket(t *testing.T) {
 	}
 	p.waitLog(t, "msg=\"sluice listening\"")
 	log := p.stderr.String()
-	for _, want := range []string{"--redis=unix://:xxxxx@" + sock, "var=USE_STATSD", "--debug-addr=127.0.0.1:0"} {
+	for _, want := range []string{"--redis=unix://:xxxxx@" + sock, "USE_STATSD,STATSD_HOST,STATSD_PORT → --statsd=127.0.0.1:" + statsd.port, "--debug-addr=127.0.0.1:0"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
 	}
 	if strings.Contains(log, "s3cret") {
 		t.Error("the log shows REDIS_AUTH's password")
+	}
+	// USE_STATSD: the reference's statistics, over TCP, every 100 ms.
+	statsd.wait(t, map[string]uint64{
+		"ratelimit.service.rate_limit.eg.generic_key_default.total_hits":   4,
+		"ratelimit.service.rate_limit.eg.generic_key_default.within_limit": 3,
+		"ratelimit.service.rate_limit.eg.generic_key_default.near_limit":   1,
+		"ratelimit.service.rate_limit.eg.generic_key_default.over_limit":   1,
+		"ratelimit_server.ShouldRateLimit.total_requests":                  4,
+		"ratelimit.service.config_load_success":                            1,
+	})
+}
+
+// receiver is a statsd server over TCP on loopback that sums the counters
+// it receives.
+type receiver struct {
+	port     string
+	mu       sync.Mutex
+	counters map[string]uint64
+	changed  chan struct{}
+}
+
+func statsdReceiver(t *testing.T) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	r := &receiver{port: strconv.Itoa(l.Addr().(*net.TCPAddr).Port), counters: map[string]uint64{}, changed: make(chan struct{}, 1)}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go r.read(c)
+		}
+	}()
+	return r
+}
+
+func (r *receiver) read(c net.Conn) {
+	defer c.Close()
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		name, rest, ok := strings.Cut(sc.Text(), ":")
+		v, typ, _ := strings.Cut(rest, "|")
+		n, err := strconv.ParseUint(v, 10, 64)
+		if !ok || typ != "c" || err != nil {
+			continue
+		}
+		r.mu.Lock()
+		r.counters[name] += n
+		r.mu.Unlock()
+		select {
+		case r.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wait waits until the counters of want have their values (within a
+// generous time: statistics are flushed every STATS_FLUSH_INTERVAL).
+func (r *receiver) wait(t *testing.T, want map[string]uint64) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		got := map[string]uint64{}
+		for k := range want {
+			got[k] = r.counters[k]
+		}
+		r.mu.Unlock()
+		if maps.Equal(got, want) {
+			return
+		}
+		select {
+		case <-r.changed:
+		case <-deadline:
+			t.Fatalf("statsd counters %v, want %v", got, want)
+		}
 	}
 }
 
@@ -278,7 +381,7 @@ func TestE2EReferenceEnvXDS(t *testing.T) {
 	cp := xdstest.Start(t, &tls.Config{Certificates: []tls.Certificate{g.leaf.TLS}, ClientCAs: g.ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert})
 	const node = "envoy-ratelimit" // Envoy Gateway's CONFIG_GRPC_XDS_NODE_ID
 	cp.Set(t, node, "v1", egLimits("v1", "default", 3))
-	p := start(t, egEnv(g, rd.Addr, map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": cp.Addr}))
+	p := start(t, egEnv(t, g, rd.Addr, map[string]string{"CONFIG_GRPC_XDS_SERVER_URL": cp.Addr}))
 	should := rlsOverTLS(t, p.grpc, g)
 	// inForce waits until version's configuration decides.
 	inForce := func(version string) {

@@ -79,29 +79,31 @@ func TestReferencePlanEnvoyGateway(t *testing.T) {
 		t.Fatalf("errors: %+v", p.Errors)
 	}
 	want := map[string]string{
-		"log-level":       "info",
-		"admin":           ":19001",
-		"tls-cert":        "/certs/tls.crt",
-		"tls-key":         "/certs/tls.key",
-		"tls-grpc-only":   "true",
-		"xds-server":      "envoy-gateway:18001",
-		"xds-node-id":     "envoy-ratelimit",
-		"xds-tls":         "true",
-		"xds-tls-ca":      "/certs/ca.crt",
-		"xds-tls-cert":    "/certs/tls.crt",
-		"xds-tls-key":     "/certs/tls.key",
-		"redis":           "rediss://redis.redis.svc:6379",
-		"redis-tls-cert":  "/redis-certs/tls.crt",
-		"redis-tls-key":   "/redis-certs/tls.key",
-		"counting":        "all",
-		"failure-mode":    "error",
-		"xds-force-start": "true",
+		"log-level":                         "info",
+		"debug-addr":                        "0.0.0.0:6070",
+		"reference-stats-prometheus":        ":19001",
+		"reference-stats-prometheus-mapper": "/etc/statsd-exporter/conf.yaml",
+		"tls-cert":                          "/certs/tls.crt",
+		"tls-key":                           "/certs/tls.key",
+		"tls-grpc-only":                     "true",
+		"xds-server":                        "envoy-gateway:18001",
+		"xds-node-id":                       "envoy-ratelimit",
+		"xds-tls":                           "true",
+		"xds-tls-ca":                        "/certs/ca.crt",
+		"xds-tls-cert":                      "/certs/tls.crt",
+		"xds-tls-key":                       "/certs/tls.key",
+		"redis":                             "rediss://redis.redis.svc:6379",
+		"redis-tls-cert":                    "/redis-certs/tls.crt",
+		"redis-tls-key":                     "/redis-certs/tls.key",
+		"counting":                          "all",
+		"failure-mode":                      "error",
+		"xds-force-start":                   "true",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
 		t.Errorf("flags:\n got %v\nwant %v", got, want)
 	}
 	wantIgnored := []string{"CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "GRPC_SERVER_TLS_CA_CERT",
-		"PROMETHEUS_MAPPER_YAML", "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_WATCH_ROOT"}
+		"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_WATCH_ROOT"}
 	wantIgnored = slices.DeleteFunc(wantIgnored, func(v string) bool { _, ok := envoyGatewayEnv[v]; return !ok })
 	if got := varsOf(p.Ignored); !slices.Equal(got, wantIgnored) {
 		t.Errorf("ignored: got %v, want %v", got, wantIgnored)
@@ -129,6 +131,9 @@ func TestReferencePlanDefaults(t *testing.T) {
 		"redis":        "unix:///var/run/nutcracker/ratelimit.sock",
 		"counting":     "all",
 		"failure-mode": "error",
+		// USE_STATSD is true by default: to localhost:8125, over TCP.
+		"statsd":          "localhost:8125",
+		"statsd-protocol": "tcp",
 	}
 	if got := flagsOf(p); !maps.Equal(got, want) {
 		t.Errorf("flags:\n got %v\nwant %v", got, want)
@@ -153,8 +158,24 @@ func TestReferencePlan(t *testing.T) {
 		{"grpc", map[string]string{"GRPC_HOST": "::1", "GRPC_PORT": "9001"}, map[string]string{"grpc": "[::1]:9001"}, nil},
 		{"no listeners by default", nil, nil, []string{"http", "grpc", "admin"}},
 		{"debug", map[string]string{"DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": "0"}, map[string]string{"debug-addr": "127.0.0.1:0"}, []string{"admin"}},
-		{"prometheus", map[string]string{"USE_PROMETHEUS": "true"}, map[string]string{"admin": ":9090"}, []string{"debug-addr"}},
-		{"prometheus off", map[string]string{"USE_PROMETHEUS": "false", "PROMETHEUS_ADDR": ":1"}, map[string]string{"debug-addr": "0.0.0.0:6070"}, []string{"admin"}},
+		{"prometheus", map[string]string{"USE_PROMETHEUS": "true"}, map[string]string{"reference-stats-prometheus": ":9090", "debug-addr": "0.0.0.0:6070"},
+			[]string{"admin", "statsd", "reference-stats-prometheus-path", "reference-stats-prometheus-mapper"}},
+		{"prometheus all", map[string]string{"USE_STATSD": "false", "USE_PROMETHEUS": "true", "PROMETHEUS_ADDR": "127.0.0.1:9102", "PROMETHEUS_PATH": "/stats",
+			"PROMETHEUS_MAPPER_YAML": "/etc/m.yaml"},
+			map[string]string{"reference-stats-prometheus": "127.0.0.1:9102", "reference-stats-prometheus-path": "/stats", "reference-stats-prometheus-mapper": "/etc/m.yaml"}, []string{"statsd"}},
+		{"prometheus off", map[string]string{"USE_PROMETHEUS": "false", "PROMETHEUS_ADDR": ":1"}, map[string]string{"debug-addr": "0.0.0.0:6070"}, []string{"admin", "reference-stats-prometheus"}},
+		{"statsd", map[string]string{"STATSD_HOST": "stats.local", "STATSD_PORT": "9125", "STATSD_PROTOCOL": "UDP"},
+			map[string]string{"statsd": "stats.local:9125", "statsd-protocol": "udp"}, []string{"statsd-dogstatsd", "reference-stats-log"}},
+		{"statsd flush and tags", map[string]string{"USE_STATSD": "true", "STATS_FLUSH_INTERVAL": "1s", "EXTRA_TAGS": "env:prod,zone:a"},
+			map[string]string{"statsd": "localhost:8125", "reference-stats-flush-interval": "1s", "reference-stats-tags": "env:prod,zone:a"}, nil},
+		{"dogstatsd", map[string]string{"USE_STATSD": "false", "USE_DOG_STATSD": "true", "STATSD_PORT": "8126", "USE_DOG_STATSD_MOGRIFIERS": "HITS",
+			"DOG_STATSD_MOGRIFIER_HITS_PATTERN": `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
+			"DOG_STATSD_MOGRIFIER_HITS_NAME":    "ratelimit.service.rate_limit.$3", "DOG_STATSD_MOGRIFIER_HITS_TAGS": "domain:$1,descriptor:$2"},
+			map[string]string{"statsd": "localhost:8126", "statsd-dogstatsd": "true",
+				"statsd-mogrifiers": `[{"pattern":"^ratelimit\\.service\\.rate_limit\\.([^.]+)\\.(.*)\\.([^.]+)$","name":"ratelimit.service.rate_limit.$3","tags":{"descriptor":"$2","domain":"$1"}}]`},
+			[]string{"statsd-protocol"}},
+		{"stats to the log", map[string]string{"USE_STATSD": "false"}, map[string]string{"reference-stats-log": "true"}, []string{"statsd", "reference-stats-prometheus"}},
+		{"stats disabled", map[string]string{"DISABLE_STATS": "true", "USE_PROMETHEUS": "true"}, map[string]string{"reference-stats-log": "false"}, []string{"statsd", "reference-stats-prometheus"}},
 		{"grpc tls", map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k", "GRPC_CLIENT_TLS_CACERT": "ca", "GRPC_CLIENT_TLS_SAN": "spiffe://x"},
 			map[string]string{"tls-cert": "c", "tls-key": "k", "tls-grpc-only": "true", "tls-client-ca": "ca", "tls-client-san": "spiffe://x"}, nil},
 		{"grpc tls off", map[string]string{"GRPC_SERVER_USE_TLS": "false", "GRPC_SERVER_TLS_CERT": "c", "GRPC_SERVER_TLS_KEY": "k"}, nil, []string{"tls-cert", "tls-key", "tls-grpc-only"}},
@@ -321,6 +342,15 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "maybe"}, "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT"},
 		{map[string]string{"SHADOW_MODE": "on"}, "SHADOW_MODE: \"on\": want true or false"},
 		{map[string]string{"USE_PROMETHEUS": "2"}, "USE_PROMETHEUS"},
+		{map[string]string{"USE_STATSD": "true", "USE_PROMETHEUS": "true"}, "USE_STATSD: the statistics go to one sink"},
+		{map[string]string{"USE_DOG_STATSD": "true", "USE_PROMETHEUS": "true"}, "USE_STATSD: the statistics go to one sink"},
+		{map[string]string{"STATSD_PORT": "x"}, "STATSD_PORT"},
+		{map[string]string{"STATSD_PROTOCOL": "unix"}, `STATSD_PROTOCOL: "unix": want tcp or udp`},
+		{map[string]string{"STATS_FLUSH_INTERVAL": "10"}, "STATS_FLUSH_INTERVAL"},
+		{map[string]string{"STATS_FLUSH_INTERVAL": "1ms"}, "STATS_FLUSH_INTERVAL"},
+		{map[string]string{"EXTRA_TAGS": "novalue"}, "EXTRA_TAGS"},
+		{map[string]string{"USE_DOG_STATSD": "true", "USE_DOG_STATSD_MOGRIFIERS": "X"}, "USE_DOG_STATSD_MOGRIFIERS: X (DOG_STATSD_MOGRIFIER_X_PATTERN"},
+		{map[string]string{"USE_DOG_STATSD": "true", "USE_DOG_STATSD_MOGRIFIERS": "X", "DOG_STATSD_MOGRIFIER_X_PATTERN": "(", "DOG_STATSD_MOGRIFIER_X_NAME": "n"}, "USE_DOG_STATSD_MOGRIFIERS"},
 	}
 	for _, tt := range tests {
 		p := referencePlan(envOf(tt.env))
@@ -349,7 +379,7 @@ var refVariables = []string{
 	"CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "CONFIG_GRPC_XDS_SERVER_TLS_SAN",
 	"XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "XDS_CLIENT_BACKOFF_MAX_INTERVAL", "XDS_CLIENT_BACKOFF_RANDOM_FACTOR",
 	"XDS_CLIENT_BACKOFF_JITTER", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
-	"USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "USE_STATSD", "STATSD_HOST", "STATSD_PORT", "EXTRA_TAGS",
+	"USE_DOG_STATSD", "USE_DOG_STATSD_MOGRIFIERS", "USE_STATSD", "STATSD_HOST", "STATSD_PORT", "STATSD_PROTOCOL", "EXTRA_TAGS",
 	"STATS_FLUSH_INTERVAL", "DISABLE_STATS", "USE_PROMETHEUS", "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML",
 	"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY", "RUNTIME_IGNOREDOTFILES", "RUNTIME_WATCH_ROOT",
 	"EXPIRATION_JITTER_MAX_SECONDS", "LOCAL_CACHE_SIZE_IN_BYTES", "NEAR_LIMIT_RATIO", "CACHE_KEY_PREFIX", "BACKEND_TYPE",
@@ -415,8 +445,14 @@ func refSample(v string) map[string]string {
 	case "GRPC_SERVER_TLS_CERT", "GRPC_SERVER_TLS_KEY", "GRPC_CLIENT_TLS_CACERT", "GRPC_CLIENT_TLS_SAN":
 		env["GRPC_SERVER_USE_TLS"], env["GRPC_SERVER_TLS_CERT"], env["GRPC_SERVER_TLS_KEY"] = "true", "c", "k"
 		env[v] = "other"
-	case "PROMETHEUS_ADDR", "PROMETHEUS_PATH":
+	case "PROMETHEUS_ADDR", "PROMETHEUS_PATH", "PROMETHEUS_MAPPER_YAML":
 		env["USE_PROMETHEUS"] = "true"
+	case "USE_DOG_STATSD_MOGRIFIERS":
+		env["USE_DOG_STATSD"], env["DOG_STATSD_MOGRIFIER_X_PATTERN"], env["DOG_STATSD_MOGRIFIER_X_NAME"] = "true", "^a", "b"
+	case "STATSD_PROTOCOL":
+		env[v] = "udp"
+	case "EXTRA_TAGS":
+		env[v] = "k:v"
 	case "LIMIT_LIMIT_HEADER", "LIMIT_REMAINING_HEADER", "LIMIT_RESET_HEADER":
 		env[v] = "X-Header"
 	case "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT":
@@ -638,7 +674,7 @@ func TestReferenceEnvLog(t *testing.T) {
 	f.runtime.refEnv.log(f.runtime.logger(&b))
 	log := b.String()
 	for _, want := range []string{`"level":"WARN"`, "CONFIG_TYPE,RUNTIME_ROOT → --config=/data/config",
-		"redis://:xxxxx@r:1", `"var":"USE_STATSD"`, `"var":"REDIS_POOL_SIZE"`, "--log-level=warn"} {
+		"redis://:xxxxx@r:1", "USE_STATSD → --statsd=localhost:8125", `"var":"REDIS_POOL_SIZE"`, "--log-level=warn"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -48,6 +49,7 @@ type serveFlags struct {
 	shutdown  shutdownFlags  // --drain-delay, --shutdown-timeout
 	runtime   runtimeFlags   // --log-level, --log-format, --gc-heap-floor, --reference-env
 	tracing   tracingFlags   // --tracing*: OpenTelemetry traces over OTLP
+	stats     refStatsFlags  // --statsd*, --reference-stats-*: envoyproxy/ratelimit's statistics
 }
 
 // serveFlagSet defines serve's flags on f.
@@ -75,7 +77,7 @@ type flagGroup interface {
 // groups are f's groups, in the order validate checks them.
 func (f *serveFlags) groups() []flagGroup {
 	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.xds, &f.shutdown,
-		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime, &f.tracing}
+		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime, &f.tracing, &f.stats}
 }
 
 // validate checks each group, then the rule across groups: the TLS flags
@@ -128,6 +130,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // signals, so that a second one kills the process.
 func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger, stderr io.Writer) int {
 	m := metrics.New()
+	rs, err := f.stats.start(log, stderr, m)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+		return 1
+	}
+	// Last: the statistics' final flush, once the servers stopped.
+	defer func() { rs.close(time.Now().Add(f.shutdown.timeout)) }()
 	// Every configuration, at start, on reload or from xDS, is put in force
 	// through ap.
 	ap := &source.Applier{
@@ -155,9 +164,12 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		ap.Applied = cfgHealth.applied
 	}
 	files := f.config.files()
+	var obs engine.Observer = m
+	if rs != nil {
+		ap.Loaded, files.Read, obs = rs.ConfigLoaded, rs.FilesRead, metrics.Tee(m, rs)
+	}
 	cfg := config.Empty()
 	if f.xds.server == "" {
-		var err error
 		if cfg, err = files.Load(); err == nil {
 			err = ap.Start(cfg, files.Origin())
 		}
@@ -184,13 +196,13 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
 
-	st, err := openStore(ctx, *f, m, log)
+	st, err := openStore(ctx, *f, m, rs, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: m, log: log, config: ap.Info, cfgHealth: cfgHealth}
+	c := &core{st: st, metrics: m, log: log, config: ap.Info, cfgHealth: cfgHealth, refStats: rs}
 	if tp != nil {
 		c.tr = tp.Tracer
 		log.Info("tracing on", "keys", f.tracing.keys)
@@ -198,7 +210,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	// Every store call of the service, timed and traced in this one layer.
 	st.store = metrics.Observe(st.store, m, c.tr)
 	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
-		engine.WithObserver(m), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
+		engine.WithObserver(obs), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
 	ap.Engine = c.eng
 	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *source.XDS
@@ -256,6 +268,8 @@ type core struct {
 	log     *slog.Logger
 	config  *admin.ConfigState // the configuration in force, for the admin API
 	tr      *tracing.Tracer    // nil when tracing is off
+	// refStats are envoyproxy/ratelimit's statistics; nil when off.
+	refStats *refStats
 	// configReady is /readyz's condition on the configuration: nil when
 	// it is in force from the start (files).
 	configReady func() (bool, string)
@@ -302,17 +316,30 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 		}
 		adminH, stopPage = h, stop
 	}
+	// envoyproxy/ratelimit's statistics as Prometheus metrics, on a
+	// listener of their own as that service serves them.
+	var promL net.Listener
+	if c.refStats.prometheus() {
+		var err error
+		if promL, err = net.Listen("tcp", c.refStats.promAddr); err != nil {
+			stopPage()
+			return nil, fmt.Errorf("--reference-stats-prometheus: %w", err)
+		}
+	}
 	cm := newConnMetrics(c.metrics.Registry())
 	ls, err := f.listen.listen(tf, cm, srvCerts, f.tls.grpcOnly, f.admin.tlsConfig)
 	if err != nil {
 		stopPage()
+		if promL != nil {
+			promL.Close()
+		}
 		return nil, err
 	}
 	_, split := f.listen.adminAddr()
-	s := &servers{ls: ls, api: api, errc: make(chan error, 3), stopPage: stopPage}
+	s := &servers{ls: ls, api: api, errc: make(chan error, 4), stopPage: stopPage}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
+	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
 	s.health = rls.Register(gs, c.svc)
 	if c.cfgHealth != nil {
 		c.cfgHealth.attach(s.health)
@@ -323,12 +350,18 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s.grpc = gs
 	serveGRPC := gs.Serve
 	if tf.grpcTransport == "lean" {
-		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0)
+		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0, c.refStats.interceptor()...)
 		fast.RegisterService(&pb.RateLimitService_ServiceDesc, c.svc)
 		s.grpc, serveGRPC = fast, fast.Serve
 	}
 	go func() { s.errc <- fmt.Errorf("http: %w", dataPlane.Serve(ls.http)) }()
 	go func() { s.errc <- fmt.Errorf("grpc: %w", serveGRPC(ls.grpc)) }()
+	if promL != nil {
+		ps := tf.httpServer(c.refStats.promServer(c.metrics), c.log, true)
+		s.http = append(s.http, ps)
+		go func() { s.errc <- fmt.Errorf("reference stats: %w", ps.Serve(promL)) }()
+		c.log.Info("envoyproxy/ratelimit's statistics as Prometheus metrics", "addr", promL.Addr().String(), "path", c.refStats.promPath)
+	}
 	if ls.admin != nil {
 		as := tf.httpServer(adminH, c.log, true)
 		s.http = append(s.http, as)

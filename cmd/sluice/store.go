@@ -42,8 +42,10 @@ func (st *storeSet) wrapForTest() {
 // deadline on every call, a breaker, and the --failure-mode default, which
 // a rule's failure_mode overrides), with --redis-persecond a second Redis
 // (with its own failover) for the limits of a second or less, and with
-// --tiered the local tier in front.
-func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
+// --tiered the local tier in front. With stats, the Redis clients'
+// connections are counted as the reference's redis_pool (and
+// redis_per_second_pool) statistics.
+func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *refStats, log *slog.Logger) (*storeSet, error) {
 	if !f.redis.shared() {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
@@ -84,14 +86,24 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.
 		if tc != nil {
 			ropts = append(ropts, redisstore.WithTLSConfig(tc))
 		}
-		rs, rdown, err := openRedis(ctx, "--redis", f.redis.url, f.redis.required, ropts, log)
+		mainOpts := ropts
+		if stats != nil {
+			p := stats.Pool("redis_pool")
+			mainOpts = append(slices.Clone(ropts), redisstore.WithConnObserver(p.Opened, p.Closed))
+		}
+		rs, rdown, err := openRedis(ctx, "--redis", f.redis.url, f.redis.required, mainOpts, log)
 		if err != nil {
 			return nil, err
 		}
 		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
 		name = "redis (failover fail_" + mode.String()
 		if f.redis.perSecond != "" {
-			rs2, down2, err := openRedis(ctx, "--redis-persecond", f.redis.perSecond, f.redis.required, ropts, log)
+			psROpts := ropts
+			if stats != nil {
+				p := stats.Pool("redis_per_second_pool")
+				psROpts = append(slices.Clone(ropts), redisstore.WithConnObserver(p.Opened, p.Closed))
+			}
+			rs2, down2, err := openRedis(ctx, "--redis-persecond", f.redis.perSecond, f.redis.required, psROpts, log)
 			if err != nil {
 				rs.Close()
 				return nil, err

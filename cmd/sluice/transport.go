@@ -247,8 +247,10 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 // is seen before anything else runs.
 //
 // With tr (tracing on), each ShouldRateLimit call runs in a server span,
-// outside the guard so that the span covers a recovered panic too.
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics) []grpc.ServerOption {
+// outside the guard so that the span covers a recovered panic too. The
+// outer interceptors (envoyproxy/ratelimit's statistics) come after the
+// streams' and before the span.
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics, outer ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
@@ -267,20 +269,25 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *t
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		grpc.ChainUnaryInterceptor(streams.UnaryInterceptor(), g.unaryInterceptor(log, m, tr)),
+		grpc.ChainUnaryInterceptor(streams.UnaryInterceptor(), g.unaryInterceptor(log, m, tr, outer...)),
 		grpc.ChainStreamInterceptor(streams.StreamInterceptor(), rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	)
 }
 
 // unaryInterceptor is the guard (panics, the default deadline), behind
-// tr's span when tracing, so that the span covers a recovered panic too.
-func (g *transportFlags) unaryInterceptor(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) grpc.UnaryServerInterceptor {
-	guard := rls.Guard(log, func() { m.Panicked("grpc") }, g.requestTimeout)
-	if tr == nil {
-		return guard
+// tr's span when tracing, so that the span covers a recovered panic too,
+// behind the outer interceptors (envoyproxy/ratelimit's statistics), the
+// first outermost.
+func (g *transportFlags) unaryInterceptor(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, outer ...grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	in := rls.Guard(log, func() { m.Panicked("grpc") }, g.requestTimeout)
+	if tr != nil {
+		in = chainUnary(tr.UnaryInterceptor(), in)
 	}
-	return chainUnary(tr.UnaryInterceptor(), guard)
+	for i := len(outer) - 1; i >= 0; i-- {
+		in = chainUnary(outer[i], in)
+	}
+	return in
 }
 
 // chainUnary runs outer around inner, as grpc.ChainUnaryInterceptor does.
@@ -294,7 +301,7 @@ func chainUnary(outer, inner grpc.UnaryServerInterceptor) grpc.UnaryServerInterc
 // the same bounds, interceptors and workers as gs, and every other call
 // with gs on the same connections. inline: the store never waits (the
 // memory store), so calls run on their connection's reader.
-func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics, inline bool) *grpcfast.Server {
+func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics, inline bool, outer ...grpc.UnaryServerInterceptor) *grpcfast.Server {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64)
@@ -310,7 +317,7 @@ func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *metric
 		MaxPendingHeaderBytes: int64(g.grpcMaxPendingHeaderBytes),
 		Expired:               cm.streams.WithLabelValues("first_message_timeout"),
 		Refused:               cm.streams.WithLabelValues("pending_header_bytes"),
-		UnaryInterceptor:      g.unaryInterceptor(log, m, tr),
+		UnaryInterceptor:      g.unaryInterceptor(log, m, tr, outer...),
 		Workers:               g.grpcWorkers,
 		Inline:                inline,
 		Log:                   log,

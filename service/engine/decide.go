@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,8 +48,17 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 // array is reused when it has room: a caller that keeps a Result per
 // request (a pool) decides without allocating it. The engine keeps no
 // reference to req or res once it returns. On an error, res holds nothing
-// of use.
+// of use. The observer is told of the request (Requested) once decided.
 func (e *Engine) DecideInto(ctx context.Context, req *Request, res *Result) error {
+	rr := RequestReport{Domain: req.Domain, Descriptors: len(req.Descriptors)}
+	err := e.decideInto(ctx, req, res, &rr)
+	rr.Err = err
+	e.obs.Requested(rr)
+	return err
+}
+
+// decideInto is DecideInto; it fills rr's UnknownDomain and ShadowOverride.
+func (e *Engine) decideInto(ctx context.Context, req *Request, res *Result, rr *RequestReport) error {
 	if req.Domain == "" {
 		return invalid("domain", "rate limit domain must not be empty")
 	}
@@ -79,6 +89,7 @@ func (e *Engine) DecideInto(ctx context.Context, req *Request, res *Result) erro
 	if !known {
 		// The reference answers OK, with no limit, for a domain it does not
 		// know: Envoy's filter may be configured before the service is.
+		rr.UnknownDomain = e.cfg.Load() != nil
 		for i := range res.Statuses {
 			res.Statuses[i] = Status{Code: OK}
 			e.obs.Unmatched("")
@@ -116,6 +127,7 @@ func (e *Engine) DecideInto(ctx context.Context, req *Request, res *Result) erro
 	}
 	e.statuses(domain, res.Statuses, enforced, advisory, refunds)
 	if e.shadowMode {
+		rr.ShadowOverride = res.Code == OverLimit
 		res.Code = OK
 	}
 	if e.tr != nil {
@@ -192,7 +204,7 @@ func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, kn
 			// The reference counts an override on the counter of the
 			// descriptor's entries and unit, which the configured limit of
 			// the same entries and unit shares.
-			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries)}
+			m = config.Match{Rules: []*config.Rule{r}, Key: config.CountingKey(req.Domain, d.Entries), Metric: overrideMetric(req.Domain, d.Entries)}
 		}
 		st.m = m
 		for _, r := range m.Rules {
@@ -223,7 +235,7 @@ func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []St
 			}
 			if r.Unlimited {
 				st.Unlimited = true
-				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Outcome: OutcomeUnlimited, Hits: st.hits})
+				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Metric: m.Metric, MetricValues: m.Detailed, Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
 			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
@@ -238,6 +250,23 @@ func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []St
 		}
 	}
 	return enforced, advisory, refunds
+}
+
+// overrideMetric is the reference's statistics name of a request's own
+// limit: the domain and the descriptor's entries, key_value (key alone when
+// the value is empty), joined by dots.
+func overrideMetric(domain string, entries []Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, e := range entries {
+		b.WriteByte('.')
+		b.WriteString(e.Key)
+		if e.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(e.Value)
+		}
+	}
+	return b.String()
 }
 
 // detail is the detailed stats name of match m when its path asks for it

@@ -52,11 +52,26 @@ func (c *clock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// recorder keeps every Report.
+// recorder keeps every Report and RequestReport.
 type recorder struct {
 	NopObserver
-	mu      sync.Mutex
-	reports []Report
+	mu       sync.Mutex
+	reports  []Report
+	requests []RequestReport
+}
+
+func (r *recorder) Requested(rep RequestReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests = append(r.requests, rep)
+}
+
+func (r *recorder) takeRequests() []RequestReport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.requests
+	r.requests = nil
+	return out
 }
 
 func (r *recorder) Decided(rep Report) {
@@ -466,6 +481,63 @@ func TestDetail(t *testing.T) {
 	reps := rec.take()
 	if len(reps) != 2 || reps[0].Detail != "t.det_v1" || reps[1].Detail != "" {
 		t.Errorf("reports = %+v, want the detailed name t.det_v1 for the detailed_metric rule only", reps)
+	}
+}
+
+// TestMetric: every report names the limit as the reference's statistics
+// do, and says when the name holds the request's values.
+func TestMetric(t *testing.T) {
+	e, _, rec := newEngine(t)
+	override := d("ten", "v2", 1)
+	override.Limit = &Override{RequestsPerUnit: 3, Unit: "MINUTE", Period: time.Minute}
+	decide(t, e, d("det", "v1", 1), d("ten", "v1", 1), d("unl", "x", 1), override)
+	type named struct {
+		Metric string
+		Values bool
+	}
+	var got []named
+	for _, r := range rec.take() {
+		got = append(got, named{r.Metric, r.MetricValues})
+	}
+	want := []named{{"t.unl", false}, {"t.det_v1", true}, {"t.ten", false}, {"t.ten_v2", true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("report names (-want +got):\n%s", diff)
+	}
+}
+
+// TestRequested: one RequestReport per request, after its limits'.
+func TestRequested(t *testing.T) {
+	e, _, rec := newEngine(t, WithShadowMode(true))
+	ctx := context.Background()
+	two := []Descriptor{d("fw", "a", 1), d("fw", "b", 1)}
+	_, _ = e.Decide(ctx, &Request{Domain: "nope", Descriptors: two})
+	_, _ = e.Decide(ctx, &Request{Domain: "", Descriptors: two})
+	_, _ = e.Decide(ctx, &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "c", 6)}})
+	_, _ = e.Decide(ctx, &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "d", 1)}})
+	got := rec.takeRequests()
+	if len(got) != 4 {
+		t.Fatalf("%d request reports, want 4: %+v", len(got), got)
+	}
+	if _, ok := errors.AsType[*RequestError](got[1].Err); !ok {
+		t.Errorf("empty domain: Err = %v, want a *RequestError", got[1].Err)
+	}
+	got[1].Err = nil
+	want := []RequestReport{
+		{Domain: "nope", UnknownDomain: true, Descriptors: 2},
+		{Domain: "", Descriptors: 2},
+		{Domain: "t", Descriptors: 1, ShadowOverride: true},
+		{Domain: "t", Descriptors: 1},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+		t.Errorf("request reports (-want +got):\n%s", diff)
+	}
+	// Before any configuration is in force, no domain is unknown.
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	e2 := New(st, nil, WithObserver(rec))
+	_, _ = e2.Decide(ctx, &Request{Domain: "t", Descriptors: two})
+	if r := rec.takeRequests(); len(r) != 1 || r[0].UnknownDomain {
+		t.Errorf("no configuration: %+v, want one report, UnknownDomain false", r)
 	}
 }
 

@@ -39,8 +39,17 @@ type Report struct {
 	// entries, domain/key=value/..., with '\', '/', '=' and '*' escaped
 	// by a backslash. It holds request values: an observer must bound what it
 	// keeps of it, and never use it as a metric label.
-	Key     string
-	Outcome Outcome
+	Key string
+	// Metric is the reference's statistics name of the match
+	// (config.Match.Metric): "domain.key_value.key2", the path of the rule,
+	// with the request's values for detailed_metric and value_to_metric;
+	// for a request's own limit (an override), the descriptor's entries
+	// with their values, as the reference names them.
+	Metric string
+	// MetricValues reports that Metric holds request values (a detailed
+	// name, or an override's): an observer must bound what it keeps of it.
+	MetricValues bool
+	Outcome      Outcome
 	// Hits is the limit's cost in the request. Within, Near and Over split
 	// it as the reference's within_limit, near_limit and over_limit
 	// statistics do: Within is the hits of an admitted limit; Near the part
@@ -60,6 +69,27 @@ type Observer interface {
 	// Unmatched reports a descriptor that matched no limit; domain is ""
 	// when the request's domain is not configured.
 	Unmatched(domain string)
+	// Requested reports what one request came to, after its Decided and
+	// Unmatched reports.
+	Requested(RequestReport)
+}
+
+// RequestReport is what one request came to.
+type RequestReport struct {
+	// Domain is the request's. It is a request value: an observer must
+	// bound what it keeps of it.
+	Domain string
+	// UnknownDomain says that a configuration is in force and has no
+	// Domain (every descriptor matched nothing; none was counted).
+	UnknownDomain bool
+	// Descriptors is the number of descriptors of the request.
+	Descriptors int
+	// Err is the error that ended the request (a *RequestError or a
+	// *StoreError), nil when it was decided.
+	Err error
+	// ShadowOverride says that the request was over a limit and answered
+	// OK because the service is in shadow mode (WithShadowMode).
+	ShadowOverride bool
 }
 
 // NopObserver ignores everything; the default Observer.
@@ -70,6 +100,9 @@ func (NopObserver) Decided(Report) {}
 
 // Unmatched implements Observer.
 func (NopObserver) Unmatched(string) {}
+
+// Requested implements Observer.
+func (NopObserver) Requested(RequestReport) {}
 
 // DefaultNearLimitRatio is the default of WithNearLimitRatio, the
 // reference's NEAR_LIMIT_RATIO.

@@ -37,7 +37,9 @@ func (e *Engine) report(domain string, sts []Status, enforced, advisory, refunds
 	}
 	for k := range refunds {
 		c := &refunds[k]
-		e.obs.Decided(Report{Domain: domain, Rule: c.rule.Name, Detail: detail(sts[c.desc].m), Key: sts[c.desc].m.Key, Outcome: OutcomeRefunded, Hits: c.n})
+		m := &sts[c.desc].m
+		e.obs.Decided(Report{Domain: domain, Rule: c.rule.Name, Detail: detail(*m), Key: m.Key, Metric: m.Metric, MetricValues: m.Detailed || c.rule.Override,
+			Outcome: OutcomeRefunded, Hits: c.n})
 	}
 }
 
@@ -45,7 +47,8 @@ func (e *Engine) report(domain string, sts []Status, enforced, advisory, refunds
 // reference's statistics split them.
 func (e *Engine) observe(domain string, sts []Status, c *check, o Outcome) {
 	m := &sts[c.desc].m
-	r := Report{Domain: domain, Rule: c.rule.Name, Detail: detail(*m), Key: m.Key, Outcome: o, Hits: c.n}
+	r := Report{Domain: domain, Rule: c.rule.Name, Detail: detail(*m), Key: m.Key, Metric: m.Metric, MetricValues: m.Detailed || c.rule.Override,
+		Outcome: o, Hits: c.n}
 	if o != OutcomeNotCounted {
 		r.Within, r.Near, r.Over = split(c.lim.Capacity(), c.before(), c.n, c.over, e.nearRatio)
 	}

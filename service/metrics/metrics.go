@@ -293,6 +293,10 @@ func (m *Metrics) detail(rs *ruleSeries, d string) string {
 // Unmatched implements engine.Observer.
 func (m *Metrics) Unmatched(domain string) { m.unmatched.WithLabelValues(domain).Inc() }
 
+// Requested implements engine.Observer: sluice's metrics count the
+// decisions per limit (Decided) and the descriptors matched by none.
+func (*Metrics) Requested(engine.RequestReport) {}
+
 // StoreCall implements StoreObserver.
 func (m *Metrics) StoreCall(d time.Duration, err error) {
 	m.storeDur.Observe(d.Seconds())

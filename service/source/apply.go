@@ -47,6 +47,17 @@ type Applier struct {
 	// (by Start or Reload), after the engine has it: readiness that
 	// depends on the configuration follows it.
 	Applied func(*config.Config)
+	// Loaded is told of every configuration put in force (nil) or
+	// refused (its error), at Start and on each Reload, as
+	// envoyproxy/ratelimit counts its configuration loads; nil: none.
+	Loaded func(error)
+}
+
+// loaded tells Loaded.
+func (a *Applier) loaded(err error) {
+	if a.Loaded != nil {
+		a.Loaded(err)
+	}
 }
 
 // vet runs the Check.
@@ -64,6 +75,7 @@ func (a *Applier) Start(c *config.Config, o Origin) error {
 	if err := a.vet(c); err != nil {
 		return err
 	}
+	a.loaded(nil)
 	a.record(o, time.Now())
 	if a.Applied != nil {
 		a.Applied(c)
@@ -88,12 +100,14 @@ func (a *Applier) Reload(c *config.Config, loadErr error, o Origin) error {
 			a.Metrics.Reloaded(err)
 		}
 		a.Info.Failed(err, time.Now())
+		a.loaded(err)
 		return err
 	}
 	a.Engine.SetConfig(c)
 	if a.Metrics != nil {
 		a.Metrics.Reloaded(nil)
 	}
+	a.loaded(nil)
 	a.record(o, time.Now())
 	a.logger().Info("configuration loaded from "+o.Source, "version", o.Version, "domains", strings.Join(c.Domains(), ","))
 	if a.Applied != nil {

@@ -25,6 +25,12 @@ type Files struct {
 	// Options are how the files are read (wildcards, merged domains, the
 	// entries bound).
 	Options config.Options
+	// Read is told of every read of the files, at Load and at each reload
+	// (when they changed, or forced): how many files there are, and
+	// whether they could not be read (a file that reads but does not
+	// load is the Applier's error); nil: none. envoyproxy/ratelimit's
+	// runtime loader counts its reads so.
+	Read func(files int, failed bool)
 
 	// sum is the fingerprint of the files last loaded, or tried: a broken
 	// file is reported once, not at every Interval. Only Load, then Run's
@@ -39,8 +45,18 @@ func (f *Files) Load() (*config.Config, error) {
 	if len(f.Paths) == 0 {
 		return f.Options.Parse("built-in example", config.DefaultExample())
 	}
-	f.sum, _ = fingerprint(f.Paths)
+	var n int
+	var err error
+	f.sum, n, err = fingerprint(f.Paths)
+	f.read(n, err)
 	return f.Options.Load(f.Paths...)
+}
+
+// read tells Read.
+func (f *Files) read(n int, err error) {
+	if f.Read != nil {
+		f.Read(n, err != nil)
+	}
 }
 
 // Origin is the origin of the configuration last loaded.
@@ -86,10 +102,11 @@ func (f *Files) Run(ctx context.Context, a *Applier) {
 // reload loads the configuration when forced or when the files changed,
 // and puts it in force through a.
 func (f *Files) reload(a *Applier, force bool) {
-	sum, err := fingerprint(f.Paths)
+	sum, n, err := fingerprint(f.Paths)
 	if err == nil && sum == f.sum && !force {
 		return
 	}
+	f.read(n, err)
 	f.sum = sum
 	c, err := f.Options.Load(f.Paths...)
 	if err := a.Reload(c, err, f.Origin()); err != nil {
@@ -97,8 +114,9 @@ func (f *Files) reload(a *Applier, force bool) {
 	}
 }
 
-// fingerprint hashes the names and contents of the configuration files.
-func fingerprint(paths []string) ([32]byte, error) {
+// fingerprint hashes the names and contents of the configuration files,
+// and counts them.
+func fingerprint(paths []string) ([32]byte, int, error) {
 	h := sha256.New()
 	var firstErr error
 	add := func(name string) {
@@ -121,7 +139,7 @@ func fingerprint(paths []string) ([32]byte, error) {
 	}
 	var sum [32]byte
 	h.Sum(sum[:0])
-	return sum, firstErr
+	return sum, len(files), firstErr
 }
 
 // fileVersion is the version of a configuration loaded from files: the
