@@ -84,7 +84,7 @@ func (t *tokenFile) current() []token {
 	if err != nil {
 		if t.sig != (fileSig{}) {
 			t.sig = fileSig{}
-			t.log.Error("admin token file cannot be read; keeping the previous tokens", "err", err)
+			t.log.Error("token file cannot be read; keeping the previous tokens", "err", err)
 		}
 		return t.tokens
 	}
@@ -94,11 +94,11 @@ func (t *tokenFile) current() []token {
 	t.sig = sig
 	ts, err := readTokens(t.path)
 	if err != nil {
-		t.log.Error("admin token file changed but does not load; keeping the previous tokens", "err", err)
+		t.log.Error("token file changed but does not load; keeping the previous tokens", "err", err)
 		return t.tokens
 	}
 	t.tokens = ts
-	t.log.Info("admin token file reloaded", "file", t.path, "tokens", len(ts))
+	t.log.Info("token file reloaded", "file", t.path, "tokens", len(ts))
 	return ts
 }
 
