@@ -17,12 +17,12 @@ const connectTimeout = 5 * time.Second
 // local share: with --redis and no --replicas, a rule's failure_mode: open
 // would deny everything during an outage instead.
 func checkFailureModes(c *config.Config, f *serveFlags) error {
-	if f.redis.url == "" || f.redis.failover.replicas > 0 {
+	if !f.redis.shared() || f.redis.failover.replicas > 0 {
 		return nil
 	}
 	for _, r := range c.Rules() {
 		if r.Limit.FailureMode == sluice.FailOpen {
-			return fmt.Errorf("rule %s: failure_mode: open needs --replicas N (the number of sluice replicas) with --redis: each admits rate/N while Redis is down", r.Name)
+			return fmt.Errorf("rule %s: failure_mode: open needs --replicas N (the number of sluice replicas) with --redis or --remote-store: each admits rate/N while the shared store is down", r.Name)
 		}
 	}
 	return nil

@@ -20,6 +20,7 @@ type redisFlags struct {
 	required  bool
 	failover  failoverFlags
 	tiered    tieredFlags
+	remote    remoteFlags // --remote-store: another sluice's store API instead
 }
 
 // maxKeyPrefix bounds --redis-key-prefix: it is in every key name.
@@ -32,7 +33,11 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.required, "redis-required", false, "exit 1 when --redis cannot be reached at start, instead of deciding by the failure policy while connecting in the background")
 	g.failover.register(fs)
 	g.tiered.register(fs)
+	g.remote.register(fs)
 }
+
+// shared reports whether a shared store is set: --redis or --remote-store.
+func (g *redisFlags) shared() bool { return g.url != "" || g.remote.addr != "" }
 
 func (g *redisFlags) validate() error {
 	if g.timeout <= 0 {
@@ -44,11 +49,17 @@ func (g *redisFlags) validate() error {
 	if err := g.failover.validate(); err != nil {
 		return err
 	}
-	if g.failover.mode == sluice.FailOpen && g.url != "" && g.failover.replicas == 0 {
+	if err := g.remote.validate(); err != nil {
+		return err
+	}
+	if g.url != "" && g.remote.addr != "" {
+		return errors.New("--redis and --remote-store are alternatives: one shared store")
+	}
+	if g.failover.mode == sluice.FailOpen && g.shared() && g.failover.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
 	}
-	if g.tiered.set() && g.url == "" {
-		return errors.New("--tiered and --lease-max apply to --redis only")
+	if g.tiered.set() && !g.shared() {
+		return errors.New("--tiered and --lease-max apply to --redis and --remote-store only")
 	}
 	if err := g.tiered.validate(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -38,8 +39,12 @@ func (st *storeSet) wrapForTest() {
 // openStore returns the memory store, or, when --redis is set, the shared
 // Redis store in the stack of package stack: failover (a deadline on every
 // call, a breaker, and the --failure-mode default, which a rule's
-// failure_mode overrides), and with --tiered the local tier in front.
+// failure_mode overrides), and with --tiered the local tier in front; or,
+// with --remote-store, the same stack over another sluice's store API.
 func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+	if f.redis.remote.addr != "" {
+		return openRemote(ctx, f, m, log)
+	}
 	if f.redis.url == "" {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
@@ -69,10 +74,17 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		}
 		raw, down = later, err
 	}
+	return stackOver(raw, down, f.redis.timeout, "redis", f, m, log)
+}
+
+// stackOver returns the stack over raw, a shared store whose calls get
+// timeout; down is why it did not answer at start (nil when it did). The
+// stack's Close closes raw too.
+func stackOver(raw sluice.FullStore, down error, timeout time.Duration, name string, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
 		failover.WithDefaultMode(mode),
-		failover.WithTimeout(f.redis.timeout),
+		failover.WithTimeout(timeout),
 		failover.WithObserver(m),
 		failover.WithLogger(log),
 	}
@@ -86,7 +98,7 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		fopts = append(fopts, failover.WithStartOpen(fmt.Errorf("%w: %w", failover.ErrUnavailable, down)))
 	}
 	opts := []stack.Option{stack.WithFailover(fopts...)}
-	name := "redis (failover fail_" + mode.String()
+	name += " (failover fail_" + mode.String()
 	if f.redis.tiered.on {
 		topts := []tiered.Option{tiered.WithLogger(log)}
 		if f.redis.tiered.leaseMax > 0 {
@@ -112,6 +124,6 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 		name:      name + ")",
 		ready:     st.Ready,
 		close:     func() { st.Close(); raw.Close() },
-		waitBound: f.redis.timeout,
+		waitBound: timeout,
 	}, nil
 }

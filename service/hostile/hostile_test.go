@@ -21,7 +21,9 @@ type class struct {
 	peakGoroutines int
 	// panics: the class provokes panics on purpose, so the log has them.
 	panics bool
-	run    func(t *testing.T, h *harness)
+	// setup, when not nil, returns more flags, made for the test (files).
+	setup func(t *testing.T) []flagArg
+	run   func(t *testing.T, h *harness)
 }
 
 var classes = []class{
@@ -33,6 +35,7 @@ var classes = []class{
 	identityClass,
 	utf8Class,
 	panicClass,
+	storeAPIClass,
 }
 
 // TestHostile runs every class on the memory store and on Redis, each
@@ -64,6 +67,9 @@ func runClass(t *testing.T, c class, f *figures) {
 	store := f.store
 	h := &harness{t: t, store: store, sameKey: "key-" + c.name}
 	flags := c.flags
+	if c.setup != nil {
+		flags = append(append([]flagArg{}, flags...), c.setup(t)...)
+	}
 	if store == "redis" {
 		// A generous --redis-timeout, as cmd/sluice's end-to-end tests
 		// have: on a loaded machine a starved Redis must show as a slow

@@ -82,8 +82,10 @@ type proc struct {
 	stderr   *syncBuffer
 	httpAddr string // host:port
 	grpcAddr string
-	done     chan struct{}
-	exitErr  error
+	// storeAPIAddr is the store API's host:port, with --store-api-addr.
+	storeAPIAddr string
+	done         chan struct{}
+	exitErr      error
 
 	// Clients opened right after start and kept warm: the probes' and the
 	// sampler's, as Envoy's and Prometheus' long-lived connections are.
@@ -149,12 +151,15 @@ func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
 	for {
 		b, err := os.ReadFile(ready)
 		if err == nil {
-			var addrs struct{ HTTP, GRPC string }
+			var addrs struct {
+				HTTP, GRPC string
+				StoreAPI   string `json:"store_api"`
+			}
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				p.kill("bad ready file")
 				t.Fatalf("ready file %s: %v", b, err)
 			}
-			p.httpAddr, p.grpcAddr = addrs.HTTP, addrs.GRPC
+			p.httpAddr, p.grpcAddr, p.storeAPIAddr = addrs.HTTP, addrs.GRPC, addrs.StoreAPI
 			break
 		}
 		select {
