@@ -21,7 +21,13 @@ BIN ?= $(DIST)/sluice-$(VERSION)-$(GOOS)-$(GOARCH)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: test check-format vet unit bench regions fuzz compat binary release release-check
+# make proto: regenerate the store API's Go code (api/sluice/store/v1) from
+# its .proto, with protoc and the generators at the versions below, built
+# from the Go module proxy into a temporary directory.
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
+
+.PHONY: test check-format vet unit bench regions fuzz compat binary release release-check proto
 test: 
 	./scripts/ensure-redis.sh
 	./scripts/ensure-memcached.sh
@@ -65,6 +71,12 @@ compat:
 		echo "make compat: FAILED once; the log above (keep it: a failure that does not repeat is a timing bug of the test to fix). Running it again:"; \
 		SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 ./compat; \
 	else tail -1 "$$tmp/compat.log"; fi
+
+proto:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOBIN="$$tmp" $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && \
+	GOBIN="$$tmp" $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) && \
+	PATH="$$tmp:$$PATH" $(GO) generate ./api/...
 
 binary:
 	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sluice
