@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -109,7 +110,19 @@ func (cfg *config) dialOptions() []grpc.DialOption {
 	if cfg.token != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer{src: cfg.token, secure: !cfg.insecure}))
 	}
+	opts = append(opts, grpc.WithConnectParams(reconnect))
 	return append(opts, cfg.dialOpts...)
+}
+
+// reconnect is how Dial's connection reconnects to a server that went
+// away: an attempt at least once a second (gRPC's default waits up to two
+// minutes between attempts), so that a store back after an outage of any
+// length is used again within about a second, and the breaker of a
+// failover store in front closes then. A connection attempt may take 5 s,
+// a TLS handshake across any WAN included.
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 5 * time.Second,
 }
 
 // maxTokenLen is the longest token sent: the server's bound

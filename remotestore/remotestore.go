@@ -76,7 +76,9 @@ type Store struct {
 // any gRPC target, such as dns:///name:port), over TLS with the system's
 // CAs unless an Option says otherwise. It does not connect: the first call
 // does, and a server that cannot be reached is an error of each call, not
-// of Dial. Close closes the connection.
+// of Dial. A server that went away is tried again at least once a second,
+// so that it is used again within about a second of its return, whatever
+// the outage's length. Close closes the connection.
 func Dial(target string, opts ...Option) (*Store, error) {
 	var cfg config
 	for _, o := range opts {
