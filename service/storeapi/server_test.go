@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +38,13 @@ func start(t *testing.T, extra []grpc.ServerOption, opts ...storeapi.Option) str
 	t.Helper()
 	m := memstore.New()
 	t.Cleanup(func() { m.Close() })
-	srv, err := storeapi.New(m, opts...)
+	return startOver(t, m, extra, opts...)
+}
+
+// startOver serves a store API over store, as start does.
+func startOver(t *testing.T, store sluice.Store, extra []grpc.ServerOption, opts ...storeapi.Option) string {
+	t.Helper()
+	srv, err := storeapi.New(store, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,48 +101,52 @@ func checkInvalid(t *testing.T, what string, err error, field string) {
 // refused, never taken for another.
 func TestBounds(t *testing.T) {
 	b := engine.Bounds{MaxRate: 100, MaxBurst: 200, MaxPeriod: time.Hour, MaxHits: 50, MaxPermits: 10}
-	c := raw(t, start(t, nil, storeapi.WithBounds(b)))
+	spy := &spyStore{Store: memstore.New()}
+	t.Cleanup(func() { spy.Close() })
+	c := raw(t, startOver(t, spy, nil, storeapi.WithBounds(b)))
 	lim := limitPB(storev1.Algorithm_ALGORITHM_GCRA, 10, time.Second)
 	key := []byte("k")
+	// byStore: a bound of the library that the store checks itself, before
+	// any lock or script, with the error it gives any caller; the others
+	// are the server's, and never reach the store.
 	tests := []struct {
-		name  string
-		req   *storev1.AllowNRequest
-		field string
+		name    string
+		req     *storev1.AllowNRequest
+		field   string
+		byStore bool
 	}{
-		{"rate", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 101, time.Second), N: 1}, "Rate"},
-		{"burst", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, Burst: 201}, N: 1}, "Burst"},
-		{"period", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1, time.Hour+time.Second), N: 1}, "Period"},
-		{"hits", &storev1.AllowNRequest{Key: key, Limit: lim, N: 51}, "N"},
-		{"huge n", &storev1.AllowNRequest{Key: key, Limit: lim, N: 1 << 62}, "N"},
-		{"negative n", &storev1.AllowNRequest{Key: key, Limit: lim, N: -1}, "N"},
-		{"algorithm beyond uint8", &storev1.AllowNRequest{Key: key, Limit: limitPB(300+storev1.Algorithm_ALGORITHM_GCRA, 1, time.Second), N: 1}, "Algorithm"},
-		{"negative algorithm", &storev1.AllowNRequest{Key: key, Limit: limitPB(-1, 1, time.Second), N: 1}, "Algorithm"},
-		{"failure mode beyond uint8", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, FailureMode: 258}, N: 1}, "FailureMode"},
-		{"counting beyond uint8", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, Counting: 257}, N: 1}, "Counting"},
-		{"no limit", &storev1.AllowNRequest{Key: key, N: 1}, "Algorithm"},
-		{"negative period", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1, -time.Second), N: 1}, "Period"},
-		{"no key", &storev1.AllowNRequest{Limit: lim, N: 1}, "Key"},
-		{"long key", &storev1.AllowNRequest{Key: make([]byte, sluice.MaxKeyLen+1), Limit: lim, N: 1}, "Key"},
+		{"rate", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 101, time.Second), N: 1}, "Rate", false},
+		{"burst", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, Burst: 201}, N: 1}, "Burst", false},
+		{"period", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1, time.Hour+time.Second), N: 1}, "Period", false},
+		{"hits", &storev1.AllowNRequest{Key: key, Limit: lim, N: 51}, "N", false},
+		{"huge n", &storev1.AllowNRequest{Key: key, Limit: lim, N: 1 << 62}, "N", false},
+		{"negative n", &storev1.AllowNRequest{Key: key, Limit: lim, N: -1}, "N", true},
+		{"algorithm beyond uint8", &storev1.AllowNRequest{Key: key, Limit: limitPB(300+storev1.Algorithm_ALGORITHM_GCRA, 1, time.Second), N: 1}, "Algorithm", false},
+		{"negative algorithm", &storev1.AllowNRequest{Key: key, Limit: limitPB(-1, 1, time.Second), N: 1}, "Algorithm", false},
+		{"failure mode beyond uint8", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, FailureMode: 258}, N: 1}, "FailureMode", false},
+		{"counting beyond uint8", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, Counting: 257}, N: 1}, "Counting", false},
+		{"rate beyond int64 range of int", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1<<62, time.Second), N: 1}, "Rate", false},
+		{"no limit", &storev1.AllowNRequest{Key: key, N: 1}, "Algorithm", true},
+		{"negative period", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1, -time.Second), N: 1}, "Period", true},
+		{"no key", &storev1.AllowNRequest{Limit: lim, N: 1}, "Key", false},
+		{"long key", &storev1.AllowNRequest{Key: make([]byte, sluice.MaxKeyLen+1), Limit: lim, N: 1}, "Key", false},
 	}
 	for _, tt := range tests {
+		before := spy.calls.Load()
 		_, err := c.AllowN(bg, tt.req)
 		checkInvalid(t, "AllowN "+tt.name, err, tt.field)
 		_, err = c.Reserve(bg, &storev1.ReserveRequest{Key: tt.req.Key, Limit: tt.req.Limit, N: tt.req.N})
 		checkInvalid(t, "Reserve "+tt.name, err, tt.field)
+		_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: []*storev1.Request{{Key: []byte("other"), Limit: lim, N: 1}, {Key: tt.req.Key, Limit: tt.req.Limit, N: tt.req.N}}})
+		checkInvalid(t, "AllowMulti "+tt.name, err, tt.field)
+		if n := spy.calls.Load() - before; !tt.byStore && n != 0 {
+			t.Errorf("%s: the store was called %d times, want the server's bound checked before any call", tt.name, n)
+		}
 	}
 	// A key of 0 bytes up to the bound, of any bytes, is a key.
 	if r, err := c.AllowN(bg, &storev1.AllowNRequest{Key: []byte{0, 0xff, '{'}, Limit: lim, N: 1}); err != nil || !r.GetDecision().GetAllowed() {
 		t.Errorf("AllowN(binary key) = %v, %v", r, err)
 	}
-
-	many := make([]*storev1.Request, sluice.MaxMultiRequests+1)
-	for i := range many {
-		many[i] = &storev1.Request{Key: key, Limit: lim, N: 1}
-	}
-	_, err := c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: many})
-	checkInvalid(t, "AllowMulti of 17", err, "Requests")
-	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: []*storev1.Request{{Key: key, Limit: lim, N: 1}, {Key: key, Limit: lim, N: 1 << 40}}})
-	checkInvalid(t, "AllowMulti with a huge n", err, "N")
 	logs := []*storev1.Request{
 		{Key: []byte("a"), Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 50},
 		{Key: []byte("b"), Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 50},
@@ -143,6 +154,32 @@ func TestBounds(t *testing.T) {
 	if _, err := c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: logs}); err != nil {
 		t.Errorf("AllowMulti of 100 sliding-log units: %v", err)
 	}
+	// A concurrency limit's Max of 0: the store's own check.
+	_, err := c.Acquire(bg, &storev1.AcquireRequest{Key: key, Holder: []byte("h")})
+	checkInvalid(t, "Acquire no limit", err, "Max")
+
+	// From here on, nothing reaches the store.
+	spy.calls.Store(0)
+	defer func() {
+		if n := spy.calls.Load(); n != 0 {
+			t.Errorf("the store was called %d times by requests beyond the server's bounds", n)
+		}
+	}()
+
+	many := make([]*storev1.Request, sluice.MaxMultiRequests+1)
+	for i := range many {
+		many[i] = &storev1.Request{Key: key, Limit: lim, N: 1}
+	}
+	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: many})
+	checkInvalid(t, "AllowMulti of 17", err, "Requests")
+	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: []*storev1.Request{{Key: key, Limit: lim, N: 1}, {Key: key, Limit: lim, N: 1 << 40}}})
+	checkInvalid(t, "AllowMulti with a huge n", err, "N")
+	logs = append(logs, &storev1.Request{Key: []byte("c"), Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 1})
+	for i := range 10 {
+		logs = append(logs, &storev1.Request{Key: []byte{'d', byte(i)}, Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 50})
+	}
+	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: logs})
+	checkInvalid(t, "AllowMulti of 601 sliding-log units", err, "Requests")
 
 	climit := &storev1.ConcurrencyLimit{Max: 2, TtlNanos: int64(time.Second)}
 	_, err = c.Acquire(bg, &storev1.AcquireRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 11, TtlNanos: int64(time.Second)}, Holder: []byte("h")})
@@ -153,14 +190,62 @@ func TestBounds(t *testing.T) {
 	checkInvalid(t, "Acquire long holder", err, "Holder")
 	_, err = c.Acquire(bg, &storev1.AcquireRequest{Key: key, Limit: climit})
 	checkInvalid(t, "Acquire no holder", err, "Holder")
-	_, err = c.Acquire(bg, &storev1.AcquireRequest{Key: key, Holder: []byte("h")})
-	checkInvalid(t, "Acquire no limit", err, "Max")
 	_, err = c.Release(bg, &storev1.ReleaseRequest{Key: key})
 	checkInvalid(t, "Release no holder", err, "Holder")
 	_, err = c.Return(bg, &storev1.ReturnRequest{Key: key, Limit: lim, N: 51})
 	checkInvalid(t, "Return 51", err, "N")
 	_, err = c.Reset(bg, &storev1.ResetRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 101, time.Second)})
 	checkInvalid(t, "Reset rate 101", err, "Rate")
+	_, err = c.Extend(bg, &storev1.ExtendRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 11, TtlNanos: int64(time.Second)}, Holder: []byte("h")})
+	checkInvalid(t, "Extend max 11", err, "Max")
+	_, err = c.Release(bg, &storev1.ReleaseRequest{Key: make([]byte, sluice.MaxKeyLen+1), Holder: []byte("h")})
+	checkInvalid(t, "Release long key", err, "Key")
+}
+
+// spyStore counts the calls that reach a memory store.
+type spyStore struct {
+	*memstore.Store
+	calls atomic.Int64
+}
+
+func (s *spyStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	s.calls.Add(1)
+	return s.Store.AllowN(ctx, key, lim, n)
+}
+
+func (s *spyStore) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	s.calls.Add(1)
+	return s.Store.AllowMulti(ctx, reqs)
+}
+
+func (s *spyStore) Reserve(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, time.Time, error) {
+	s.calls.Add(1)
+	return s.Store.Reserve(ctx, key, lim, n)
+}
+
+func (s *spyStore) Return(ctx context.Context, key string, lim sluice.Limit, n int, at time.Time) error {
+	s.calls.Add(1)
+	return s.Store.Return(ctx, key, lim, n, at)
+}
+
+func (s *spyStore) Reset(ctx context.Context, key string, lim sluice.Limit) error {
+	s.calls.Add(1)
+	return s.Store.Reset(ctx, key, lim)
+}
+
+func (s *spyStore) Acquire(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	s.calls.Add(1)
+	return s.Store.Acquire(ctx, key, lim, holder)
+}
+
+func (s *spyStore) Release(ctx context.Context, key, holder string) error {
+	s.calls.Add(1)
+	return s.Store.Release(ctx, key, holder)
+}
+
+func (s *spyStore) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLimit, holder string) (sluice.PermitDecision, error) {
+	s.calls.Add(1)
+	return s.Store.Extend(ctx, key, lim, holder)
 }
 
 // TestMessageSize: a request beyond MaxMessageSize is refused unread
@@ -189,7 +274,7 @@ func TestTokenAuth(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens")
 	writeFile(t, file, "region-eu:0123456789abcdef0123\n")
-	a, err := admin.NewAuthenticator(admin.Auth{TokenFile: file}, "the store API", nil)
+	a, err := admin.NewAuthenticator(admin.Auth{TokenFile: file}, "the store API's methods", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +352,7 @@ func TestMTLS(t *testing.T) {
 	ca, other := certstest.NewCA(t, "store API CA"), certstest.NewCA(t, "other CA")
 	caFile := ca.Write(t, dir, "ca")
 	cfg := &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1", "127.0.0.1").TLS}, ClientAuth: tls.RequestClientCert}
-	a, err := admin.NewAuthenticator(admin.Auth{ClientCAFile: caFile}, "the store API", nil)
+	a, err := admin.NewAuthenticator(admin.Auth{ClientCAFile: caFile}, "the store API's methods", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,10 +382,64 @@ func TestMTLS(t *testing.T) {
 	}
 }
 
+// TestTokenOrCertificate: with a token file and a client CA, a caller
+// presents either: a certificate of the CA, or a token of the file (with
+// no certificate, or one of another CA); with neither valid it is
+// Unauthenticated.
+func TestTokenOrCertificate(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := certstest.NewCA(t, "store API CA"), certstest.NewCA(t, "other CA")
+	caFile := ca.Write(t, dir, "ca")
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, "library:0123456789abcdef0123\n")
+	cfg := &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1", "127.0.0.1").TLS}, ClientAuth: tls.RequestClientCert}
+	a, err := admin.NewAuthenticator(admin.Auth{ClientCAFile: caFile, TokenFile: tokens}, "the store API's methods", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := start(t, []grpc.ServerOption{grpc.Creds(credentials.NewTLS(cfg))}, storeapi.WithAuthenticator(a))
+	for _, tt := range []struct {
+		name  string
+		leaf  *certstest.Leaf
+		token string
+		ok    bool
+	}{
+		{"certificate", ca.Client(t, "region-eu"), "", true},
+		{"token", nil, "0123456789abcdef0123", true},
+		{"token and another CA's certificate", other.Client(t, "x"), "0123456789abcdef0123", true},
+		{"certificate and a wrong token", ca.Client(t, "region-eu"), "wrong-token-0123456789", true},
+		{"neither", nil, "", false},
+		{"a wrong token", nil, "wrong-token-0123456789", false},
+		{"another CA's certificate", other.Client(t, "intruder"), "", false},
+		{"another CA's certificate and a wrong token", other.Client(t, "intruder"), "wrong-token-0123456789", false},
+	} {
+		tc := &tls.Config{RootCAs: ca.Pool()}
+		if tt.leaf != nil {
+			tc.Certificates = []tls.Certificate{tt.leaf.TLS}
+		}
+		opts := []remotestore.Option{remotestore.WithTLSConfig(tc)}
+		if tt.token != "" {
+			opts = append(opts, remotestore.WithToken(tt.token))
+		}
+		rs, err := remotestore.Dial(addr, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rs.AllowN(bg, "k", sluice.PerSecond(100), 1)
+		rs.Close()
+		if tt.ok && err != nil {
+			t.Errorf("%s: %v, want answered", tt.name, err)
+		}
+		if !tt.ok && status.Code(errors.Unwrap(err)) != codes.Unauthenticated {
+			t.Errorf("%s: %v, want Unauthenticated", tt.name, err)
+		}
+	}
+}
+
 // TestLoopbackOnly: without a token file or a client CA, the store API
 // answers loopback callers only.
 func TestLoopbackOnly(t *testing.T) {
-	a, err := admin.NewAuthenticator(admin.Auth{}, "the store API", nil)
+	a, err := admin.NewAuthenticator(admin.Auth{}, "the store API's methods", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +448,7 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 	_, err = a.Authenticate(admin.Credentials{RemoteAddr: "192.0.2.1:5000"})
 	var ae *admin.AuthError
-	if !errors.As(err, &ae) || !ae.Forbidden || !strings.Contains(ae.Msg, "the store API answer only loopback") {
+	if !errors.As(err, &ae) || !ae.Forbidden || !strings.Contains(ae.Msg, "the store API's methods answer only loopback") {
 		t.Errorf("another address: %v, want forbidden", err)
 	}
 	c := raw(t, start(t, nil))
