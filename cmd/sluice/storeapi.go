@@ -61,7 +61,7 @@ func startStoreAPI(f *serveFlags, c *core, srvCerts *certs.Server, cm *connMetri
 		return nil, nil
 	}
 	log := c.log.With(slog.String("component", "store-api"))
-	auth, err := admin.NewAuthenticator(admin.Auth{TokenFile: g.tokenFile, ClientCAFile: g.clientCA}, "the store API", log)
+	auth, err := admin.NewAuthenticator(admin.Auth{TokenFile: g.tokenFile, ClientCAFile: g.clientCA}, "the store API's methods", log)
 	if err != nil {
 		return nil, fmt.Errorf("--store-api-*: %w", err)
 	}

@@ -38,7 +38,7 @@ func (e *AuthError) Error() string { return e.Msg }
 type Authenticator struct{ a *authenticator }
 
 // NewAuthenticator loads the files of o (its Metrics is not used). what
-// names the API in refusals: "the store API".
+// names the API in refusals, as the subject of "answer": "the store API's methods".
 func NewAuthenticator(o Auth, what string, log *slog.Logger) (*Authenticator, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -101,7 +101,7 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		}
 	}
 	if s.auth == nil {
-		a, err := admin.NewAuthenticator(admin.Auth{}, "the store API", s.log)
+		a, err := admin.NewAuthenticator(admin.Auth{}, "the store API's methods", s.log)
 		if err != nil {
 			return nil, err
 		}
