@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 	"github.com/sluicehq/sluice/remotestore"
+	"github.com/sluicehq/sluice/service/certs/certstest"
 )
 
 // TestE2EStoreAPI: a home sluice over Redis serves its store API; a
@@ -138,5 +140,73 @@ func TestE2EStoreAPI(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("home's metrics lack %s:\n%s", want, grepLines(m, "store_api"))
 		}
+	}
+}
+
+// TestE2EStoreAPIMutualTLS: a home sluice serves its store API over TLS
+// to the holders of a client certificate of its CA (--store-api-client-ca).
+// A region presenting one (--remote-store-tls-cert) decides through it; a
+// region presenting another CA's certificate, or none, is refused and
+// decides by its failure mode (closed: denied), as does a library without
+// a certificate.
+func TestE2EStoreAPIMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	ca, other := certstest.NewCA(t, "home CA"), certstest.NewCA(t, "another CA")
+	caFile := ca.Write(t, dir, "ca")
+	certFile, keyFile := ca.Server(t, "sluice.home", "127.0.0.1").Write(t, dir, "home")
+	goodCert, goodKey := ca.Client(t, "region-eu").Write(t, dir, "region-eu")
+	badCert, badKey := other.Client(t, "intruder").Write(t, dir, "intruder")
+
+	home := start(t, nil, "--config", cfg, "--tls-cert", certFile, "--tls-key", keyFile,
+		"--store-api-addr", "127.0.0.1:0", "--store-api-client-ca", caFile)
+	home.waitLog(t, `auth="client certificate"`)
+	region := func(extra ...string) *proc {
+		return start(t, nil, append([]string{"--config", cfg, "--remote-store", home.storeAPI,
+			"--remote-store-tls-ca", caFile, "--remote-store-timeout", "5s"}, extra...)...)
+	}
+	good := region("--remote-store-tls-cert", goodCert, "--remote-store-tls-key", goodKey)
+	intruder := region("--remote-store-tls-cert", badCert, "--remote-store-tls-key", badKey)
+	anonymous := region()
+
+	awayFromMinuteEdge()
+	for i := range 2 {
+		resp := good.should(t, "e2e", 0, d("key1", "mtls"))
+		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
+			t.Fatalf("a region with a certificate of the CA, decision %d: %v, want OK with %d remaining", i, resp, 19-i)
+		}
+	}
+	for name, p := range map[string]*proc{"another CA's certificate": intruder, "no certificate": anonymous} {
+		p.waitLog(t, "remote store unreachable at start")
+		if resp := p.should(t, "e2e", 0, d("key1", "mtls")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+			t.Errorf("a region with %s: %v, want OVER_LIMIT (refused: fail closed)", name, resp)
+		}
+	}
+	// The library, with and without the certificate.
+	pair, err := tls.LoadX509KeyPair(goodCert, goodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, withCert := range []bool{true, false} {
+		tc := &tls.Config{RootCAs: ca.Pool()}
+		if withCert {
+			tc.Certificates = []tls.Certificate{pair}
+		}
+		lib, err := remotestore.Dial(home.storeAPI, remotestore.WithTLSConfig(tc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := lib.AllowN(context.Background(), "lib", sluice.PerSecond(10), 1)
+		lib.Close()
+		if withCert && (err != nil || !dec.Allowed) {
+			t.Errorf("library with the certificate: %+v, %v", dec, err)
+		}
+		if !withCert && (err == nil || !strings.Contains(err.Error(), "Unauthenticated")) {
+			t.Errorf("library without a certificate: %+v, %v; want Unauthenticated", dec, err)
+		}
+	}
+	if resp := good.should(t, "e2e", 0, d("key1", "mtls")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 17 {
+		t.Errorf("the region with a certificate after the refused ones: %v, want OK with 17 remaining (nothing counted for them)", resp)
 	}
 }
