@@ -357,18 +357,23 @@ func (s *Store) permitCall(ctx context.Context, key, holder string) (context.Con
 // Ping asks the server what its store supports, which is also how
 // failover's prober knows it answers again.
 func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	_, err = s.Capabilities(ctx)
+	_, err := s.Capabilities(ctx)
 	return err
 }
 
 // Capabilities reports what the serving store supports, asking the server
 // (and remembering its answer for a minute).
 func (s *Store) Capabilities(ctx context.Context) (Capabilities, error) {
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return Capabilities{}, err
+	}
+	defer cancel()
+	return s.capabilities(ctx)
+}
+
+// capabilities asks the server, on a call begun.
+func (s *Store) capabilities(ctx context.Context) (Capabilities, error) {
 	resp, err := s.c.Capabilities(ctx, &storev1.CapabilitiesRequest{})
 	if err != nil {
 		return Capabilities{}, s.fail(ctx, "capabilities", -1, err)
@@ -431,24 +436,42 @@ func (c *capCache) lacks(i int) {
 var sentinels = [4]error{sluice.ErrMultiUnsupported, sluice.ErrReserveUnsupported, sluice.ErrResetUnsupported, sluice.ErrSemaphoreUnsupported}
 
 // need returns the error of capability i when the server lacks it, asking
-// the server first when its answer is not known (or is old). When the
-// server cannot be asked, the call goes ahead: its own answer tells.
+// the server first when its answer is not known. An old answer is used
+// while one call asks again, so that the calls of the same moment do not
+// wait for it. When the server cannot be asked, the call goes ahead: its
+// own answer tells.
 func (s *Store) need(ctx context.Context, i int) error {
 	st := s.caps.state.Load()
-	if st == nil || time.Now().After(st.until) {
+	switch {
+	case st == nil:
 		s.caps.mu.Lock()
-		if st = s.caps.state.Load(); st == nil || time.Now().After(st.until) {
-			if _, err := s.Capabilities(ctx); err != nil {
-				// Not asked again for a while: each call's own answer
-				// tells, and a server that is down costs one call, not two.
-				s.caps.state.Store(&capState{has: [4]bool{true, true, true, true}, until: time.Now().Add(capsRetry)})
-			}
-			st = s.caps.state.Load()
+		if st = s.caps.state.Load(); st == nil {
+			st = s.ask(ctx)
+		}
+		s.caps.mu.Unlock()
+	case time.Now().After(st.until) && s.caps.mu.TryLock():
+		if st = s.caps.state.Load(); time.Now().After(st.until) {
+			st = s.ask(ctx)
 		}
 		s.caps.mu.Unlock()
 	}
-	if st != nil && !st.has[i] {
+	if !st.has[i] {
 		return storewire.Unsupported(sentinels[i], s.String())
 	}
 	return nil
+}
+
+// ask asks the server what it supports, with caps.mu held, and returns
+// the state to use.
+func (s *Store) ask(ctx context.Context) *capState {
+	if _, err := s.capabilities(ctx); err != nil {
+		// Not asked again for a while: each call's own answer tells, and a
+		// server that is down costs one call, not two.
+		st := &capState{has: [4]bool{true, true, true, true}, until: time.Now().Add(capsRetry)}
+		if old := s.caps.state.Load(); old != nil {
+			st.has = old.has
+		}
+		s.caps.state.Store(st)
+	}
+	return s.caps.state.Load()
 }
