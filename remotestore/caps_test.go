@@ -44,7 +44,11 @@ func TestCapabilitiesRefresh(t *testing.T) {
 	hold.Store(true)
 	firstDone := make(chan error, 1)
 	go func() {
-		_, _, err := rs.Reserve(ctx, "k", lim, 1)
+		// A deadline, so that a Store that makes the other calls wait for
+		// this one fails the test rather than hangs.
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, _, err := rs.Reserve(c, "k", lim, 1)
 		firstDone <- err
 	}()
 	<-arrived // the first call asks, and waits for the answer
@@ -53,7 +57,7 @@ func TestCapabilitiesRefresh(t *testing.T) {
 	_, _, err = rs.Reserve(c, "k", lim, 1)
 	select {
 	case <-firstDone:
-		t.Error("a Reserve waited for another call's Capabilities")
+		t.Fatal("a Reserve waited for another call's Capabilities")
 	default:
 	}
 	if err != nil {
