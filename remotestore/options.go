@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -162,17 +163,35 @@ type fileToken struct {
 // maxTokenFileSize bounds the token file read.
 const maxTokenFileSize = 64 << 10
 
+// load reads the token file: a regular file of at most maxTokenFileSize
+// bytes. Anything else at the path (a named pipe, whose opening would
+// wait for a writer; a device, which never ends) is refused without
+// being opened or read.
 func (t *fileToken) load() error {
 	fi, err := os.Stat(t.path)
 	if err != nil {
 		return fmt.Errorf("remotestore: token file: %w", err)
 	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("remotestore: token file %s is not a regular file (%v)", t.path, fi.Mode().Type())
+	}
 	if fi.Size() > maxTokenFileSize {
 		return fmt.Errorf("remotestore: token file %s is larger than %d bytes", t.path, maxTokenFileSize)
 	}
-	b, err := os.ReadFile(t.path)
+	f, err := os.Open(t.path)
 	if err != nil {
 		return fmt.Errorf("remotestore: token file: %w", err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("remotestore: token file %s is not a regular file", t.path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFileSize+1))
+	if err != nil {
+		return fmt.Errorf("remotestore: token file: %w", err)
+	}
+	if len(b) > maxTokenFileSize {
+		return fmt.Errorf("remotestore: token file %s is larger than %d bytes", t.path, maxTokenFileSize)
 	}
 	tok := ""
 	for _, line := range strings.Split(string(b), "\n") {
