@@ -18,9 +18,11 @@ const (
 	// [floor(now/P)*P, +P), like envoyproxy/ratelimit. Cheap; admits up to
 	// 2×Rate across a window boundary.
 	FixedWindow Algorithm = iota + 1
-	// SlidingLog keeps one entry per admitted event: no interval of length
-	// Period ever holds more than Rate admissions. Memory and the work of a
-	// decision grow with Rate, which is at most MaxSlidingLogRate.
+	// SlidingLog keeps the time of every admitted event: no interval of
+	// length Period ever holds more than Rate admissions. Its memory grows
+	// with the admissions of the last Period (one entry per distinct time of
+	// admission, up to Rate), the work of a decision with their logarithm
+	// (docs/bounds.md); Rate is at most one per microsecond of Period.
 	SlidingLog
 	// SlidingWindow is the sliding-window counter: the previous window's
 	// count weighted by the part of it still inside the sliding window, plus
@@ -84,13 +86,6 @@ type Limit struct {
 
 // MinPeriod is the shortest Period a Limit may have.
 const MinPeriod = time.Millisecond
-
-// MaxSlidingLogRate is the largest Rate of a SlidingLog limit: a log keeps
-// one entry per admitted event, so a key holds up to Rate entries (8 bytes
-// each in memstore, about 100 in Redis) and one decision may add and expire
-// Rate of them. Use SlidingWindow for larger limits: two counters per key,
-// any Rate.
-const MaxSlidingLogRate = 500
 
 // MaxKeyLen is the longest key, in bytes, that a store accepts.
 const MaxKeyLen = 1024
@@ -190,7 +185,7 @@ func (l Limit) kind() algo.Kind { return algo.Kind(l.Algorithm) }
 // MaxMultiRequests is the most requests one AllowMulti call may decide. A
 // call is one atomic step (on Redis, one script, which blocks the server
 // while it runs), so its work must stay small whatever the caller asks:
-// at this bound, and with at most MaxSlidingLogRate sliding-log units in
-// all, the largest call runs in about half a millisecond of Redis time
-// (docs/bounds.md). A larger call is an error wrapping ErrExceedsCapacity.
+// at this bound the largest call runs in about half a millisecond of Redis
+// time (docs/bounds.md). A larger call is an error wrapping
+// ErrExceedsCapacity.
 const MaxMultiRequests = 16

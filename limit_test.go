@@ -59,7 +59,7 @@ func TestLimitValidateErrors(t *testing.T) {
 		{"period too long", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 200 * 365 * 24 * time.Hour}, "Period of 6307200000000000µs is too long"},
 		{"token bucket rate far above burst", sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 1 << 60, Period: time.Second, Burst: 1}, "Rate 1152921504606846976 per 1000000µs is too large for exact token_bucket arithmetic with Burst 1"},
 		{"gcra burst too large", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 24 * time.Hour, Burst: 100_000}, "Burst × Period/gcd(Rate, Period) (100000 × 86400000000µs) is too large for exact gcra"},
-		{"sliding log one past its maximum rate", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: sluice.MaxSlidingLogRate + 1, Period: time.Second}, "Rate 501 is more than sliding_log's maximum 500 (one entry per event); use sliding_window for larger limits"},
+		{"sliding log beyond one per microsecond", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1001, Period: time.Millisecond}, "Rate 1001 per 1000µs is more than sliding_log's maximum of one per microsecond; use sliding_window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,8 +230,10 @@ func TestLimitErrorField(t *testing.T) {
 	log := func(rate int) sluice.Limit {
 		return sluice.Limit{Algorithm: sluice.SlidingLog, Rate: rate, Period: time.Hour}
 	}
-	if err := log(sluice.MaxSlidingLogRate).Validate(); err != nil {
-		t.Errorf("sliding log at MaxSlidingLogRate: Validate() = %v, want nil", err)
+	for _, rate := range []int{1000, 100_000, 3_600_000_000} {
+		if err := log(rate).Validate(); err != nil {
+			t.Errorf("sliding log of %d an hour: Validate() = %v, want nil", rate, err)
+		}
 	}
 	tests := []struct {
 		name  string
@@ -240,7 +242,7 @@ func TestLimitErrorField(t *testing.T) {
 	}{
 		{"algorithm", sluice.Limit{Rate: 1, Period: time.Second}, "Algorithm"},
 		{"rate", sluice.Limit{Algorithm: sluice.GCRA, Period: time.Second}, "Rate"},
-		{"sliding log rate", log(sluice.MaxSlidingLogRate + 1), "Rate"},
+		{"sliding log rate", log(3_600_000_001), "Rate"},
 		{"period", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: time.Microsecond}, "Period"},
 		{"period too long", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 200 * 365 * 24 * time.Hour}, "Period"},
 		{"burst", sluice.Limit{Algorithm: sluice.GCRA, Rate: 1, Period: 24 * time.Hour, Burst: 100_000}, "Burst"},

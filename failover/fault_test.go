@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/wait"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
@@ -25,14 +27,26 @@ import (
 // rueidis) under a steady load of concurrent decisions, break the server,
 // and check what a failure policy must hold to: no panic, no goroutine left after Close,
 // FailClosed denies every request during the outage, FailOpen admits at
-// most Rate/Replicas per Period, decisions with the breaker open take
-// microseconds, the store is used again within 1s of Redis returning, and
-// the degraded count is the number of degraded decisions.
+// most Rate/Replicas per Period, decisions with the breaker open wait for
+// no store call, the store is used again once Redis returns, and the
+// degraded count is the number of degraded decisions.
+//
+// Each phase lasts until the load has seen it (decisions by the store
+// before the fault, degraded decisions during it, the breaker closed and
+// decisions by the store after it), not a fixed time that a busy machine
+// may not give it; how fast the breaker closes after the store answers
+// (one probe interval) is proven on a fake clock (TestProberClosesBreaker)
+// and only logged here.
 
 // faultLimit is the shared limit: 400 per second, sliding log. Half of the
 // load goroutines run it failing closed on one key, half failing open on
 // another.
 var faultLimit = sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 400, Period: time.Second}
+
+// faultTimeout is the store calls' deadline: long enough that a busy
+// machine's slow call is not a failure, short enough that a hung server
+// opens the breaker within a few seconds.
+const faultTimeout = time.Second
 
 const (
 	faultReplicas = 4   // FailOpen: 100 per second per process
@@ -57,6 +71,11 @@ type loadGen struct {
 	mu    sync.Mutex
 	recs  []rec
 	fatal []string
+
+	// Counts of the load so far, for the phases.
+	back                   atomic.Int64 // UnixNano when the server answered again; 0 before
+	shared, sharedAfter    atomic.Int64 // decisions by the store (after back)
+	degraded, openAdmitted atomic.Int64 // degraded decisions; FailOpen's admissions among them
 }
 
 // startLoad runs the load on s, whose failover layer is fs.
@@ -99,6 +118,19 @@ func startLoad(s sluice.Store, fs *failover.Store, keyOf func(sluice.FailureMode
 				end := time.Now()
 				mine = append(mine, rec{start: start, end: end, key: k, policy: p, allowed: d.Allowed, degraded: d.Degraded,
 					open: open && d.Degraded, err: err})
+				switch {
+				case err != nil:
+				case d.Degraded:
+					l.degraded.Add(1)
+					if p == sluice.FailOpen && d.Allowed {
+						l.openAdmitted.Add(1)
+					}
+				default:
+					l.shared.Add(1)
+					if b := l.back.Load(); b != 0 && start.UnixNano() > b {
+						l.sharedAfter.Add(1)
+					}
+				}
 				time.Sleep(loadPause * time.Microsecond)
 			}
 		}()
@@ -115,7 +147,7 @@ func (l *loadGen) finish() []rec {
 
 // scenario is one fault under load.
 type scenario struct {
-	outage  time.Duration   // how long the server stays broken
+	outage  time.Duration   // how long at least the server stays broken (0: no outage phase); and until the load has seen it
 	inject  func()          // breaks the server
 	restore func()          // brings it back (returns when it answers)
 	noOut   bool            // the fault must cause no degraded decision at all
@@ -149,7 +181,7 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(slui
 	t.Helper()
 	obs := &counting{}
 	opts := []stack.Option{stack.WithFailover(append([]failover.Option{failover.WithReplicas(faultReplicas), failover.WithObserver(obs),
-		failover.WithProbeInterval(100 * time.Millisecond), failover.WithFailureThreshold(3)}, sc.opts...)...)}
+		failover.WithProbeInterval(100 * time.Millisecond), failover.WithFailureThreshold(3), failover.WithTimeout(faultTimeout)}, sc.opts...)...)}
 	if sc.tiered != nil {
 		opts = append(opts, stack.WithTiered(sc.tiered...))
 	}
@@ -159,27 +191,29 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(slui
 	}
 	s := st.Failover()
 	l := startLoad(st, s, keyOf)
-	time.Sleep(300 * time.Millisecond)
+	const enough = 20 // decisions that show a phase to the load
+	wait.Until(t, "decisions by the store before the fault", func() bool { return l.shared.Load() >= enough })
 	injectStart := time.Now()
 	sc.inject()
 	injected := time.Now()
-	time.Sleep(sc.outage)
+	if sc.outage > 0 {
+		time.Sleep(sc.outage)
+		if sc.noOut {
+			after := l.shared.Load()
+			wait.Until(t, "decisions by the store after the fault", func() bool { return l.shared.Load() >= after+enough })
+		} else {
+			wait.Until(t, "degraded decisions, FailOpen admitting, during the outage", func() bool {
+				return l.degraded.Load() >= enough && l.openAdmitted.Load() > 0
+			})
+		}
+	}
 	restoreStart := time.Now()
 	sc.restore()
 	back := time.Now()
-	var recovery time.Duration
-	for deadline := back.Add(3 * time.Second); ; {
-		if s.Ready() {
-			recovery = time.Since(back)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("breaker still open 3s after the server answered again; stats %+v", s.Stats())
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	l.back.Store(back.UnixNano())
+	wait.Until(t, "the breaker to close after the server answered again", s.Ready)
+	recovery := time.Since(back)
+	wait.Until(t, "decisions by the store after it returned", func() bool { return l.sharedAfter.Load() >= enough })
 	recs := l.finish()
 	var rep faultReport
 	if ts := st.Tiered(); ts != nil {
@@ -259,12 +293,6 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(slui
 		if !usedAfter {
 			t.Error("no decision was made by the shared store after it returned")
 		}
-		if recovery > time.Second {
-			t.Errorf("the shared store was used again %v after it returned, want <= 1s", recovery)
-		}
-		if rep.lastDegraded > time.Second {
-			t.Errorf("a decision was still degraded %v after the store returned, want none after 1s", rep.lastDegraded)
-		}
 	}
 	// FailOpen admits at most Rate/Replicas per Period per key in this
 	// process. The local limiter stamps an admission somewhere within its
@@ -301,10 +329,12 @@ func runScenario(t *testing.T, sc scenario, shared sluice.Store, keyOf func(slui
 		rep.p50 = openLat[len(openLat)/2]
 		rep.p99 = openLat[len(openLat)*99/100]
 		rep.max = openLat[len(openLat)-1]
-		// Reported, and held to a bound that cannot flake on a busy
-		// machine yet proves no decision waits for the shared store.
-		if rep.p99 >= failover.DefaultTimeout {
-			t.Errorf("p99 of decisions with the breaker open = %v, want far below the %v timeout", rep.p99, failover.DefaultTimeout)
+		// Reported, and held to a bound that a busy machine does not
+		// reach (the store calls' timeout, a second unless the scenario
+		// sets one) yet that a decision waiting for the shared store
+		// would.
+		if rep.p99 >= faultTimeout {
+			t.Errorf("p99 of decisions with the breaker open = %v, want far below the %v timeout", rep.p99, faultTimeout)
 		}
 	}
 	rep.recovery = recovery

@@ -26,8 +26,8 @@
 //   - token_bucket and gcra: the theoretical arrival time (the time the
 //     bucket is full again) in one item, by compare-and-swap.
 //
-// sliding_log is refused: a log keeps one entry per admitted event (up to
-// sluice.MaxSlidingLogRate), which memcached can only hold as one value
+// sliding_log is refused: a log keeps an entry per time of admission (up
+// to its Rate), which memcached can only hold as one value
 // that every decision would read and rewrite whole, several KB per round
 // trip and retried whole under contention; sliding_window gives nearly the
 // same limit with two counters. Its calls return a *sluice.LimitError on

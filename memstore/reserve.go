@@ -35,7 +35,7 @@ func (s *Store) Lease(ctx context.Context, key string, lim sluice.Limit, n int) 
 //
 // A zero at is the store's time now (a refund whose admission time is
 // unknown): the units leave the current window, move a bucket's TAT back
-// by their full worth, or remove a log's newest entries, so a key in debt has its debt reduced and an
+// by their full worth, or remove a log's newest units, so a key in debt has its debt reduced and an
 // untouched key stays untouched. n may be up to sluice.MaxCharge whatever
 // the limit's Counting, since a refund never credits more than the key
 // counts.
@@ -83,9 +83,9 @@ func (s *Store) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		e.a, e.b = t.At, t.Frac
 	case algo.SlidingLog:
 		if l := sh.log(e); l != nil && at.IsZero() {
-			algo.SlidingLogReturnNewest(l, nn)
+			algo.SlidingLogReturnNewest(l, now, *p, nn)
 		} else if l != nil {
-			algo.SlidingLogReturn(l, us, nn)
+			algo.SlidingLogReturn(l, us, now, *p, nn)
 		}
 	}
 	e.expires = sh.expiry(e, p)

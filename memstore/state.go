@@ -125,7 +125,7 @@ func (sh *shard) expiry(e *entry, p *algo.Params) int64 {
 		}
 		return e.a
 	case algo.SlidingLog:
-		if l := sh.log(e); l != nil && l.Len() > 0 {
+		if l := sh.log(e); l != nil && l.Units() > 0 {
 			return l.Newest() + p.Period
 		}
 	}

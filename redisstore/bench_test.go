@@ -46,9 +46,6 @@ func BenchmarkAllow(b *testing.B) {
 			b.Run(fmt.Sprintf("alg=%v/batching=%v", a, batch), func(b *testing.B) {
 				s := NewRueidis(c, WithBatching(batch))
 				lim := sluice.Limit{Algorithm: a, Rate: benchRate, Period: time.Second}
-				if a == sluice.SlidingLog {
-					lim.Rate = min(benchRate, sluice.MaxSlidingLogRate)
-				}
 				var i atomic.Uint64
 				b.SetParallelism(par)
 				b.ReportAllocs()

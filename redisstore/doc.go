@@ -80,9 +80,12 @@
 //	                letter was t while it held "deficit:last", a deficit in
 //	                units that changed with Rate; those keys are not read)
 //	GCRA            the theoretical arrival time in µs, or "tat:frac"
-//	sliding log     a ZSET: one entry per admitted event, scored by its
-//	                time in µs, member a per-key sequence number; the last
-//	                number is the member "#", scored minus itself
+//	sliding log     a ZSET: one entry per time of admission, scored by the
+//	                time in µs, member the number of its first unit (units
+//	                are numbered per key as they are admitted); an entry
+//	                holds the units up to the next one's number, the newest
+//	                up to the last number used, the member "#" scored
+//	                minus itself
 //
 // Every write sets the key's TTL to the time its state matters (the
 // decision's ResetAfter, rounded up to a millisecond): idle keys leave
@@ -94,28 +97,41 @@
 //
 // # The sliding log's memory
 //
-// A log entry costs about 13.5 bytes while the ZSET is a listpack, that is
-// up to zset-max-listpack-entries entries (128 by default; the "#" member
-// takes one, and expired entries not trimmed yet a few more). Beyond, Redis
+// A log keeps one entry per time of admission in its last Period (the
+// units admitted at one time share it), so at most Rate + 1 live ones. An
+// entry costs about 13.5 bytes while the ZSET is a listpack, that is up to
+// zset-max-listpack-entries entries (128 by default; the "#" member takes
+// one, and expired entries not trimmed yet a few more). Beyond, Redis
 // converts the ZSET to a skiplist and each entry costs about 94 bytes: a
-// log of 200 entries takes 20 KB (25 KB in the millisecond layout), and
-// one at sluice.MaxSlidingLogRate (500) about 48 KB. For a Rate above
-// 120, prefer the sliding-window counter (sluice.SlidingWindow), which
-// keeps two counts per key for any Rate, or raise zset-max-listpack-entries
-// knowingly.
+// log of 200 entries takes 20 KB (25 KB in the millisecond layout), one
+// of 100,000 about 9.4 MB (docs/bounds.md has the measurement per Rate).
+// For large limits where a bounded error is fine, prefer the
+// sliding-window counter (sluice.SlidingWindow), which keeps two counts
+// per key for any Rate. Large logs are freed when their key expires: set
+// Redis's lazyfree-lazy-expire to yes, so that the freeing of a key of
+// thousands of entries does not block the server.
 //
 // # The work of one script
 //
 // A script blocks Redis while it runs, so that the work of each is bounded,
-// whatever the request: an admission trims expired entries (at every 8th
-// sequence number; in the millisecond layout at every admission) but at most as many as its cost and a few more, so that its
-// work follows its cost (at most sluice.MaxSlidingLogRate) and not the
-// log's length, while a log holds at most Rate + 24 entries; AllowMulti
-// takes at most sluice.MaxMultiRequests requests and
-// sluice.MaxSlidingLogRate sliding-log units; a batch at most 128 decisions
-// and a budget of work in which a sliding-log decision counts by its cost.
-// At those bounds no script ran longer than about 0.7 ms on a loaded 2-core
-// machine (TestScriptTime).
+// whatever the request. A sliding-log decision writes one entry whatever
+// its cost, counts the window as a difference of two unit numbers, finds
+// the unit whose expiry admits a denial by rank (bisection over ranks when
+// entries hold several units), and trims at most 16 expired entries (when
+// the units' numbers pass a multiple of 8; in AllowMulti at most 2 per log
+// at every write): its work grows with the
+// logarithm of the log's length, not with its cost or the entries that
+// expired, and a log holds at most Rate + 25 entries. A return renumbers at
+// most 63 entries (it reaches the newest 64 times of admission). In the
+// millisecond layout each unit is an entry, so that a call asks at most
+// MaxMillisecondUnits units and trims at most its cost + 2 entries. A
+// permit script removes at most 16 expired holders. AllowMulti takes at
+// most sluice.MaxMultiRequests requests, a batch at most 128 decisions and
+// a budget of work. At those bounds, and at a Rate of 100,000, the fastest
+// of 5 runs of each worst case took at most about 0.8 ms (16 logs in one
+// AllowMulti) on a 2-core machine under a load average of 20 to 35 from
+// other work
+// (TestScriptTime; docs/bounds.md has the figures).
 //
 // # The millisecond layout
 //
@@ -124,7 +140,8 @@
 // workers shares one quota with sluice: key rl:<key> (no prefix, no
 // escaping), a ZSET scored in milliseconds, members "<ms>-<8 hex digits>",
 // trimmed of entries scored at or below now-window (sluice trims at most
-// its cost + 2 of them per admission; the Python script trims them all)
+// its cost + 2 of them per admission; the Python script trims them all),
+// one entry per unit (at most MaxMillisecondUnits in one call)
 // and given PEXPIRE window on admission, counting the entries scored above
 // now-window (what the Python script's ZREMRANGEBYSCORE leaves and its
 // ZCARD counts). Periods must be whole milliseconds. sluice uses Redis's

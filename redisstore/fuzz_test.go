@@ -51,15 +51,7 @@ func (m *model) step(now int64, p algo.Params, n int64) algo.Result {
 	case algo.GCRA:
 		m.g, r = algo.GCRAStep(m.g, now, p, n)
 	case algo.SlidingLog:
-		// The Redis log drops expired entries only when it admits (a
-		// denial or a peek writes nothing), while SlidingLogStep drops
-		// them always. That changes a decision only when the clock then
-		// runs backwards past their expiry; model Redis's choice by
-		// stepping a copy (expiring moves only the copy's head and length).
-		cp := m.l
-		if r = algo.SlidingLogStep(&cp, now, p, n, false); r.Allowed && n > 0 {
-			r = algo.SlidingLogStep(&m.l, now, p, n, true)
-		}
+		r = algo.SlidingLogStep(&m.l, now, p, n, true)
 	}
 	return r
 }
@@ -76,7 +68,7 @@ func (m *model) ret(at, now int64, p algo.Params, n int64) {
 	case algo.GCRA:
 		m.g = algo.GCRAReturn(m.g, at, now, p, n)
 	case algo.SlidingLog:
-		algo.SlidingLogReturn(&m.l, at, n)
+		algo.SlidingLogReturn(&m.l, at, now, p, n)
 	}
 }
 
@@ -89,6 +81,8 @@ func (m *model) retNow(now int64, p algo.Params, n int64) {
 		m.ret(max(now, m.w.Start), now, p, n)
 	case algo.SlidingWindow:
 		m.ret(max(now, m.c.Start), now, p, n)
+	case algo.SlidingLog:
+		algo.SlidingLogReturnNewest(&m.l, now, p, n)
 	default:
 		m.ret(now, now, p, n)
 	}
@@ -123,9 +117,6 @@ func randLimit(rng *rand.Rand) sluice.Limit {
 		if (lim.Algorithm == sluice.TokenBucket || lim.Algorithm == sluice.GCRA) && rng.IntN(2) == 0 {
 			lim.Burst = 1 + rng.IntN(2*lim.Rate)
 		}
-		if lim.Algorithm == sluice.SlidingLog && lim.Rate > 300 {
-			continue // a log of a million entries is the sliding window's job
-		}
 		if lim.Algorithm != sluice.SlidingLog && rng.IntN(3) == 0 {
 			lim.Counting = sluice.CountAll
 		}
@@ -154,6 +145,11 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 	}
 	key := fmt.Sprintf("fuzz/%d/%d", seed, sequences.Add(1))
 	var m model
+	type lease struct {
+		at time.Time
+		n  int64
+	}
+	var leases []lease
 	steps := 20 + rng.IntN(60)
 	for i := range steps {
 		switch rng.IntN(10) {
@@ -178,7 +174,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 				if l2.Algorithm != sluice.TokenBucket && l2.Algorithm != sluice.GCRA {
 					l2.Burst = 0
 				}
-				if l2.Validate() == nil && (l2.Algorithm != sluice.SlidingLog || l2.Rate <= 300) {
+				if l2.Validate() == nil {
 					lim = l2
 					break
 				}
@@ -235,7 +231,7 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 		if ds[0] != want {
 			t.Fatalf("seed %d step %d: AllowMulti(%v, %d) at %d = %+v, internal/algo says %+v", seed, i, lim, n, now, ds[0], want)
 		}
-		if p.Kind != algo.SlidingLog && rng.IntN(6) == 0 {
+		if rng.IntN(6) == 0 {
 			// A refund whose admission time is unknown (a zero time), of
 			// up to twice the capacity, to all three keys and the model.
 			k := 1 + rng.Int64N(2*p.Cap)
@@ -249,10 +245,18 @@ func sequence(t testing.TB, st fuzzStores, clock *atomic.Int64, seed uint64) {
 				}
 			}
 		}
-		if !viaMulti && r.Allowed && n > 0 && rng.IntN(4) == 0 {
-			// Return part of what was just admitted (a lease given back),
+		if !viaMulti && r.Allowed && n > 0 {
+			leases = append(leases, lease{at, n})
+		}
+		if len(leases) > 0 && rng.IntN(4) == 0 {
+			// Return part of a lease (the last one, or an earlier one),
 			// to all three keys and to the model.
-			k := 1 + rng.Int64N(n)
+			l := leases[len(leases)-1]
+			if rng.IntN(3) == 0 {
+				l = leases[rng.IntN(len(leases))]
+			}
+			at := l.at
+			k := 1 + rng.Int64N(l.n)
 			m.ret(at.UnixMicro(), now, p, k)
 			for _, sk := range []struct {
 				s *Store
@@ -307,5 +311,64 @@ func TestDifferential(t *testing.T) {
 	t.Logf("seeds %d..%d", base, base+uint64(n)-1)
 	for i := range uint64(n) {
 		sequence(t, s, clock, base+i)
+	}
+}
+
+// TestLogReturnDepth holds the scripts to internal/algo where a return
+// reaches back beyond LogReturnDepth entries: admissions at 100 distinct
+// times, then returns of each of them, newest to oldest, and refunds, each
+// followed by a peek and a denial that searches the log.
+func TestLogReturnDepth(t *testing.T) {
+	st, clock := newFuzzStore(t)
+	ctx := context.Background()
+	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1000, Period: time.Hour}
+	p := fuzzParams(lim)
+	var m model
+	now := int64(1_700_000_000_000_000)
+	keys := []struct {
+		s *Store
+		k string
+	}{{st.flat, "depth"}, {st.batched, "depth"}}
+	check := func(what string, n int64) {
+		t.Helper()
+		clock.Store(now)
+		r := m.step(now, p, n)
+		want := sluice.Decision{Allowed: r.Allowed, Limit: lim, Remaining: int(r.Remaining),
+			RetryAfter: time.Duration(r.RetryAfter) * time.Microsecond, ResetAfter: time.Duration(r.ResetAfter) * time.Microsecond}
+		for _, sk := range keys {
+			if d, err := sk.s.AllowN(ctx, sk.k, lim, int(n)); err != nil || d != want {
+				t.Fatalf("%s: AllowN(%d) (%v) = %+v, %v; internal/algo says %+v", what, n, sk.s, d, err, want)
+			}
+		}
+	}
+	var ats []int64
+	for i := range 100 {
+		now += 1000
+		check(fmt.Sprint("admission ", i), int64(1+i%3))
+		ats = append(ats, now)
+	}
+	for i := len(ats) - 1; i >= 0; i -= 7 {
+		now += 10
+		clock.Store(now)
+		m.ret(ats[i], now, p, 2)
+		for _, sk := range keys {
+			if err := sk.s.Return(ctx, sk.k, lim, 2, time.UnixMicro(ats[i])); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(fmt.Sprint("peek after the return of admission ", i), 0)
+		check(fmt.Sprint("denial after the return of admission ", i), 900)
+	}
+	for range 3 {
+		now += 10
+		clock.Store(now)
+		m.retNow(now, p, 40)
+		for _, sk := range keys {
+			if err := sk.s.Return(ctx, sk.k, lim, 40, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check("peek after a refund", 0)
+		check("denial after a refund", 990)
 	}
 }

@@ -31,7 +31,8 @@ import (
 //
 // A function is inlined where a statement of its own line calls it (an
 // assignment of its results, or a bare call), and when no loop in its body
-// holds a return (which would then leave the loop, not the function).
+// holds a return (which would then leave the loop, not the function; a
+// loop without one is inlined as it is).
 // Functions still called after inlining keep their definitions.
 
 // luaFunc is a top-level `local function` of a script file.
@@ -47,10 +48,47 @@ var (
 	funcLine   = regexp.MustCompile(`^local function ([A-Za-z_]\w*)\(([^)]*)\)(.*)$`)
 	assignCall = regexp.MustCompile(`^(\s*)(local\s+)?([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*([A-Za-z_]\w*)\((.*)\)\s*$`)
 	bareCall   = regexp.MustCompile(`^(\s*)([A-Za-z_]\w*)\((.*)\)\s*$`)
-	returnStmt = regexp.MustCompile(`^(.*?)\breturn\b\s*(.*?)(\s+end)?\s*$`)
-	loopWord   = regexp.MustCompile(`\b(while|for|repeat)\b`)
+	returnStmt = regexp.MustCompile(`^(.*?)\breturn\b\s*(.*?)(\s*\bend)?\s*$`)
 	wordRe     = regexp.MustCompile(`[A-Za-z_]\w*`)
+	stringLit  = regexp.MustCompile(`'[^']*'|"[^"]*"`)
 )
+
+// returnInLoop reports whether a return of the function body lies within
+// one of its loops, by following its blocks: while and for (whose do opens
+// no block of its own) and repeat open a loop, if, do and function another
+// block; end and until close one.
+func returnInLoop(body []string) bool {
+	var open []bool // the open blocks, innermost last: true for a loop
+	loopDo := 0     // while and for headers whose do is still to come
+	for _, l := range body {
+		for _, w := range wordRe.FindAllString(stringLit.ReplaceAllString(code(l), "''"), -1) {
+			switch w {
+			case "while", "for":
+				open = append(open, true)
+				loopDo++
+			case "repeat":
+				open = append(open, true)
+			case "do":
+				if loopDo > 0 {
+					loopDo--
+				} else {
+					open = append(open, false)
+				}
+			case "if", "function":
+				open = append(open, false)
+			case "end", "until":
+				if len(open) > 0 {
+					open = open[:len(open)-1]
+				}
+			case "return":
+				if slices.Contains(open, true) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
 
 // splitFuncs separates the top-level functions of src from its other code.
 func splitFuncs(src string) (funcs []*luaFunc, rest string) {
@@ -84,12 +122,7 @@ func splitFuncs(src string) (funcs []*luaFunc, rest string) {
 			def = append(def, "end")
 		}
 		f.def = strings.Join(def, "\n") + "\n"
-		hasReturn, hasLoop := false, false
-		for _, l := range f.body {
-			hasReturn = hasReturn || returnStmt.MatchString(code(l))
-			hasLoop = hasLoop || loopWord.MatchString(code(l))
-		}
-		f.inline = !(hasReturn && hasLoop)
+		f.inline = !returnInLoop(f.body)
 		funcs = append(funcs, f)
 	}
 	return funcs, strings.Join(out, "\n")
@@ -202,7 +235,10 @@ func (in *inliner) expand(lines []string, depth int) []string {
 				case len(res) > 0:
 					r = strings.Join(res, ", ") + " = nil break"
 				}
-				bl = m[1] + r + m[3]
+				if m[3] != "" { // the end of a block the return closes: `then return end`
+					r += " end"
+				}
+				bl = m[1] + r
 			}
 			b = append(b, ind+"  "+bl)
 		}

@@ -29,6 +29,17 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if err := validate.Multi(reqs); err != nil {
 		return nil, err
 	}
+	if s.msLayout {
+		units := 0
+		for _, rq := range reqs {
+			if rq.Limit.Algorithm == sluice.SlidingLog {
+				units += rq.N // each at most MaxMillisecondUnits (check)
+			}
+		}
+		if units > MaxMillisecondUnits {
+			return nil, msUnitsError(units)
+		}
+	}
 	if len(reqs) == 0 {
 		return nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/algo"
 )
 
 //go:embed lua/*.lua
@@ -90,11 +91,20 @@ func luaFile(name string) string {
 	return string(src)
 }
 
-// assemble builds a script: the index in ARGV of the test clock's time
-// (ta, read by the prologue), the prologue, files, then the driver.
+// head is the start of every script: the index in ARGV of the test
+// clock's time (ta, read by the prologue), and the constants of
+// internal/algo (and MaxMillisecondUnits) that the scripts use, under their
+// Go names in Lua's case (algo.MaxCountDebt is MAX_COUNT_DEBT), so that a
+// script reads as its Go.
+func head(ta int) string {
+	return fmt.Sprintf("local TA = %d\nlocal MAX_EXACT, MAX_COUNT_DEBT, MAX_BUCKET_DEBT, LOG_RETURN_DEPTH, MAX_MILLISECOND_UNITS = %d, %d, %d, %d, %d\n",
+		ta, int64(algo.MaxExact), int64(algo.MaxCountDebt), int64(algo.MaxBucketDebt), algo.LogReturnDepth, MaxMillisecondUnits)
+}
+
+// assemble builds a script: head, the prologue, files, then the driver.
 func assemble(name string, ta int, files []string, driver string) *script {
 	var b strings.Builder
-	fmt.Fprintf(&b, "local TA = %d\n", ta)
+	b.WriteString(head(ta))
 	b.WriteString(luaFile("prologue"))
 	for _, f := range files {
 		b.WriteString(luaFile(f))
@@ -116,8 +126,7 @@ func assembleSingle(name string, kind int) *script {
 		driver, alias = "single_log", map[string]string{"DECIDE": a.prefix + "_decide", "WRITE": a.prefix + "_write"}
 	}
 	// ARGV: n, the limit's values, then the test clock's time.
-	head := fmt.Sprintf("local TA = %d\n", 2+limitValues(kind))
-	return newScript(name, head+inlineScript(rest, funcs, alias, luaFile(driver)))
+	return newScript(name, head(2+limitValues(kind))+inlineScript(rest, funcs, alias, luaFile(driver)))
 }
 
 func newScript(name, src string) *script {

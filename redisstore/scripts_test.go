@@ -34,7 +34,7 @@ func TestSingleScriptsFlat(t *testing.T) {
 // TestInline: a call of a function on a line of its own becomes its body,
 // with its parameters bound and its returns assigned to the call's results.
 func TestInline(t *testing.T) {
-	funcs, rest := splitFuncs("local x = 1\n-- f doubles a.\nlocal function f(a)\n  if a == 0 then return 0, 'zero' end\n  return 2 * a, 'two'\nend\nlocal function g(b) return b + 1 end\n")
+	funcs, rest := splitFuncs("local x = 1\n-- f doubles a.\nlocal function f(a)\n  if a == 0 then return 0, 'zero' end\n  if a < 0 then return end\n  return 2 * a, 'two'\nend\nlocal function g(b) return b + 1 end\n")
 	if rest != "local x = 1\n" {
 		t.Errorf("rest = %q, want the code outside functions", rest)
 	}
@@ -47,6 +47,7 @@ do -- f
   repeat
     local a = x
     if a == 0 then r1_, r2_ = 0, 'zero' break end
+    if a < 0 then r1_, r2_ = nil break end
     r1_, r2_ = 2 * a, 'two' break
   until true
   y, s = r1_, r2_

@@ -100,12 +100,14 @@ func (r semReply) decision(lim sluice.ConcurrencyLimit) sluice.PermitDecision {
 }
 
 // Acquire implements sluice.Semaphore in one script run on Redis's clock:
-// the key's holders are a ZSET scored by the end of each permit's TTL,
-// trimmed of the expired on every call, with a Redis TTL that follows the
-// latest permit's, so that an idle key vanishes. At most Max holders are
-// stored, so a call's work is bounded by lim.Max. A holder already present
-// is renewed to now plus lim.TTL. It never waits: a denial carries, in
-// RetryAfter, the time until the earliest permit's TTL ends.
+// the key's holders are a ZSET scored by the end of each permit's TTL, of which
+// only those after now count (counted in O(log n)), and every call removes
+// at most 16 expired ones, so that a call's work stays bounded however
+// many leases ended together; the ZSET's TTL follows the latest permit's, so
+// that an idle key vanishes, and it never holds more than the largest Max
+// of its key. A holder already present is renewed to now plus lim.TTL.
+// It never waits: a denial carries, in RetryAfter, the time until the
+// earliest permit's TTL ends.
 //
 // A call is never retried after an error: one whose reply was lost (a
 // timeout) may have taken a permit, which then stays taken until its TTL

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/wait"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -65,7 +66,10 @@ func TestSemaphoreFaults(t *testing.T) {
 						default:
 						}
 						h := sluice.NewHolder()
-						ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+						// A generous deadline: a busy machine's call is
+						// slow, not failed; the paused server's calls
+						// fail by it.
+						ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 						d, err := s.Acquire(ctx, key, lim, h)
 						cancel()
 						switch {
@@ -90,11 +94,17 @@ func TestSemaphoreFaults(t *testing.T) {
 					}
 				})
 			}
-			time.Sleep(300 * time.Millisecond)
+			// Each phase lasts until the load has seen it, however
+			// long a busy machine takes.
+			wait.Until(t, "acquires before the fault", func() bool { return acquired.Load() >= workers })
+			failedBefore := failed.Load()
 			fault.inject()
-			time.Sleep(300 * time.Millisecond)
+			// A worker whose call failed releases until answered: until
+			// the repair.
+			wait.Until(t, "a failed call during the fault", func() bool { return failed.Load() > failedBefore })
 			fault.repair()
-			time.Sleep(500 * time.Millisecond)
+			acquiredBefore := acquired.Load()
+			wait.Until(t, "acquires after the repair", func() bool { return acquired.Load() >= acquiredBefore+workers })
 			close(stop)
 			wg.Wait()
 			right := srv.MustDo("ZCARD", name)
@@ -114,11 +124,15 @@ func TestSemaphoreFaults(t *testing.T) {
 			if n := srv.MustDo("ZCARD", name); n != "0" {
 				t.Fatalf("ZCARD %s one lease after every release, want 0", n)
 			}
+			// The check acquires hold for a minute, so that a busy
+			// machine's slow calls (a client redialling the restarted
+			// server) cannot see an earlier check's permit end.
 			ctx := context.Background()
+			check := sluice.ConcurrencyLimit{Max: lim.Max, Lease: time.Minute}
 			var hs []string
 			for i := range lim.Max + 2 {
 				h := "check-" + strconv.Itoa(i)
-				d, err := stores[i%2].Acquire(ctx, key, lim, h)
+				d, err := stores[i%2].Acquire(ctx, key, check, h)
 				if err != nil {
 					t.Fatal(err)
 				}

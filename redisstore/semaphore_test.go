@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -206,5 +207,57 @@ func TestSemaphoreInvalid(t *testing.T) {
 	s.Close()
 	if _, err := s.Acquire(ctx, "k", ok, "h"); !errors.Is(err, sluice.ErrClosed) {
 		t.Errorf("Acquire after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestSemaphoreExpiredTogether: on a key whose 10,000 holders' leases ended
+// together, of which a call removes only a few, the expired hold nothing:
+// the holders are counted, denied and waited for as if they were gone,
+// Extend finds one lost, and the ZSET never grows past the key's largest
+// Max.
+func TestSemaphoreExpiredTogether(t *testing.T) {
+	srv := redistest.Server(t)
+	ctx := context.Background()
+	c := newRueidis(t, srv.Addr)
+	clk := &fakeClock{t: time.UnixMicro(1_800_000_000_000_000)}
+	s := NewRueidis(c, WithTestClock(clk.Now))
+	expiredHolders(t, c, s.semKey("pile"), sluice.MaxPermits, clk.Now())
+	lim := sluice.ConcurrencyLimit{Max: 3, Lease: time.Second}
+	for i, h := range []string{"a", "b", "c"} {
+		clk.Add(time.Millisecond)
+		if d, err := s.Acquire(ctx, "pile", lim, h); err != nil || !d.Acquired || d.Held != i+1 {
+			t.Fatalf("Acquire %s = %+v, %v; want acquired, held %d", h, d, err, i+1)
+		}
+	}
+	if d, err := s.Acquire(ctx, "pile", lim, "d"); err != nil || d.Acquired || d.Held != 3 || d.RetryAfter != time.Second-2*time.Millisecond {
+		t.Errorf("Acquire d = %+v, %v; want denied, held 3, retry after %v (a's lease)", d, err, time.Second-2*time.Millisecond)
+	}
+	// The last of the expired holders in the ZSET's order, still there:
+	// calls remove the first ones.
+	old := fmt.Sprintf("holder-%0*d", sluice.MaxHolderLen-len("holder-"), sluice.MaxPermits-1)
+	if srv.MustDo("ZSCORE", s.semKey("pile"), old) == "" {
+		t.Fatalf("holder %s was removed: the test does not see an expired holder that is present", old)
+	}
+	if _, err := s.Extend(ctx, "pile", lim, old); !errors.Is(err, sluice.ErrPermitLost) {
+		t.Errorf("Extend of an expired holder = %v, want ErrPermitLost", err)
+	}
+	if err := s.Release(ctx, "pile", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Acquire(ctx, "pile", lim, old); err != nil || !d.Acquired || d.Held != 3 {
+		t.Errorf("Acquire by an expired holder after a release = %+v, %v; want acquired, held 3", d, err)
+	}
+	card, err := strconv.Atoi(srv.MustDo("ZCARD", s.semKey("pile")))
+	if want := sluice.MaxPermits - 7*16 + 3 - 1; err != nil || card != want {
+		t.Errorf("ZCARD = %d, %v; want %d: 16 expired holders removed by each of the 7 calls, 3 added, 1 released, 1 renewed in place", card, err, want)
+	}
+	// However many calls come, the set shrinks to its live holders.
+	for range sluice.MaxPermits / 16 {
+		if _, err := s.Acquire(ctx, "pile", lim, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if card, _ := strconv.Atoi(srv.MustDo("ZCARD", s.semKey("pile"))); card != 3 {
+		t.Errorf("ZCARD after %d calls more = %d, want the 3 live holders", sluice.MaxPermits/16, card)
 	}
 }

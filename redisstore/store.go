@@ -82,7 +82,19 @@ func WithSlotKey(f func(key string) string) Option { return func(s *Store) { s.s
 // Python/Redis sliding-log script, so a fleet still running such workers
 // shares one quota with sluice. Periods must be whole milliseconds. Other
 // algorithms keep sluice's layout.
+//
+// Every unit is a member of its own in this layout, as the Python script
+// writes them, so that the work of a call grows with its cost: a call asks
+// at most MaxMillisecondUnits units.
 func WithMillisecondLayout() Option { return func(s *Store) { s.msLayout = true } }
+
+// MaxMillisecondUnits is the most sliding-log units one call asks in the
+// millisecond layout (WithMillisecondLayout): an AllowN or Lease of more,
+// or an AllowMulti whose sliding-log requests ask more in all, is an error
+// wrapping sluice.ErrExceedsCapacity, and a Return gives back at most this
+// many. (sluice's own layout writes one member per decision, whatever its
+// cost.)
+const MaxMillisecondUnits = 128
 
 // withTestClock makes every script use now() instead of Redis's TIME, and
 // lengthens TTLs by an hour so that keys outlive a stopped clock: exact
@@ -173,10 +185,21 @@ func (s *Store) check(ctx context.Context, key string, lim sluice.Limit, n int) 
 	if _, err := s.limits.Check(key, lim, n); err != nil {
 		return err
 	}
-	if s.msLayout && lim.Algorithm == sluice.SlidingLog && lim.Period%time.Millisecond != 0 {
-		return fmt.Errorf("%w: Period %v must be whole milliseconds in the millisecond layout (WithMillisecondLayout)", sluice.ErrInvalidLimit, lim.Period)
+	if s.msLayout && lim.Algorithm == sluice.SlidingLog {
+		if lim.Period%time.Millisecond != 0 {
+			return fmt.Errorf("%w: Period %v must be whole milliseconds in the millisecond layout (WithMillisecondLayout)", sluice.ErrInvalidLimit, lim.Period)
+		}
+		if n > MaxMillisecondUnits {
+			return msUnitsError(n)
+		}
 	}
 	return nil
+}
+
+// msUnitsError is the error of a call that asks n units, more than
+// MaxMillisecondUnits, of the millisecond layout.
+func msUnitsError(n int) error {
+	return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but the millisecond layout writes one entry per unit, at most %d in one call", n, MaxMillisecondUnits), Err: sluice.ErrExceedsCapacity}
 }
 
 // kind numbers lim's script in the scripts: its algorithm, the

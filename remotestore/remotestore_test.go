@@ -45,7 +45,6 @@ func TestErrorsExact(t *testing.T) {
 		{"failure mode", "k", gcra.WithFailureMode(9), 1},
 		{"counting", "k", gcra.WithCounting(7), 1},
 		{"sliding log counting all", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 5, Period: time.Second, Counting: sluice.CountAll}, 1},
-		{"sliding log rate", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 501, Period: time.Second}, 1},
 		{"bounds", "k", sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1 << 53, Period: time.Second}, 1},
 		{"negative n", "k", gcra, -1},
 		{"n over capacity", "k", gcra, 11},

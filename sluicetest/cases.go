@@ -13,12 +13,15 @@ import (
 )
 
 // retryLimits are the limits of RetryAfterExact: odd rates and periods, so
-// that the closed forms and the fractions of a µs are exercised.
+// that the closed forms and the fractions of a µs are exercised, and a
+// sliding log of 100,000 asked costs of any size, so that the unit whose
+// expiry admits a request lies among entries of many units.
 var retryLimits = []sluice.Limit{
 	{Algorithm: sluice.FixedWindow, Rate: 3, Period: time.Second},
 	{Algorithm: sluice.FixedWindow, Rate: 5, Period: 700 * ms},
 	{Algorithm: sluice.SlidingLog, Rate: 3, Period: time.Second},
 	{Algorithm: sluice.SlidingLog, Rate: 5, Period: 700 * ms},
+	{Algorithm: sluice.SlidingLog, Rate: 100_000, Period: 2 * time.Second},
 	{Algorithm: sluice.SlidingWindow, Rate: 4, Period: time.Second},
 	{Algorithm: sluice.SlidingWindow, Rate: 3, Period: 700 * ms},
 	{Algorithm: sluice.TokenBucket, Rate: 3, Period: time.Second, Burst: 5},

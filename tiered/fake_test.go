@@ -150,7 +150,7 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 		case algo.SlidingWindow:
 			a = max(a, st.c.Start)
 		case algo.SlidingLog:
-			algo.SlidingLogReturnNewest(&st.log, int64(n))
+			algo.SlidingLogReturnNewest(&st.log, a, p, int64(n))
 			return nil
 		}
 	}
@@ -164,7 +164,7 @@ func (x *exact) Return(ctx context.Context, key string, lim sluice.Limit, n int,
 	case algo.GCRA:
 		st.t = algo.GCRAReturn(st.t, a, x.now().UnixMicro(), p, int64(n))
 	case algo.SlidingLog:
-		algo.SlidingLogReturn(&st.log, a, int64(n))
+		algo.SlidingLogReturn(&st.log, a, x.now().UnixMicro(), p, int64(n))
 	}
 	x.admitted.Add(-int64(n))
 	return nil

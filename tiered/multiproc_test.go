@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/reexec"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/tiered"
 )
@@ -32,15 +32,22 @@ import (
 //     most Burst + Rate·t/Period in any interval t (buckets);
 //   - that each process admitted no more than it was granted net.
 //
-// Defaults keep it near 2 s:
+// The run goes by counts, not by the clock: the children
+// (internal/testserver/reexec) start together once all are ready, and the
+// parent stops them once each has admitted mpMinAdmitted on every
+// algorithm and the run has spanned mpMinPeriods periods of Redis time (or
+// after mpMaxAttempts attempts). Longer runs, with at least this much wall
+// time:
 //
 //	SLUICE_TIERED_MP_PROCS=8 SLUICE_TIERED_MP_DURATION=20s go test -run TestMultiProcessLeases -v ./tiered
 const (
-	mpEnvChild = "SLUICE_TIERED_MP_CHILD"
-	mpEnvProcs = "SLUICE_TIERED_MP_PROCS"
-	mpEnvDur   = "SLUICE_TIERED_MP_DURATION"
-	mpPeriod   = 200 * time.Millisecond
-	mpWorkers  = 6
+	mpEnvProcs    = "SLUICE_TIERED_MP_PROCS"
+	mpEnvDur      = "SLUICE_TIERED_MP_DURATION"
+	mpPeriod      = 200 * time.Millisecond
+	mpWorkers     = 6
+	mpMinAdmitted = 50
+	mpMinPeriods  = 5
+	mpMaxAttempts = 1_000_000
 )
 
 func mpLimits() []sluice.Limit {
@@ -54,12 +61,9 @@ func mpLimits() []sluice.Limit {
 }
 
 type mpChildConfig struct {
-	Addr     string
-	Prefix   string
-	Start    time.Time
-	Duration time.Duration
-	Out      string
-	Refresh  float64 // WithRefreshAhead's low water; 0: off
+	Addr    string
+	Prefix  string
+	Refresh float64 // WithRefreshAhead's low water; 0: off
 }
 
 // mpGrant is one lease (Units > 0) or return (Units < 0) at a Redis time.
@@ -68,7 +72,11 @@ type mpGrant struct {
 	Units int
 }
 
+// A child sends its admissions and attempts as it goes (Final false), and
+// at the end, after closing its store, everything (Final true).
 type mpChildResult struct {
+	Final    bool
+	Attempts int
 	Grants   map[string][]mpGrant // by algorithm
 	Admitted map[string]int
 	// Fixed are the fixed-window admissions, as the wall-clock µs before
@@ -107,14 +115,12 @@ func (r *recorder) Return(ctx context.Context, key string, lim sluice.Limit, n i
 }
 
 func TestMultiProcessLeasesHelper(t *testing.T) {
-	raw := os.Getenv(mpEnvChild)
-	if raw == "" {
+	child := reexec.Child(t)
+	if child == nil {
 		t.Skip("helper process of TestMultiProcessLeases")
 	}
 	var cfg mpChildConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatal(err)
-	}
+	child.Config(&cfg)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -129,49 +135,56 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 	lims := mpLimits()
 	var mu sync.Mutex
 	res := mpChildResult{Grants: map[string][]mpGrant{}, Admitted: map[string]int{}}
-	time.Sleep(time.Until(cfg.Start))
-	end := cfg.Start.Add(cfg.Duration)
 	var wg sync.WaitGroup
+	if !child.Ready() {
+		return
+	}
 	for range mpWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			admitted := map[string]int{}
-			var fixed [][2]int64
-			errs, first := 0, ""
-			for i := 0; time.Now().Before(end); i++ {
+		wg.Go(func() {
+			for i := 0; !child.Stopped(); i++ {
 				lim := lims[rand.IntN(len(lims))]
 				before := time.Now().UnixMicro()
 				d, err := s.AllowN(context.Background(), cfg.Prefix+lim.Algorithm.String(), lim, 1)
+				after := time.Now().UnixMicro()
+				mu.Lock()
+				res.Attempts++
 				switch {
 				case err != nil:
-					errs++
-					if first == "" {
-						first = err.Error()
+					res.Errors++
+					if res.FirstErr == "" {
+						res.FirstErr = err.Error()
 					}
 				case d.Allowed:
-					admitted[lim.Algorithm.String()]++
+					res.Admitted[lim.Algorithm.String()]++
 					if lim.Algorithm == sluice.FixedWindow {
-						fixed = append(fixed, [2]int64{before, time.Now().UnixMicro()})
+						res.Fixed = append(res.Fixed, [2]int64{before, after})
 					}
 				}
+				mu.Unlock()
 				if i%4 == 0 {
 					time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
 				}
 			}
-			mu.Lock()
-			for k, v := range admitted {
-				res.Admitted[k] += v
-			}
-			res.Errors += errs
-			res.Fixed = append(res.Fixed, fixed...)
-			if res.FirstErr == "" {
-				res.FirstErr = first
-			}
-			mu.Unlock()
-		}()
+		})
 	}
-	wg.Wait()
+	progress := func() mpChildResult {
+		mu.Lock()
+		defer mu.Unlock()
+		return mpChildResult{Attempts: res.Attempts, Admitted: maps.Clone(res.Admitted), Errors: res.Errors, FirstErr: res.FirstErr}
+	}
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			child.Send(progress())
+			continue
+		case <-stopped:
+		}
+		break
+	}
 	if err := s.Close(); err != nil { // returns the unspent units
 		res.Errors++
 		res.FirstErr = err.Error()
@@ -179,13 +192,8 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 	for a, g := range rec.grants {
 		res.Grants[a.String()] = g
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.Out, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	res.Final = true
+	child.Send(res)
 }
 
 func TestMultiProcessLeases(t *testing.T) {
@@ -196,51 +204,63 @@ func TestMultiProcessLeases(t *testing.T) {
 	if v := os.Getenv(mpEnvProcs); v != "" {
 		fmt.Sscan(v, &procs)
 	}
-	dur := 1500 * time.Millisecond
+	var atLeast time.Duration
 	if v := os.Getenv(mpEnvDur); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
 			t.Fatalf("%s=%q: %v", mpEnvDur, v, err)
 		}
-		dur = d
+		atLeast = d
 	}
 	srv := redistest.Server(t)
-	dir := t.TempDir()
-	start := time.Now().Add(500 * time.Millisecond)
 	prefix := fmt.Sprintf("tiered-mp/%016x/", rand.Uint64())
-	cmds := make([]*exec.Cmd, procs)
-	outs := make([]string, procs)
+	var cfgs []any
 	for i := range procs {
-		outs[i] = filepath.Join(dir, fmt.Sprintf("child%d.json", i))
-		cfg, _ := json.Marshal(mpChildConfig{Addr: srv.Addr, Prefix: prefix, Start: start, Duration: dur, Out: outs[i],
+		cfgs = append(cfgs, mpChildConfig{Addr: srv.Addr, Prefix: prefix,
 			Refresh: []float64{0, 0.5}[i%2]}) // half the processes take leases ahead
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMultiProcessLeasesHelper$", "-test.count=1")
-		cmd.Env = append(os.Environ(), mpEnvChild+"="+string(cfg))
-		cmds[i] = cmd
 	}
-	outputs := make([][]byte, procs)
-	var wg sync.WaitGroup
-	for i, cmd := range cmds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			outputs[i], _ = cmd.CombinedOutput()
-		}()
+	g := reexec.Start(t, "TestMultiProcessLeasesHelper", cfgs)
+	progress := make([]mpChildResult, procs)
+	finals := make([]*mpChildResult, procs)
+	// goal returns what the run has not reached yet, or "".
+	goal := func() string {
+		for i, p := range progress {
+			for _, lim := range mpLimits() {
+				if n := p.Admitted[lim.Algorithm.String()]; n < mpMinAdmitted {
+					return fmt.Sprintf("child %d admitted %d on %s (want %d)", i, n, lim.Algorithm, mpMinAdmitted)
+				}
+			}
+		}
+		return ""
 	}
-	wg.Wait()
+	g.Go()
+	began := time.Now()
+	attempts := 0
+	for m := range g.Messages() {
+		var r mpChildResult
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatalf("child %d: %v", m.Child, err)
+		}
+		if r.Final {
+			finals[m.Child] = &r
+			continue
+		}
+		attempts += r.Attempts - progress[m.Child].Attempts
+		progress[m.Child] = r
+		if r.Errors > 0 || goal() == "" && time.Since(began) >= atLeast && time.Since(began) >= mpMinPeriods*mpPeriod || attempts >= mpMaxAttempts {
+			g.Stop()
+		}
+	}
+	g.Wait()
+	if miss := goal(); miss != "" {
+		t.Errorf("after %d attempts: %s", attempts, miss)
+	}
 	merged := map[string][]mpGrant{}
 	fixedWin := map[int64]int{} // admissions certainly within one window
 	for i := range procs {
-		if !cmds[i].ProcessState.Success() {
-			t.Fatalf("child %d failed: %s", i, outputs[i])
-		}
-		b, err := os.ReadFile(outs[i])
-		if err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outputs[i])
-		}
-		var res mpChildResult
-		if err := json.Unmarshal(b, &res); err != nil {
-			t.Fatal(err)
+		res := finals[i]
+		if res == nil {
+			t.Fatalf("child %d sent no result:\n%s", i, g.Log(i))
 		}
 		if res.Errors > 0 {
 			t.Errorf("child %d: %d errors, first: %s", i, res.Errors, res.FirstErr)
@@ -292,7 +312,7 @@ func TestMultiProcessLeases(t *testing.T) {
 		if msg := checkInvariant(lim, net); msg != "" {
 			t.Errorf("%s: %s", a, msg)
 		}
-		t.Logf("%s: %d units admitted net over %v across %d processes", a, total, dur, procs)
+		t.Logf("%s: %d units admitted net over %v across %d processes", a, total, time.Since(began).Round(time.Millisecond), procs)
 	}
 }
 

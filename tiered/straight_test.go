@@ -132,7 +132,7 @@ func TestInvalidRequests(t *testing.T) {
 		{"zero rate", "k", sluice.Limit{Algorithm: sluice.SlidingWindow, Period: time.Second}, 1, sluice.ErrInvalidLimit},
 		{"no algorithm", "k", sluice.Limit{Rate: 10, Period: time.Second}, 1, sluice.ErrInvalidLimit},
 		// Valid once scaled down to a local share.
-		{"rate beyond bounds", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: sluice.MaxSlidingLogRate + 1, Period: time.Hour}, 1, sluice.ErrInvalidLimit},
+		{"rate beyond bounds", "k", sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 1001, Period: time.Millisecond}, 1, sluice.ErrInvalidLimit},
 		{"unknown failure mode", "k", good.WithFailureMode(42), 1, sluice.ErrInvalidLimit},
 		{"negative n", "k", good, -1, sluice.ErrInvalidCost},
 		{"n over capacity", "k", good, 11, sluice.ErrExceedsCapacity},

@@ -139,12 +139,14 @@ func concurrentUnder(t *testing.T, c *checker, tok func() string) {
 	slices.Sort(keys)
 	for _, k := range keys {
 		req := rq(peek[k])
+		asked := time.Now()
 		ref, sl := call(t, c, req)
+		slack := time.Since(asked)
 		want := uint32(limit - sums[k])
 		statusIs(t, "reference", ref, 0, ok, want)
 		statusIs(t, "sluice", sl, 0, ok, want)
 		r, s := proto.Clone(ref).(*pb.RateLimitResponse), proto.Clone(sl).(*pb.RateLimitResponse)
-		alignResponse(r, s)
+		alignResponse(r, s, slack)
 		if !proto.Equal(r, s) {
 			t.Errorf("peek %s: responses differ\n  reference: %s\n  sluice:    %s", text(req), text(ref), text(sl))
 		}

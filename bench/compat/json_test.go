@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -137,8 +138,10 @@ func testHTTP(t *testing.T, c *checker, tok func() string) {
 			ref: okStatus, sl: http.StatusRequestEntityTooLarge, why: "sluice reads at most 1 MiB of a body (server.DefaultMaxBody: 413); the reference reads any (io.ReadAll)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			asked := time.Now()
 			ref, refErr := c.ref.send(tc.method, tc.path, tc.contentType, []byte(tc.body))
 			sl, slErr := c.sl.send(tc.method, tc.path, tc.contentType, []byte(tc.body))
+			slack := time.Since(asked)
 			if refErr != nil || slErr != nil {
 				t.Fatalf("reference: %v, sluice: %v", refErr, slErr)
 			}
@@ -163,7 +166,7 @@ func testHTTP(t *testing.T, c *checker, tok func() string) {
 				t.Fatalf("sluice: %v", err)
 			}
 			r, s = proto.Clone(r).(*pb.RateLimitResponse), proto.Clone(s).(*pb.RateLimitResponse)
-			alignResponse(r, s)
+			alignResponse(r, s, slack)
 			if !proto.Equal(r, s) {
 				t.Errorf("responses differ:\n  %s", evidence)
 			}

@@ -6,35 +6,38 @@ import (
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/internal/testserver/window"
 )
 
 // testFixedSharePattern reproduces share-pattern-value (fixedDifferences).
 func testFixedSharePattern(t *testing.T, c *checker, tok func() string) {
 	st := func(r *pb.RateLimitResponse, i int) *pb.RateLimitResponse_DescriptorStatus { return r.GetStatuses()[i] }
 	t.Run("share-pattern-value", func(t *testing.T) {
-		awayFromBoundary()
-		v := tok()
-		// Three values on the shared counter of 4 per minute, then the
-		// pattern itself: the reference's fourth hit on it, the last
-		// one admitted.
-		for _, x := range []string{"shA", "shB", "sh" + v} {
-			call(t, c, rq(d("grp", v, "shr", x)))
-		}
-		req := rq(d("grp", v, "shr", "sh*"))
-		ref, sl := call(t, c, req)
-		msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %s\n  sluice:    %s", fixedWhat("share-pattern-value"), text(req), text(ref), text(sl))
-		statusIs(t, "reference", ref, 0, ok, 0)
-		if st(sl, 0).Code != ok || st(sl, 0).LimitRemaining != 0 {
-			t.Errorf("share-pattern-value: %s", msg)
-		}
-		// And the next value matching the wildcard is denied.
-		req = rq(d("grp", v, "shr", "shZ"))
-		ref, sl = call(t, c, req)
-		statusIs(t, "reference", ref, 0, overLimit, 0)
-		if st(sl, 0).Code != overLimit {
-			t.Errorf("share-pattern-value, the next value: %s\n  request:   %s\n  reference: %s\n  sluice:    %s",
-				"sluice admits it", text(req), text(ref), text(sl))
-		}
+		inOneMinute(t, func(w window.TB) {
+			v := tok()
+			// Three values on the shared counter of 4 per minute, then the
+			// pattern itself: the reference's fourth hit on it, the last
+			// one admitted.
+			for _, x := range []string{"shA", "shB", "sh" + v} {
+				call(t, c, rq(d("grp", v, "shr", x)))
+			}
+			req := rq(d("grp", v, "shr", "sh*"))
+			ref, sl := call(t, c, req)
+			msg := fmt.Sprintf("%s\n  request:   %s\n  reference: %s\n  sluice:    %s", fixedWhat("share-pattern-value"), text(req), text(ref), text(sl))
+			statusIs(w, "reference", ref, 0, ok, 0)
+			if st(sl, 0).Code != ok || st(sl, 0).LimitRemaining != 0 {
+				w.Errorf("share-pattern-value: %s", msg)
+			}
+			// And the next value matching the wildcard is denied.
+			req = rq(d("grp", v, "shr", "shZ"))
+			ref, sl = call(t, c, req)
+			statusIs(w, "reference", ref, 0, overLimit, 0)
+			if st(sl, 0).Code != overLimit {
+				w.Errorf("share-pattern-value, the next value: %s\n  request:   %s\n  reference: %s\n  sluice:    %s",
+					"sluice admits it", text(req), text(ref), text(sl))
+			}
+		})
 	})
 }
 
@@ -58,22 +61,23 @@ func testHeaderNames(t *testing.T, c *checker, tok func() string) {
 		cc := newChecker(c.ref, c.sl)
 		cc.json = transport == "json"
 		t.Run(transport, func(t *testing.T) {
-			awayFromBoundary()
-			x := d("plain", tok())
-			for _, tc := range []struct {
-				name string
-				req  *pb.RateLimitRequest
-				want []string
-			}{
-				{"admitted", rq(x), want},
-				{"denied", rq(withHits(x, 6)), want},
-				{"no limit", rq(d("nomatch", tok())), nil},
-			} {
-				ref, sl := call(t, cc, tc.req)
-				if !slices.Equal(names(ref), tc.want) || !slices.Equal(names(sl), tc.want) {
-					t.Errorf("%s: header names: reference %q, sluice %q, want %q", tc.name, names(ref), names(sl), tc.want)
+			inOneMinute(t, func(w window.TB) {
+				x := d("plain", tok())
+				for _, tc := range []struct {
+					name string
+					req  *pb.RateLimitRequest
+					want []string
+				}{
+					{"admitted", rq(x), want},
+					{"denied", rq(withHits(x, 6)), want},
+					{"no limit", rq(d("nomatch", tok())), nil},
+				} {
+					ref, sl := call(t, cc, tc.req)
+					if !slices.Equal(names(ref), tc.want) || !slices.Equal(names(sl), tc.want) {
+						w.Errorf("%s: header names: reference %q, sluice %q, want %q", tc.name, names(ref), names(sl), tc.want)
+					}
 				}
-			}
+			})
 		})
 	}
 }

@@ -28,9 +28,6 @@ type impl struct {
 
 func memstoreImpl(a sluice.Algorithm) impl {
 	lim := sluice.Limit{Algorithm: a, Rate: perSecond, Period: time.Second}
-	if a == sluice.SlidingLog {
-		lim.Rate = min(perSecond, sluice.MaxSlidingLogRate)
-	}
 	return impl{"memstore-" + a.String(), func(b *testing.B) taker {
 		s := memstore.New()
 		b.Cleanup(func() { s.Close() })

@@ -41,9 +41,8 @@ func sluiceImpl(client string, lim sluice.Limit, opts ...redisstore.Option) impl
 	}}
 }
 
-// logRate is the sliding logs' limit (sluice's and the Python ZSET script's):
-// benchRate, within sluice.MaxSlidingLogRate.
-const logRate = min(benchRate, sluice.MaxSlidingLogRate)
+// logRate is the sliding logs' limit (sluice's and the Python ZSET script's).
+const logRate = benchRate
 
 // impls lists every implementation BenchmarkDecisions runs, at benchRate
 // per second per key.
@@ -51,11 +50,7 @@ func impls() []impl {
 	var out []impl
 	for _, client := range []string{"rueidis", "goredis"} {
 		for _, a := range algorithms {
-			rate := benchRate
-			if a == sluice.SlidingLog {
-				rate = logRate
-			}
-			out = append(out, sluiceImpl(client, sluice.Limit{Algorithm: a, Rate: rate, Period: time.Second}))
+			out = append(out, sluiceImpl(client, sluice.Limit{Algorithm: a, Rate: benchRate, Period: time.Second}))
 		}
 	}
 	return append(out, peerImpls()...)

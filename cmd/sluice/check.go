@@ -14,9 +14,10 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("check", "sluice check FILE|DIR...",
 		`Validate envoyproxy/ratelimit configuration files, or directories of
 *.yaml and *.yml files (subdirectories included), as sluice serve --config
-would load them together. Exits 0 when they are valid; otherwise prints
-every problem found, up to 20, one a line as file:line: key: problem, and
-exits 1.`, stderr)
+would load them together. Exits 0 when they are valid (printing a warning
+for each rule whose keys may each cost much memory: a sliding_log above
+10000 per period); otherwise prints every problem found, up to 20, one a
+line as file:line: key: problem, and exits 1.`, stderr)
 	var read readFlags
 	read.register(fs)
 	fs.IntVar(&read.maxEntries, "max-descriptor-entries", engine.DefaultBounds.MaxDescriptorEntries, "most entries in one descriptor, as sluice serve's: a limit deeper in the tree never applies and is an error")
@@ -40,6 +41,9 @@ exits 1.`, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	for _, w := range c.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	ds := c.Domains()
 	fmt.Fprintf(stdout, "ok: %d domain(s): %s\n", len(ds), strings.Join(ds, ", "))

@@ -124,6 +124,20 @@ func TestConfigExample(t *testing.T) {
 	}
 }
 
+// TestCheckWarnsOfLargeLogs: sluice check loads a sliding log of 100,000
+// an hour and warns of what its keys may cost, on stderr.
+func TestCheckWarnsOfLargeLogs(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ratelimit.yaml")
+	yaml := "domain: api\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100000}\n"
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("check", f)
+	if code != 0 || stdout != "ok: 1 domain(s): api\n" || !strings.HasPrefix(stderr, "warning: rule api.api_key: a sliding_log of 100000 per 1h0m0s keeps up to 100000 entries per key") {
+		t.Errorf("check = %d %q %q, want 0, ok and a warning naming the rule", code, stdout, stderr)
+	}
+}
+
 // TestHelpWraps checks that the about texts of the commands' help have no
 // line cut short: a line of an about text that ends a sentence early in a
 // paragraph reads as broken ("Exits 0" then "when they are valid").

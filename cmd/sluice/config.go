@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/source"
 )
 
 // configFlags are the configuration serve loads, and how it reloads it.
@@ -57,13 +57,16 @@ func (g *configFlags) validate() error {
 	return err
 }
 
-// paths are the files and directories the reloader watches: none for the
+// files is the configuration's source with these flags: the files of
+// --config, reloaded every --reload-interval when they change, or the
 // built-in example.
-func (g *configFlags) paths() []string {
-	if g.file == "" {
-		return nil
+func (g *configFlags) files() *source.Files {
+	o, _ := g.read.options() // checked by validate
+	f := &source.Files{Interval: g.reloadInterval, Options: o}
+	if g.file != "" {
+		f.Paths = []string{g.file}
 	}
-	return []string{g.file}
+	return f
 }
 
 // name is the configuration's name in the log.
@@ -73,32 +76,3 @@ func (g *configFlags) name() string {
 	}
 	return g.file
 }
-
-// load loads the configuration and vets it with check. sum is the
-// fingerprint of its files, taken before loading them so that a change in
-// between is reloaded.
-func (g *configFlags) load(check func(*config.Config) error) (c *config.Config, sum [32]byte, err error) {
-	if g.file == "" {
-		c, err = config.Parse(g.name(), config.DefaultExample())
-	} else {
-		sum, _ = fingerprint(g.paths())
-		o, _ := g.read.options() // checked by validate
-		c, err = o.Load(g.file)
-	}
-	if err == nil {
-		err = check(c)
-	}
-	return c, sum, err
-}
-
-// info is the configuration's source and version in sluice_config_info.
-func (g *configFlags) info(sum [32]byte) (source, version string) {
-	if g.file == "" {
-		return "builtin", "example"
-	}
-	return "file", fileVersion(sum)
-}
-
-// fileVersion is the version of a configuration loaded from files in
-// sluice_config_info: the start of its fingerprint.
-func fileVersion(sum [32]byte) string { return hex.EncodeToString(sum[:6]) }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,8 +27,8 @@ func TestE2EBounds(t *testing.T) {
 		t.Errorf("POST /v1/check huge sliding log = %d %s, want 400 naming --max-rate", code, body)
 	}
 	code, body = p.post(t, "/v1/check", `{"key":"x","algorithm":"sliding_log","rate":1000,"period":"1s","cost":1000}`)
-	if code != 400 || !strings.Contains(body, "sliding_log's maximum 500") || !strings.Contains(body, `"field":"rate"`) {
-		t.Errorf("POST /v1/check sliding log of 1000 = %d %s, want 400 naming the rate", code, body)
+	if code != 400 || !strings.Contains(body, "rate 1000 exceeds --max-log-rate 500") || !strings.Contains(body, `"field":"rate"`) {
+		t.Errorf("POST /v1/check sliding log of 1000 = %d %s, want 400 naming the rate and --max-log-rate", code, body)
 	}
 	code, body = p.post(t, "/v1/check", `{"key":"x","algorithm":"sliding_log","rate":500,"period":"1s","cost":500}`)
 	if code != 200 || !strings.Contains(body, `"allowed":true`) {
@@ -67,5 +69,21 @@ func TestE2EBounds(t *testing.T) {
 	}
 	if evicted < 20 {
 		t.Errorf("sluice_memory_evictions_total = %d after 30 new keys in a store of 10, want >= 20", evicted)
+	}
+}
+
+// TestE2ELargeSlidingLog: a rule of 100,000 an hour, exact, loads and
+// decides, and serve warns at load of what its keys may cost.
+func TestE2ELargeSlidingLog(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "ratelimit.yaml")
+	yaml := "domain: api\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 100000}\n"
+	if err := os.WriteFile(f, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "--config", f)
+	p.waitLog(t, "configuration: rule api.api_key: a sliding_log of 100000 per 1h0m0s keeps up to 100000 entries per key")
+	resp := p.should(t, "api", 1000, d("api_key", "k1"))
+	if s := resp.GetStatuses(); resp.GetOverallCode() != pb.RateLimitResponse_OK || len(s) != 1 || s[0].GetLimitRemaining() != 99_000 {
+		t.Errorf("ShouldRateLimit of 1000 hits = %v, want OK with 99000 remaining", resp)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/sluicehq/sluice/service/certs"
+	"github.com/sluicehq/sluice/service/listen"
 )
 
 // listenFlags are the addresses serve listens on, and the file that tells
@@ -51,23 +52,23 @@ type listeners struct {
 	http, grpc, admin net.Listener // admin nil when off
 }
 
-// listen opens the listeners, capped by tf's --max-connections, with TLS
+// listen opens the listeners, with tf's --max-connections and
+// --conn-write-timeout, with TLS
 // when c is not nil (on gRPC's only with grpcOnly); on an error it closes
 // those already open.
 func (g *listenFlags) listen(tf *transportFlags, cm *connMetrics, c *certs.Server, grpcOnly bool, adminTLS func(*tls.Config) *tls.Config) (*listeners, error) {
 	var ls listeners
 	open := func(flagName, name, addr string, protos ...string) (net.Listener, error) {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", flagName, err)
-		}
-		l = tf.limit(l, name, cm)
+		var cfg *tls.Config
 		if c != nil && (!grpcOnly || name == "grpc") {
-			cfg := c.Config(protos...)
+			cfg = c.Config(protos...)
 			if name == "admin" {
 				cfg = adminTLS(cfg)
 			}
-			l = tls.NewListener(l, cfg)
+		}
+		l, err := listen.Listen(addr, tf.listenOptions(name, cm), cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flagName, err)
 		}
 		return l, nil
 	}

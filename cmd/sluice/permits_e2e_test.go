@@ -58,7 +58,10 @@ func permitsE2E(t *testing.T, extra ...string) {
 		t.Fatalf("first release = %d %v", code, err)
 	}
 
-	const clients, rounds = 24, 25
+	// Each client runs rounds rounds, and more (up to maxRounds) until
+	// the run has seen the clients contend: a count, not a time, that a
+	// busy machine cannot cut short.
+	const clients, rounds, maxRounds = 24, 25, 250
 	var (
 		mu               sync.Mutex
 		holding, peak    int
@@ -70,7 +73,12 @@ func permitsE2E(t *testing.T, extra ...string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < rounds; i++ {
+			contended := func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return peak >= 2 && denied > 0
+			}
+			for i := 0; i < maxRounds && (i < rounds || !contended()); i++ {
 				code, m, err := call("acquire", acquire)
 				if err != nil {
 					errs <- err

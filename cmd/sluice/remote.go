@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/remotestore"
 	"github.com/sluicehq/sluice/service/certs"
-	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/metrics"
 )
 
 // defaultRemoteTimeout is the default of --remote-store-timeout: above
@@ -80,7 +80,7 @@ func (g *remoteFlags) options(log *slog.Logger) ([]remotestore.Option, error) {
 // breaker, the failure modes) and with --tiered the local tier. A store
 // API that does not answer at start is served by the failure policy,
 // breaker open, until it does.
-func openRemote(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+func openRemote(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
 	g := &f.redis.remote
 	opts, err := g.options(log)
 	if err != nil {

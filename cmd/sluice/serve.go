@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,8 +24,10 @@ import (
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/gctune"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/source"
 	"github.com/sluicehq/sluice/service/tracing"
 )
 
@@ -127,14 +130,36 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // and exits within --drain-delay plus --shutdown-timeout; stop releases the
 // signals, so that a second one kills the process.
 func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger, stderr io.Writer) int {
-	check := func(c *config.Config) error { return checkFailureModes(c, f) }
-	cfg, sum, err := config.Empty(), [32]byte{}, error(nil)
-	if f.xds.server == "" {
-		cfg, sum, err = f.config.load(check)
+	m := metrics.New()
+	// Every configuration, at start, on reload or from xDS, is put in force
+	// through ap.
+	ap := &source.Applier{
+		// Every configuration is vetted before it runs, and what its
+		// largest rules cost is said.
+		Check: func(c *config.Config) error {
+			if err := checkFailureModes(c, f); err != nil {
+				return err
+			}
+			for _, w := range c.Warnings() {
+				log.Warn("configuration: " + w)
+			}
+			return nil
+		},
+		Metrics: m,
+		Info:    &admin.ConfigState{},
+		Log:     log,
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, configError(err))
-		return 1
+	files := f.config.files()
+	cfg := config.Empty()
+	if f.xds.server == "" {
+		var err error
+		if cfg, err = files.Load(); err == nil {
+			err = ap.Start(cfg, files.Origin())
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, configError(err))
+			return 1
+		}
 	}
 	auth, err := f.auth.auth()
 	if err != nil {
@@ -154,35 +179,35 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	defer shutdownTracing(tp, min(f.shutdown.timeout, 5*time.Second), log)
 
-	metrics := server.NewMetrics()
-	st, err := openStore(ctx, *f, metrics, log)
+	st, err := openStore(ctx, *f, m, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
 		return 1
 	}
 	st.wrapForTest()
-	c := &core{st: st, metrics: metrics, log: log, config: &admin.ConfigState{}}
+	c := &core{st: st, metrics: m, log: log, config: ap.Info}
 	if tp != nil {
 		c.tr = tp.Tracer
 		log.Info("tracing on", "keys", f.tracing.keys)
 	}
+	// Every store call of the service, timed and traced in this one layer.
+	st.store = metrics.Observe(st.store, m, c.tr)
 	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
-		engine.WithObserver(metrics), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
+		engine.WithObserver(m), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
+	ap.Engine = c.eng
 	c.svc = rls.New(c.eng, f.service.options()...)
-	var src *xdsSource
-	if f.xds.server == "" {
-		source, version := f.config.info(sum)
-		metrics.ConfigLoaded(source, version, time.Now())
-		c.config.Loaded(source, version, time.Now())
-	} else if src, err = waitXDS(ctx, f, check, c); err != nil {
-		st.close()
-		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
-		return 1
+	var src *source.XDS
+	if f.xds.server != "" {
+		if src, err = startXDS(ctx, f, ap, c); err != nil {
+			st.close()
+			fmt.Fprintf(stderr, "sluice serve: %v\n", err)
+			return 1
+		}
 	}
 	srv, err := startServers(f, c, auth, certs)
 	if err != nil {
 		if src != nil {
-			src.stop()
+			src.Stop()
 		}
 		st.close()
 		fmt.Fprintf(stderr, "sluice serve: %v\n", err)
@@ -195,14 +220,19 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 			log.Error("writing ready file", "err", err)
 		}
 	}
-	stopReload := startReloader(&f.config, sum, check, c)
+	// The files are reloaded until the servers are drained; without
+	// --config, SIGHUP is still caught, and reloads nothing.
+	reloadCtx, stopReload := context.WithCancel(context.Background())
+	var reloading sync.WaitGroup
+	reloading.Go(func() { files.Run(reloadCtx, ap) })
 
 	code := srv.wait(ctx, &f.shutdown, log)
 	stop()
 	deadline := srv.drain(&f.shutdown, log)
 	stopReload()
+	reloading.Wait()
 	if src != nil {
-		src.stop()
+		src.Stop()
 	}
 	if !closeBy(st.close, deadline) {
 		log.Warn("store close did not finish within --shutdown-timeout; exiting anyway")
@@ -217,7 +247,7 @@ type core struct {
 	st      *storeSet
 	eng     *engine.Engine // the decision, which svc and api translate into
 	svc     *rls.Service
-	metrics *server.Metrics
+	metrics *metrics.Metrics
 	log     *slog.Logger
 	config  *admin.ConfigState // the configuration in force, for the admin API
 	tr      *tracing.Tracer    // nil when tracing is off
@@ -282,7 +312,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr)...)
+	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
 	s.health = rls.Register(s.grpc, c.svc)
 	if tf.grpcReflection {
 		reflection.Register(s.grpc)

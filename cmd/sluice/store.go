@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
-	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/stack"
 	"github.com/sluicehq/sluice/tiered"
 )
@@ -41,7 +41,7 @@ func (st *storeSet) wrapForTest() {
 // call, a breaker, and the --failure-mode default, which a rule's
 // failure_mode overrides), and with --tiered the local tier in front; or,
 // with --remote-store, the same stack over another sluice's store API.
-func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
 	if f.redis.remote.addr != "" {
 		return openRemote(ctx, f, m, log)
 	}
@@ -80,7 +80,7 @@ func openStore(ctx context.Context, f serveFlags, m *server.Metrics, log *slog.L
 // stackOver returns the stack over raw, a shared store whose calls get
 // timeout; down is why it did not answer at start (nil when it did). The
 // stack's Close closes raw too.
-func stackOver(raw sluice.FullStore, down error, timeout time.Duration, name string, f serveFlags, m *server.Metrics, log *slog.Logger) (*storeSet, error) {
+func stackOver(raw sluice.FullStore, down error, timeout time.Duration, name string, f serveFlags, m *metrics.Metrics, log *slog.Logger) (*storeSet, error) {
 	mode := f.redis.failover.mode
 	fopts := []failover.Option{
 		failover.WithDefaultMode(mode),

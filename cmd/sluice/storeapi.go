@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/admin"
 	"github.com/sluicehq/sluice/service/certs"
+	"github.com/sluicehq/sluice/service/listen"
 	"github.com/sluicehq/sluice/service/storeapi"
 )
 
@@ -70,7 +71,7 @@ func startStoreAPI(f *serveFlags, c *core, srvCerts *certs.Server, cm *connMetri
 	if err != nil {
 		return nil, err
 	}
-	opts := f.transport.grpcOptions(c.log, c.metrics, c.tr)
+	opts := f.transport.grpcOptions(c.log, c.metrics, c.tr, cm)
 	if srvCerts != nil {
 		// gRPC's own TLS, not a TLS listener: the handler sees the client's
 		// certificate.
@@ -82,11 +83,13 @@ func startStoreAPI(f *serveFlags, c *core, srvCerts *certs.Server, cm *connMetri
 	} else if g.tokenFile != "" && !loopbackAddr(g.addr) {
 		log.Warn("the store API's bearer tokens travel in the clear: serve it with --tls-cert, or on loopback behind a proxy that encrypts", "addr", g.addr)
 	}
-	l, err := net.Listen("tcp", g.addr)
+	// TLS is gRPC's (above), not the listener's: the handler sees the
+	// client's certificate.
+	l, err := listen.Listen(g.addr, f.transport.listenOptions("store_api", cm), nil)
 	if err != nil {
 		return nil, fmt.Errorf("--store-api-addr: %w", err)
 	}
-	s := &storeAPIServer{g: grpc.NewServer(append(opts, api.ServerOptions()...)...), lis: f.transport.limit(l, "store_api", cm)}
+	s := &storeAPIServer{g: grpc.NewServer(append(opts, api.ServerOptions()...)...), lis: l}
 	api.Register(s.g)
 	go func() { errc <- fmt.Errorf("store API: %w", s.g.Serve(s.lis)) }()
 	log.Info("store API listening", "addr", s.lis.Addr().String(), "tls", srvCerts != nil,

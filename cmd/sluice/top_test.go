@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/topk"
@@ -149,7 +150,7 @@ func TestOperatorRoutes(t *testing.T) {
 	}
 	st := memstore.New()
 	defer st.Close()
-	m := server.NewMetrics()
+	m := metrics.New()
 	c := &core{st: &storeSet{store: st}, metrics: m}
 	c.eng = engine.New(st, cfg, engine.WithObserver(m))
 	c.svc = rls.New(c.eng)

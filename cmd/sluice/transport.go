@@ -8,16 +8,16 @@ import (
 	stdlog "log"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluicehq/sluice/service/listen"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -38,6 +38,13 @@ const (
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
 	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
 	defaultRequestTimeout        = time.Second
+	defaultConnWriteTimeout      = 10 * time.Second
+	// A ShouldRateLimit call's headers are a few hundred bytes; gRPC's
+	// own default is 16 MiB (moving to 8 KiB).
+	defaultGRPCMaxHeaderListSize    = 16 << 10
+	defaultGRPCFirstMessageTimeout  = 10 * time.Second
+	defaultGRPCMaxPendingHeaderSize = 256 << 10
+	defaultHTTP2MaxStreams          = 100
 )
 
 // defaultGRPCWorkers is the default of --grpc-workers. With GOMAXPROCS
@@ -54,6 +61,8 @@ const (
 	maxHeaderBytes  = 16 << 20
 	minMessageSize  = 4 << 10
 	maxMessageSize  = 64 << 20
+	minHeaderList   = 1 << 10
+	maxHeaderList   = 16 << 20
 	maxConnsPerList = 1 << 20
 	// maxGRPCWorkers bounds --grpc-workers: each worker is a goroutine for
 	// the life of the server.
@@ -80,6 +89,12 @@ type transportFlags struct {
 	grpcReflection       bool
 	grpcWorkers          int
 
+	connWriteTimeout          time.Duration
+	http2MaxStreams           uint
+	grpcMaxHeaderListSize     byteSize
+	grpcFirstMessageTimeout   time.Duration
+	grpcMaxPendingHeaderBytes byteSize
+
 	requestTimeout time.Duration
 }
 
@@ -96,6 +111,11 @@ func (g *transportFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
 	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
 	fs.IntVar(&g.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	fs.UintVar(&g.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams, "most concurrent requests per HTTP/2 connection of the HTTP and admin listeners (with TLS); a stream beyond it is refused")
+	g.grpcMaxHeaderListSize = defaultGRPCMaxHeaderListSize
+	fs.Var(&g.grpcMaxHeaderListSize, "grpc-max-header-list-size", "largest `size` of a gRPC call's headers, decoded (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE; the stream is reset beyond)")
+	g.grpcMaxPendingHeaderBytes = defaultGRPCMaxPendingHeaderSize
+	fs.Var(&g.grpcMaxPendingHeaderBytes, "grpc-max-pending-header-bytes", "most header `bytes`, per gRPC connection, held by calls whose request message has not arrived; a call beyond it is refused at once (RESOURCE_EXHAUSTED)")
 }
 
 // durationFlag is a duration flag that must not be negative.
@@ -119,6 +139,8 @@ func (g *transportFlags) durations() []durationFlag {
 		{&g.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", defaultGRPCMaxConnAgeGrace, "time the calls in flight get to finish after --grpc-max-connection-age (the reference's GRPC_MAX_CONNECTION_AGE_GRACE)"},
 		{&g.requestTimeout, "request-timeout", defaultRequestTimeout, "deadline of a decision whose caller sets none (a gRPC call without grpc-timeout, every HTTP request); 0: none"},
 		{&g.grpcHandshakeTimeout, "grpc-handshake-timeout", defaultGRPCHandshakeTimeout, "longest time a new gRPC connection may take to complete its TLS and HTTP/2 handshake; a connection that sends nothing is closed then, freeing its --max-connections slot (must be > 0)"},
+		{&g.grpcFirstMessageTimeout, "grpc-first-message-timeout", defaultGRPCFirstMessageTimeout, "longest time from a gRPC call's headers to its request message; a call still without one is cancelled then (must be > 0)"},
+		{&g.connWriteTimeout, "conn-write-timeout", defaultConnWriteTimeout, "longest time one write to a connection may block, on every listener (HTTP, gRPC, admin): a client that does not read its answers is disconnected then (must be > 0)"},
 	}
 }
 
@@ -131,11 +153,26 @@ func (g *transportFlags) validate() error {
 	if g.grpcHandshakeTimeout == 0 {
 		return errors.New("--grpc-handshake-timeout 0s: must be > 0 (a connection must finish its handshake some time)")
 	}
+	if g.grpcFirstMessageTimeout == 0 {
+		return errors.New("--grpc-first-message-timeout 0s: must be > 0 (a call must send its message some time)")
+	}
+	if g.connWriteTimeout == 0 {
+		return errors.New("--conn-write-timeout 0s: must be > 0 (a client must read its answers some time)")
+	}
+	if g.grpcMaxHeaderListSize < minHeaderList || g.grpcMaxHeaderListSize > maxHeaderList {
+		return fmt.Errorf("--grpc-max-header-list-size %v: want 1KiB to 16MiB", &g.grpcMaxHeaderListSize)
+	}
+	if g.grpcMaxPendingHeaderBytes < g.grpcMaxHeaderListSize || g.grpcMaxPendingHeaderBytes > 1<<30 {
+		return fmt.Errorf("--grpc-max-pending-header-bytes %v: want --grpc-max-header-list-size (%v) to 1GiB", &g.grpcMaxPendingHeaderBytes, &g.grpcMaxHeaderListSize)
+	}
 	if g.httpMaxHeaderBytes < minHeaderBytes || g.httpMaxHeaderBytes > maxHeaderBytes {
 		return fmt.Errorf("--http-max-header-bytes %v: want 4KiB to 16MiB", &g.httpMaxHeaderBytes)
 	}
 	if g.maxConnections < 0 || g.maxConnections > maxConnsPerList {
 		return fmt.Errorf("--max-connections %d: want 0 (no cap) to %d", g.maxConnections, maxConnsPerList)
+	}
+	if g.http2MaxStreams < 1 || g.http2MaxStreams > math.MaxUint32 {
+		return fmt.Errorf("--http2-max-concurrent-streams %d: want 1 to %d", g.http2MaxStreams, uint32(math.MaxUint32))
 	}
 	if g.grpcMaxStreams < 1 || g.grpcMaxStreams > math.MaxUint32 {
 		return fmt.Errorf("--grpc-max-concurrent-streams %d: want 1 to %d", g.grpcMaxStreams, uint32(math.MaxUint32))
@@ -163,6 +200,9 @@ func (g *transportFlags) httpServer(h http.Handler, log *slog.Logger, admin bool
 		// for its 1 MiB default).
 		MaxHeaderBytes: max(int(g.httpMaxHeaderBytes)-4096, 1),
 		ErrorLog:       stdlog.New(serverErrorLog{log}, "", 0),
+		// HTTP/2 (over TLS): a stream holds its headers (at most
+		// MaxHeaderBytes) until its body is read, within ReadTimeout.
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: int(g.http2MaxStreams)},
 	}
 	if admin {
 		s.WriteTimeout = 0
@@ -194,37 +234,46 @@ func (w serverErrorLog) Write(p []byte) (int, error) {
 // the request's DATA frame. So the pool is sized for the concurrent calls,
 // not for the CPUs (see defaultGRPCWorkers).
 //
+// What a call holds before its message (its header list and a worker) is
+// bounded by listen.Streams: a time, and a budget of header bytes per
+// connection; its interceptors come first, so that the message's arrival
+// is seen before anything else runs.
+//
 // With tr (tracing on), each ShouldRateLimit call runs in a server span,
 // outside the guard so that the span covers a recovered panic too.
-func (g *transportFlags) grpcOptions(log *slog.Logger, m *server.Metrics, tr *tracing.Tracer) []grpc.ServerOption {
+func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics) []grpc.ServerOption {
 	age := g.grpcMaxConnAge
 	if age == 0 {
 		age = time.Duration(math.MaxInt64) // grpc-go's infinity
 	}
 	panicked := func() { m.Panicked("grpc") }
-	return []grpc.ServerOption{
+	streams := listen.NewStreams(listen.StreamLimits{
+		FirstMessage:          g.grpcFirstMessageTimeout,
+		MaxPendingHeaderBytes: int64(g.grpcMaxPendingHeaderBytes),
+		Expired:               cm.streams.WithLabelValues("first_message_timeout"),
+		Refused:               cm.streams.WithLabelValues("pending_header_bytes"),
+	})
+	unary := []grpc.UnaryServerInterceptor{streams.UnaryInterceptor()}
+	if tr != nil {
+		unary = append(unary, tr.UnaryInterceptor())
+	}
+	unary = append(unary, rls.Guard(log, panicked, g.requestTimeout))
+	return append(streams.ServerOptions(),
 		grpc.MaxRecvMsgSize(int(g.grpcMaxMessageSize)),
 		grpc.MaxConcurrentStreams(uint32(g.grpcMaxStreams)),
+		grpc.MaxHeaderListSize(uint32(g.grpcMaxHeaderListSize)),
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		unary(rls.Guard(log, panicked, g.requestTimeout), tr),
-		grpc.StreamInterceptor(rls.RecoverStream(log, panicked)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(streams.StreamInterceptor(), rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
-	}
-}
-
-// unary is the unary interceptor guard, behind tr's span when tracing.
-func unary(guard grpc.UnaryServerInterceptor, tr *tracing.Tracer) grpc.ServerOption {
-	if tr == nil {
-		return grpc.UnaryInterceptor(guard)
-	}
-	return grpc.ChainUnaryInterceptor(tr.UnaryInterceptor(), guard)
+	)
 }
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on
 // every request, and no /metrics when the admin listener serves it.
-func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.Metrics, noMetrics bool) http.Handler {
+func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *metrics.Metrics, noMetrics bool) http.Handler {
 	if noMetrics {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -242,10 +291,12 @@ func (g *transportFlags) dataPlane(h http.Handler, log *slog.Logger, m *server.M
 	return server.Recover(h, log, m)
 }
 
-// connMetrics count the connections of each listener.
+// connMetrics count the connections of each listener, and the gRPC
+// calls ended for want of a message.
 type connMetrics struct {
 	open     *prometheus.GaugeVec
 	rejected *prometheus.CounterVec
+	streams  *prometheus.CounterVec
 }
 
 func newConnMetrics(reg prometheus.Registerer) *connMetrics {
@@ -258,68 +309,21 @@ func newConnMetrics(reg prometheus.Registerer) *connMetrics {
 			Name: "sluice_connections_rejected_total",
 			Help: "Connections closed on accept because the listener had --max-connections open, by listener.",
 		}, []string{"listener"}),
+		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_grpc_streams_refused_total",
+			Help: "gRPC calls ended before their request message, by reason: first_message_timeout (--grpc-first-message-timeout), pending_header_bytes (--grpc-max-pending-header-bytes).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(c.open, c.rejected)
+	reg.MustRegister(c.open, c.rejected, c.streams)
 	return c
 }
 
-// limitListener accepts at most cap(sem) open connections and closes any
-// connection beyond them at once. Rejecting rather than blocking Accept
-// (as golang.org/x/net/netutil.LimitListener does) tells the client
-// straight away, so that it retries elsewhere, instead of leaving its
-// connection in the kernel's accept queue, unanswered, until it times out,
-// and then serving it long after it gave up.
-type limitListener struct {
-	net.Listener
-	sem      chan struct{} // nil: no cap
-	open     prometheus.Gauge
-	rejected prometheus.Counter
-}
-
-func (g *transportFlags) limit(l net.Listener, name string, cm *connMetrics) net.Listener {
-	ll := &limitListener{Listener: l, open: cm.open.WithLabelValues(name), rejected: cm.rejected.WithLabelValues(name)}
-	if g.maxConnections > 0 {
-		ll.sem = make(chan struct{}, g.maxConnections)
+// listenOptions are the limits of the listener called name.
+func (g *transportFlags) listenOptions(name string, cm *connMetrics) listen.Options {
+	return listen.Options{
+		MaxConns:     g.maxConnections,
+		WriteTimeout: g.connWriteTimeout,
+		Open:         cm.open.WithLabelValues(name),
+		Rejected:     cm.rejected.WithLabelValues(name),
 	}
-	return ll
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.sem != nil {
-			select {
-			case l.sem <- struct{}{}:
-			default:
-				c.Close()
-				l.rejected.Inc()
-				continue
-			}
-		}
-		l.open.Inc()
-		lc := &limitConn{Conn: c}
-		lc.release = func() {
-			l.open.Dec()
-			if l.sem != nil {
-				<-l.sem
-			}
-		}
-		return lc, nil
-	}
-}
-
-// limitConn gives its slot back on its first Close.
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }

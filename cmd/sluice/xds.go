@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/service/certs"
-	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/source"
 	"github.com/sluicehq/sluice/service/xds"
 )
 
@@ -101,8 +99,8 @@ func splitPairs(flagName, s string) (map[string]string, error) {
 	return m, nil
 }
 
-// options are the xDS client's options, applying each update with apply.
-func (g *xdsFlags) options(log *slog.Logger, apply func(xds.Update) error) (xds.Options, error) {
+// options are the xDS client's options (source.StartXDS sets their Apply).
+func (g *xdsFlags) options(log *slog.Logger) (xds.Options, error) {
 	md, _ := splitPairs("--xds-node-metadata", g.nodeMetadata)
 	hs, _ := splitPairs("--xds-headers", g.headers)
 	headers := make(map[string]string, len(hs))
@@ -111,7 +109,7 @@ func (g *xdsFlags) options(log *slog.Logger, apply func(xds.Update) error) (xds.
 	}
 	o := xds.Options{Server: g.server, NodeID: g.nodeID, NodeMetadata: md, Headers: headers,
 		Backoff:        xds.Backoff{Initial: g.backoffInitial, Max: g.backoffMax, RandomFactor: g.backoffRandomFactor, Jitter: g.backoffJitter},
-		MaxMessageSize: int(g.maxMessageSize), Apply: apply, Log: log}
+		MaxMessageSize: int(g.maxMessageSize), Log: log}
 	if g.tls {
 		tc, err := certs.NewClient(certs.ClientOptions{CAFile: g.tlsCA, CertFile: g.tlsCert, KeyFile: g.tlsKey, ServerName: g.tlsServerName, Log: log})
 		if err != nil {
@@ -122,87 +120,31 @@ func (g *xdsFlags) options(log *slog.Logger, apply func(xds.Update) error) (xds.
 	return o, nil
 }
 
-// xdsSource runs the xDS client of serve: every accepted update goes
-// through the same path as a reload of files.
-type xdsSource struct {
-	loaded atomic.Bool
-	first  chan struct{} // closed when the first configuration is in force
-	once   sync.Once
-	stop   func()
-}
-
-// startXDS subscribes to the configuration over xDS and applies each
-// update to c's service, vetted by check, as a reload; stop ends the
-// subscription.
-func startXDS(g *xdsFlags, read config.Options, check func(*config.Config) error, c *core) (*xdsSource, error) {
-	s := &xdsSource{first: make(chan struct{})}
-	apply := func(u xds.Update) error {
-		cfg, err := read.FromXDS(u.Resources)
-		if err == nil {
-			err = check(cfg)
-		}
-		if err != nil {
-			c.metrics.Reloaded(err)
-			c.config.Failed(err, time.Now())
-			return err
-		}
-		c.eng.SetConfig(cfg)
-		c.metrics.Reloaded(nil)
-		c.metrics.ConfigLoaded("xds", u.Version, time.Now())
-		c.config.Loaded("xds", u.Version, time.Now())
-		c.log.Info("configuration loaded from xds", "version", u.Version, "domains", strings.Join(cfg.Domains(), ","))
-		s.loaded.Store(true)
-		s.once.Do(func() { close(s.first) })
-		return nil
-	}
-	o, err := g.options(c.log, apply)
+// startXDS subscribes to the configuration over xDS, each update put in
+// force through ap, and, unless --xds-force-start, waits for the first
+// one, as envoyproxy/ratelimit does before it serves; a signal ends the
+// wait.
+func startXDS(ctx context.Context, f *serveFlags, ap *source.Applier, c *core) (*source.XDS, error) {
+	o, err := f.xds.options(c.log)
 	if err != nil {
 		return nil, err
 	}
-	client, err := xds.New(o)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { client.Run(ctx) })
-	s.stop = func() {
-		cancel()
-		wg.Wait()
-	}
-	return s, nil
-}
-
-// ready is /readyz's condition: a first configuration is in force.
-func (s *xdsSource) ready() (bool, string) {
-	if s.loaded.Load() {
-		return true, ""
-	}
-	return false, "no configuration received from the xDS control plane yet"
-}
-
-// waitXDS starts the subscription over xDS and, unless --xds-force-start,
-// waits for the first configuration, as envoyproxy/ratelimit does before
-// it serves; a signal ends the wait.
-func waitXDS(ctx context.Context, f *serveFlags, check func(*config.Config) error, c *core) (*xdsSource, error) {
 	read, _ := f.config.read.options() // checked by validate
-	src, err := startXDS(&f.xds, read, check, c)
+	src, err := source.StartXDS(o, read, ap)
 	if err != nil {
 		return nil, err
 	}
-	c.configReady = src.ready
+	c.configReady = src.Ready
 	if f.xds.forceStart {
 		c.log.Info("serving before a first configuration from xds (--xds-force-start)", "server", f.xds.server, "node", f.xds.nodeID)
 		return src, nil
 	}
 	c.log.Info("waiting for the first configuration from xds", "server", f.xds.server, "node", f.xds.nodeID)
-	select {
-	case <-src.first:
-		return src, nil
-	case <-ctx.Done():
-		src.stop()
-		return nil, errors.New("stopped before a first configuration arrived from the xDS control plane")
+	if err := src.Wait(ctx); err != nil {
+		src.Stop()
+		return nil, err
 	}
+	return src, nil
 }
 
 // configName is the configuration's name in the log.

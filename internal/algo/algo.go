@@ -39,16 +39,6 @@ const (
 	GCRA
 )
 
-// MaxLogRate is the largest Rate of a sliding log. A log holds one entry
-// per admitted event, so its state and the work of one decision (an
-// admission of cost Rate onto a full log whose entries have all expired)
-// grow with Rate: at this bound a key costs at most 4 KB in memory and
-// about 50 KB in Redis, and the worst decision runs in about half a
-// millisecond of Redis time (docs/bounds.md has the measurement). The
-// sliding window counter gives nearly the same limit with two integers
-// for any Rate.
-const MaxLogRate = 500
-
 // MaxExact is the largest integer every intermediate value must stay below
 // so that the math is exact in IEEE doubles (Lua numbers in Redis).
 const MaxExact = 1 << 53
@@ -139,8 +129,11 @@ func CheckBounds(k Kind, rate, burst, period int64) error {
 			return boundsErr("Rate", "Rate %d per %dµs is too large for exact %s arithmetic with Burst %d (limit 2^53)", rate, period, kindName(k), c)
 		}
 	case SlidingLog:
-		if rate > MaxLogRate {
-			return boundsErr("Rate", "Rate %d is more than sliding_log's maximum %d (one entry per event); use sliding_window for larger limits", rate, MaxLogRate)
+		// The log numbers the units it admits (Log): at most one per µs of
+		// the Period on average keeps the numbers below 2^53 for centuries
+		// of continuous use.
+		if rate > period {
+			return boundsErr("Rate", "Rate %d per %dµs is more than sliding_log's maximum of one per microsecond; use sliding_window", rate, period)
 		}
 	case FixedWindow:
 		if rate >= MaxExact/2 {

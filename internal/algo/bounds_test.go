@@ -16,7 +16,9 @@ func TestCheckBounds(t *testing.T) {
 		rate, burst, period int64
 	}{
 		{"fixed window, largest rate", FixedWindow, MaxExact/2 - 1, 0, sec},
-		{"sliding log, largest rate", SlidingLog, MaxLogRate, 0, sec},
+		{"sliding log, largest rate", SlidingLog, sec, 0, sec},
+		{"sliding log, 100,000 an hour", SlidingLog, 100_000, 0, 3600 * sec},
+		{"sliding log, 1ms, one per µs", SlidingLog, 1000, 0, 1000},
 		{"sliding window, 1 day, largest rate", SlidingWindow, swMax, 0, day},
 		{"token bucket, burst at the edge", TokenBucket, 1, (MaxExact-1)/(2*day) - 1, day},
 		{"gcra, burst 0, largest rate", GCRA, 643_371_145, 0, 7_000_001},
@@ -42,8 +44,8 @@ func TestCheckBoundsErrors(t *testing.T) {
 		wantErr             string
 	}{
 		{"fixed window, rate too large", FixedWindow, MaxExact / 2, 0, sec, "Rate 4503599627370496 is too large"},
-		{"sliding log, rate too large", SlidingLog, MaxExact / 2, 0, sec, "Rate 4503599627370496 is more than sliding_log's maximum 500"},
-		{"sliding log, one past the maximum", SlidingLog, MaxLogRate + 1, 0, sec, "Rate 501 is more than sliding_log's maximum 500 (one entry per event); use sliding_window"},
+		{"sliding log, rate too large", SlidingLog, MaxExact / 2, 0, sec, "Rate 4503599627370496 per 1000000µs is more than sliding_log's maximum of one per microsecond"},
+		{"sliding log, one past the maximum", SlidingLog, 1001, 0, 1000, "Rate 1001 per 1000µs is more than sliding_log's maximum of one per microsecond; use sliding_window"},
 		{"period too long", FixedWindow, 1, 0, MaxExact / 2, "Period of 4503599627370496µs is too long"},
 		{"sliding window, 1 day, rate too large", SlidingWindow, swMax + 1, 0, day, "Rate × Period (104249 × 86400000000µs) is too large"},
 		{"token bucket, burst too large", TokenBucket, 1, (MaxExact-1)/(2*day) + 1, day, "Burst × Period/gcd(Rate, Period) (52125 × 86400000000µs) is too large for exact token_bucket"},

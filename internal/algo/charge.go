@@ -106,11 +106,8 @@ func TokenBucketCharge(s Bucket, now int64, p Params, n int64) (Bucket, Result) 
 // most Params.Debt (a TAT further ahead, written under another limit,
 // counts as the bound).
 func chargeDeficit(s TAT, now int64, p Params) int64 {
-	if s == (TAT{}) {
-		return 0
-	}
-	s = s.norm(p)
-	if s.At < now || (s.At == now && s.Frac == 0) {
+	s, ok := s.ahead(now, p)
+	if !ok {
 		return 0
 	}
 	if s.At-now > p.Debt/p.R {

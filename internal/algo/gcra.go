@@ -52,18 +52,28 @@ func tatAt(now, d int64, p Params) TAT {
 // exact up to Cap*P + 2R; beyond, far reports a TAT more than a full bucket
 // ahead, whose deficit is not formed.
 func gcraDeficit(s TAT, now int64, p Params) (d int64, far bool) {
-	// The zero TAT is an untouched key at any now, also before the epoch.
-	if s == (TAT{}) {
-		return 0, false
-	}
-	s = s.norm(p)
-	if s.At < now || (s.At == now && s.Frac == 0) {
+	s, ok := s.ahead(now, p)
+	if !ok {
 		return 0, false
 	}
 	if s.At-now > p.Ahead {
 		return 0, true
 	}
 	return (s.At-now)*p.R + s.Frac, false
+}
+
+// ahead reads s under p (norm) and reports whether it lies after now: not
+// for the zero TAT, an untouched key at any now (also before the epoch),
+// nor for a bucket that is full at now.
+func (s TAT) ahead(now int64, p Params) (TAT, bool) {
+	if s == (TAT{}) {
+		return s, false
+	}
+	s = s.norm(p)
+	if s.At < now || (s.At == now && s.Frac == 0) {
+		return s, false
+	}
+	return s, true
 }
 
 // norm reads a TAT other than the zero value under p: the epoch's stand-in

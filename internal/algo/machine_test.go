@@ -54,7 +54,7 @@ func (m *machine) ret(at, n int64) {
 	case GCRA:
 		m.t = GCRAReturn(m.t, at, at, m.p, n)
 	case SlidingLog:
-		SlidingLogReturn(&m.l, at, n)
+		SlidingLogReturn(&m.l, at, at, m.p, n)
 	}
 }
 
@@ -65,18 +65,21 @@ func (m *machine) clone() *machine {
 	return &c
 }
 
-// entries returns the log's entries, oldest first.
+// entries returns the times of the log's units, oldest first: one per
+// unit, expired ones included until they are dropped.
 func (l *Log) entries() []int64 {
-	out := make([]int64, l.n)
-	for i := range out {
-		out[i] = l.At(i)
+	out := []int64{}
+	for i := range l.n {
+		for range l.units(i) {
+			out = append(out, l.entry(i).at)
+		}
 	}
 	return out
 }
 
-// live returns the log's entries that still count at now (clamped to the
-// newest entry, as SlidingLogStep does).
-func (l *Log) live(now int64, period int64) []int64 {
+// liveUnits returns the times of the log's units that still count at now
+// (clamped to the newest entry, as SlidingLogStep does).
+func (l *Log) liveUnits(now int64, period int64) []int64 {
 	if l.n > 0 {
 		now = max(now, l.Newest())
 	}
@@ -102,7 +105,7 @@ func (m *machine) state(now int64) string {
 	case GCRA:
 		return fmt.Sprintf("%+v", m.t)
 	}
-	live := m.l.live(now, m.p.Period)
+	live := m.l.liveUnits(now, m.p.Period)
 	if len(live) <= 8 {
 		return fmt.Sprint(live)
 	}

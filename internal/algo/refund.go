@@ -85,50 +85,59 @@ func GCRAReturn(s TAT, at, now int64, p Params, n int64) TAT {
 	return t
 }
 
-// SlidingLogReturnNewest removes up to n of the newest entries: a refund
-// whose admission time is unknown gives back what was admitted last.
-func SlidingLogReturnNewest(l *Log, n int64) {
-	if n <= 0 {
+// SlidingLogReturnNewest gives back up to n of the newest units that still
+// count at now: a refund whose admission time is unknown gives back what
+// was admitted last. It reaches the units of the newest LogReturnDepth
+// entries only.
+func SlidingLogReturnNewest(l *Log, now int64, p Params, n int64) {
+	if n <= 0 || l.n == 0 {
 		return
 	}
-	l.n -= int(min(n, int64(l.n)))
-	if l.n == 0 {
-		l.head = 0
+	cut := max(now, l.Newest()) - p.Period
+	oldest := l.search(max(l.n-LogReturnDepth, 0), func(e *logEntry) bool { return e.at > cut })
+	if oldest == l.n {
+		return
 	}
+	k := min(n, l.last-l.entry(oldest).first+1)
+	if k <= 0 {
+		return
+	}
+	l.last -= k
+	// The entries left without a unit go, but the newest, which keeps the
+	// time: its first unit is the next one.
+	i := l.search(oldest, func(e *logEntry) bool { return e.first > l.last })
+	if i == l.n {
+		return
+	}
+	*l.entry(i) = *l.entry(l.n - 1)
+	l.n = i + 1
+	l.entry(i).first = l.last + 1
 }
 
-// SlidingLogReturn removes up to n entries stamped exactly at. Entries are
-// kept in time order, so those stamped at are contiguous.
-func SlidingLogReturn(l *Log, at int64, n int64) {
-	if n <= 0 {
+// SlidingLogReturn gives back up to n units stamped exactly at, when they
+// still count at now and are of the newest LogReturnDepth entries: the
+// entries after them are renumbered, and an entry left without a unit goes
+// (but the newest, which keeps the time).
+func SlidingLogReturn(l *Log, at, now int64, p Params, n int64) {
+	if n <= 0 || l.n == 0 || at <= max(now, l.Newest())-p.Period {
 		return
 	}
-	// Find the newest entry stamped at, then remove a run ending there.
-	end := -1
-	for i := l.n - 1; i >= 0; i-- {
-		v := l.At(i)
-		if v == at {
-			end = i
-			break
-		}
-		if v < at {
-			return
-		}
-	}
-	if end < 0 {
+	i := l.search(max(l.n-LogReturnDepth, 0), func(e *logEntry) bool { return e.at >= at })
+	if i == l.n || l.entry(i).at != at {
 		return
 	}
-	start := end
-	for start > 0 && int64(end-start+1) < n && l.At(start-1) == at {
-		start--
+	k := min(n, l.units(i))
+	if k == 0 {
+		return
 	}
-	k := end - start + 1
-	// Shift the entries after the run back by k.
-	for i := end + 1; i < l.n; i++ {
-		l.buf[(l.head+i-k)%len(l.buf)] = l.At(i)
+	l.last -= k
+	if i == l.n-1 {
+		return
 	}
-	l.n -= k
-	if l.n == 0 {
-		l.head = 0
+	for j := i + 1; j < l.n; j++ {
+		l.entry(j).first -= k
+	}
+	if l.entry(i).first == l.entry(i+1).first {
+		l.remove(i)
 	}
 }

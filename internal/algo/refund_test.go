@@ -123,13 +123,17 @@ func TestGCRAReturn(t *testing.T) {
 	}
 }
 
-// logOf returns a log holding entries, its ring rotated by shift so that
-// the entries wrap around the end of the buffer.
-func logOf(entries []int64, size, shift int) *Log {
-	l := &Log{buf: make([]int64, size), head: shift % size}
-	for _, v := range entries {
-		l.buf[(l.head+l.n)%size] = v
-		l.n++
+// logOf returns a log holding units stamped at the given times (in
+// order), its ring rotated by shift so that the entries wrap around the end
+// of the buffer.
+func logOf(units []int64, size, shift int) *Log {
+	l := &Log{buf: make([]logEntry, size), head: shift % size}
+	for _, v := range units {
+		if l.n == 0 || l.Newest() != v {
+			l.n++
+			*l.entry(l.n - 1) = logEntry{at: v, first: l.last + 1}
+		}
+		l.last++
 	}
 	return l
 }
@@ -158,7 +162,7 @@ func TestSlidingLogReturn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := logOf(tt.give, 8, tt.shift)
-			SlidingLogReturn(l, tt.at, tt.n)
+			SlidingLogReturn(l, tt.at, 7, NewParams(SlidingLog, 10, 0, 100), tt.n)
 			if diff := cmp.Diff(tt.want, l.entries()); diff != "" {
 				t.Errorf("SlidingLogReturn(%v, %d, %d) (-want +got):\n%s", tt.give, tt.at, tt.n, diff)
 			}

@@ -40,23 +40,12 @@ func Cost(lim sluice.Limit, n int) error {
 }
 
 // Multi checks the size of an AllowMulti call: at most
-// sluice.MaxMultiRequests requests, whose SlidingLog requests ask for at
-// most sluice.MaxSlidingLogRate units in all (each unit is an entry
-// written). An oversized call is a *sluice.LimitError wrapping
-// sluice.ErrExceedsCapacity: it could never be decided at once. It does not
-// check each request (Request does).
+// sluice.MaxMultiRequests requests. An oversized call is a
+// *sluice.LimitError wrapping sluice.ErrExceedsCapacity: it could never be
+// decided at once. It does not check each request (Request does).
 func Multi(reqs []sluice.Request) error {
 	if len(reqs) > sluice.MaxMultiRequests {
 		return &sluice.LimitError{Field: "Requests", Reason: fmt.Sprintf("AllowMulti of %d requests, more than %d at once", len(reqs), sluice.MaxMultiRequests), Err: sluice.ErrExceedsCapacity}
-	}
-	units := 0
-	for _, rq := range reqs {
-		if rq.Limit.Algorithm == sluice.SlidingLog && rq.N > 0 {
-			units += min(rq.N, sluice.MaxSlidingLogRate+1) // no overflow, whatever N
-		}
-	}
-	if units > sluice.MaxSlidingLogRate {
-		return &sluice.LimitError{Field: "Requests", Reason: fmt.Sprintf("AllowMulti asks %d sliding-log units in all, more than %d at once", units, sluice.MaxSlidingLogRate), Err: sluice.ErrExceedsCapacity}
 	}
 	return nil
 }

@@ -82,8 +82,9 @@ while b < #ARGV do
     else
       local ok, rem, retry, reset, used
       if log then
-        ok, rem, retry, reset, used = log[1](key, t, n, A, B, C, 0)
-        if ok == 1 and n > 0 then log[2](key, used, n, A, B, C) end
+        local last, same
+        ok, rem, retry, reset, used, last, same = log[1](key, t, n, A, B, C, 0)
+        if ok == 1 and n > 0 then log[2](key, used, n, A, B, C, last, same) end
       else
         local v
         if rval then

@@ -19,6 +19,18 @@ local function fw_val(start, count, per)
   return string.format('%d:%d', start, count)
 end
 
+-- fw_at is the state at now (internal/algo's Window.at): now itself
+-- (never before the state's start: time does not go backwards for a key),
+-- the start ws of now's window and its count c, and whether the value was
+-- one integer.
+local function fw_at(v, now, per)
+  local start, count, packed = fw_state(v, per)
+  if count > 0 and now < start then now = start end
+  local ws = now - now % per
+  if count > 0 and start == ws then return now, ws, count, packed end
+  return now, ws, 0, packed
+end
+
 -- fw_step decides n at now on the value v (false: the key is absent) under
 -- rate per period µs, as every counter's step does (single.lua): it
 -- returns allowed (0/1), remaining, retry µs, reset µs, the time used, and
@@ -27,11 +39,8 @@ end
 -- itself, since the key then holds the integer start + count and INCRBY n
 -- writes the new value.
 local function fw_step(v, now, n, rate, per)
-  local start, count, packed = fw_state(v, per)
-  if count > 0 and now < start then now = start end
-  local ws = now - now % per
-  local c = 0
-  if count > 0 and start == ws then c = count end
+  local ws, c, packed
+  now, ws, c, packed = fw_at(v, now, per)
   local e = ws + per - now
   if n > 0 and c + n > rate then return 0, math.max(rate - c, 0), e, e, now end
   if n == 0 then
@@ -46,16 +55,13 @@ local function fw_step(v, now, n, rate, per)
 end
 
 -- fw_charge is fw_step for a limit that counts every hit: n is counted,
--- up to 2^52 (internal/algo.MaxCountDebt), whatever the decision, which
--- denies a cost of 0 too while the count is above rate.
+-- up to MAX_COUNT_DEBT (internal/algo.MaxCountDebt), whatever the
+-- decision, which denies a cost of 0 too while the count is above rate.
 local function fw_charge(v, now, n, rate, per)
-  local start, count, packed = fw_state(v, per)
-  if count > 0 and now < start then now = start end
-  local ws = now - now % per
-  local c = 0
-  if count > 0 and start == ws then c = count end
+  local ws, c, packed
+  now, ws, c, packed = fw_at(v, now, per)
   local e = ws + per - now
-  local c2 = math.min(c + n, 4503599627370496)
+  local c2 = math.min(c + n, MAX_COUNT_DEBT)
   local ok, retry, reset = 1, 0, 0
   if c + n > rate then ok, retry = 0, e end
   if c2 > 0 then reset = e end

@@ -22,27 +22,33 @@ local function gcra_val(at, frac, R)
   return string.format('%d:%d', at, frac)
 end
 
+-- gcra_ahead reads the value v (false: absent) under this limit
+-- (internal/algo's TAT.ahead): the TAT, At + Frac/R µs, when it lies after
+-- now; nothing for an untouched key or a bucket that is full at now.
+local function gcra_ahead(v, now, R)
+  if not v then return end
+  local at, frac = split(v)
+  frac = frac or 0
+  if at == 0 and frac == 0 then return end
+  at, frac = gcra_norm(at, frac, R)
+  if at > now or (at == now and frac > 0) then return at, frac end
+end
+
 -- gcra_step decides n at now on the value v (false: absent), with the
 -- results of every counter's step (fw_step).
 local function gcra_step(v, now, n, full, P, R)
   local d = 0 -- the scaled deficit R*(TAT-now)
-  if v then
-    local at, frac = split(v)
-    frac = frac or 0
-    if not (at == 0 and frac == 0) then
-      at, frac = gcra_norm(at, frac, R)
-      if at > now or (at == now and frac > 0) then
-        if at - now > floor(full / R) + 1 then
-          -- More than a full bucket ahead (Burst lowered, clock behind):
-          -- nothing is admitted, and the times count exactly from the TAT.
-          local ahead = at - now
-          local reset = ahead + floor((frac + R - 1) / R)
-          if n > 0 then return 0, 0, ahead - floor(-(frac + n * P - full) / R), reset, now end
-          return 1, 0, 0, reset, now
-        end
-        d = (at - now) * R + frac
-      end
+  local at, frac = gcra_ahead(v, now, R)
+  if at then
+    if at - now > floor(full / R) + 1 then
+      -- More than a full bucket ahead (Burst lowered, clock behind):
+      -- nothing is admitted, and the times count exactly from the TAT.
+      local ahead = at - now
+      local reset = ahead + floor((frac + R - 1) / R)
+      if n > 0 then return 0, 0, ahead - floor(-(frac + n * P - full) / R), reset, now end
+      return 1, 0, 0, reset, now
     end
+    d = (at - now) * R + frac
   end
   local d2 = d + n * P
   if n > 0 and d2 > full then
@@ -57,28 +63,22 @@ local function gcra_step(v, now, n, full, P, R)
 end
 
 -- gcra_charge is gcra_step for a limit that counts every hit: the TAT
--- moves on by n emission intervals, up to a scaled deficit of 2^52
--- (internal/algo.MaxBucketDebt) ahead of now, whatever the decision,
+-- moves on by n emission intervals, up to a scaled deficit of
+-- MAX_BUCKET_DEBT (internal/algo.MaxBucketDebt) ahead of now, whatever the decision,
 -- which denies a cost of 0 too while the TAT is beyond the burst. A denial
 -- waits until a cost of 1 (of 0 for a cost of 0) is admitted. n*P is
 -- inexact only far above 2^52, where the bound takes over.
 local function gcra_charge(v, now, n, full, P, R)
   local d = 0
-  if v then
-    local at, frac = split(v)
-    frac = frac or 0
-    if not (at == 0 and frac == 0) then
-      at, frac = gcra_norm(at, frac, R)
-      if at > now or (at == now and frac > 0) then
-        if at - now > floor(4503599627370496 / R) then
-          d = 4503599627370496
-        else
-          d = math.min((at - now) * R + frac, 4503599627370496)
-        end
-      end
+  local at, frac = gcra_ahead(v, now, R)
+  if at then
+    if at - now > floor(MAX_BUCKET_DEBT / R) then
+      d = MAX_BUCKET_DEBT
+    else
+      d = math.min((at - now) * R + frac, MAX_BUCKET_DEBT)
     end
   end
-  local d2 = math.min(d + n * P, 4503599627370496)
+  local d2 = math.min(d + n * P, MAX_BUCKET_DEBT)
   local ok, retry = 1, 0
   if d + n * P > full then
     ok = 0
@@ -92,6 +92,16 @@ local function gcra_charge(v, now, n, full, P, R)
   return ok, rem, retry, reset, now, s, false
 end
 
+-- gcra_credit is what n units taken at at are still worth at now, in
+-- scaled units (internal/algo's bucketCredit): n*P less the refill since.
+local function gcra_credit(at, now, n, P, R)
+  local c = n * P
+  local el = now - at
+  if el <= 0 then return c end
+  if el >= floor((c + R - 1) / R) then return 0 end
+  return c - el * R
+end
+
 -- gcra_return gives back n emission intervals taken at at (false: now):
 -- the TAT moves back by what they are still worth at now (n*P less the
 -- refill since, in scaled units; n is at most the bound of a charged
@@ -103,13 +113,8 @@ local function gcra_return(key, now, at, n, _, P, R)
   local t, frac = split(v)
   frac = frac or 0
   if t == 0 and frac == 0 then return end
-  at = at or now
-  local c = math.min(n, floor(4503599627370496 / P) + 2) * P
-  local el = now - at
-  if el > 0 then
-    if el >= floor((c + R - 1) / R) then return end
-    c = c - el * R
-  end
+  local c = gcra_credit(at or now, now, math.min(n, floor(MAX_BUCKET_DEBT / P) + 2), P, R)
+  if c == 0 then return end
   t, frac = gcra_norm(t, frac, R)
   local q = floor(c / R)
   t, frac = t - q, frac - (c - q * R)

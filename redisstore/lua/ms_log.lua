@@ -24,7 +24,10 @@ local function ms_decide(key, now, n, rate, W, _, pend)
   if n > 0 and total + n > rate then
     local k, kth = total + n - rate, ms
     if k <= count then
-      kth = tonumber(redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)[2])
+      -- By rank (the expired entries come first): O(log N), where an
+      -- offset in ZRANGEBYSCORE's LIMIT walks the entries one by one.
+      local r = F('%d', redis.call('ZCOUNT', key, '-inf', F('%d', ms - W)) + k - 1)
+      kth = tonumber(redis.call('ZRANGE', key, r, r, 'WITHSCORES')[2])
     end
     return 0, math.max(rate - total, 0), (kth + W) * 1000 - now, (newest + W) * 1000 - now, now
   end
@@ -62,8 +65,9 @@ local function ms_write(key, now, n, _, W, rnd)
 end
 
 -- ms_return gives back up to n entries stamped in at's millisecond (a
--- false at: the n newest entries).
+-- false at: the n newest entries), at most MAX_MILLISECOND_UNITS.
 local function ms_return(key, _, at, n)
+  n = math.min(n, MAX_MILLISECOND_UNITS)
   if not at then
     local ms = redis.call('ZREVRANGE', key, '0', F('%d', n - 1))
     if #ms > 0 then redis.call('ZREM', key, unpack(ms)) end

@@ -17,8 +17,9 @@ local STEP = {fw_step, false, sw_step, gcra_step, gcra_step, false, fw_charge, f
 local LOG = {false, {sl_decide, sl_write}, false, false, false, {ms_decide, ms_write}}
 -- Per key: the value read (false: absent), the value and reset the call's
 -- admissions leave (counters), or the units they add, the time they are
--- stamped at and the request whose limit values write them (logs).
-local stored, value, reset, units, at, first = {}, {}, {}, {}, {}, {}
+-- stamped at, the request whose limit values write them and what the log's
+-- decision tells its write (logs).
+local stored, value, reset, units, at, first, state = {}, {}, {}, {}, {}, {}, {}
 -- decide is request i's decision of n, after the call's earlier requests
 -- on its key, or when alone as if it were the call's only request.
 local function decide(i, n, alone)
@@ -41,10 +42,10 @@ local function decide(i, n, alone)
   end
   local pend = 0
   if not alone then pend = units[key] or 0 end
-  local ok, rem, retry, rs, used = LOG[kind][1](key, now, n, A, B, C, pend)
+  local ok, rem, retry, rs, used, last, same = LOG[kind][1](key, now, n, A, B, C, pend)
   if not alone then
     first[key] = first[key] or i
-    if ok == 1 and n > 0 then units[key], at[key] = pend + n, used end
+    if ok == 1 and n > 0 then units[key], at[key], state[key] = pend + n, used, {last, same} end
   end
   return ok, rem, retry, rs
 end
@@ -78,7 +79,7 @@ for i = 1, #KEYS do
     value[key] = nil
   elseif units[key] and first[key] then
     local b = 3 + (first[key] - 1) * 5
-    LOG[tonumber(ARGV[b])][2](key, at[key], units[key], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), true)
+    LOG[tonumber(ARGV[b])][2](key, at[key], units[key], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), state[key][1], state[key][2], true)
     units[key] = nil
   end
 end

@@ -1,5 +1,8 @@
 -- prologue.lua: the start of every script (scripts.go). Before it, the
--- script's first line sets TA, the index in ARGV of the test clock's time.
+-- script's first lines set TA, the index in ARGV of the test clock's time,
+-- and internal/algo's constants under their Go names: MAX_EXACT (2^53),
+-- MAX_COUNT_DEBT, MAX_BUCKET_DEBT, LOG_RETURN_DEPTH (and redisstore's
+-- MAX_MILLISECOND_UNITS).
 --
 -- Every number is an integer below 2^53 (internal/algo.CheckBounds), so
 -- doubles are exact and floor(a / b) is the integer quotient. Integers go

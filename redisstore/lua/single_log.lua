@@ -12,8 +12,8 @@ local C
 if TA > 4 then
   C = tonumber(ARGV[4])
 end
-local ok, rem, retry, reset, used = DECIDE(key, now, n, A, B, C, 0)
+local ok, rem, retry, reset, used, last, same = DECIDE(key, now, n, A, B, C, 0)
 if ok == 1 and n > 0 then
-  WRITE(key, used, n, A, B, C)
+  WRITE(key, used, n, A, B, C, last, same)
 end
 return {ok, rem, retry, reset, used}

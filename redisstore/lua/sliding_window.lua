@@ -24,21 +24,27 @@ local function sw_retry(ws, now, prev, cur, rate, P, n)
   return ws + P + e3 - now
 end
 
+-- sw_at is the state at now (internal/algo's Counter.at): now itself
+-- (never before the state's start: time does not go backwards for a key),
+-- the start ws of now's window, and the counts of the window before it and
+-- of it.
+local function sw_at(v, now, P)
+  local start, prev, cur = 0, 0, 0
+  if v then
+    start, prev, cur = split(v)
+  end
+  if (prev > 0 or cur > 0) and now < start then now = start end
+  local ws = now - now % P
+  if start == ws then return now, ws, prev, cur end
+  if start == ws - P then return now, ws, cur, 0 end
+  return now, ws, 0, 0
+end
+
 -- sw_step decides n at now on the value v (false: absent) under rate per
 -- period P µs, with the results of every counter's step (fw_step).
 local function sw_step(v, now, n, rate, P)
-  local start, sprev, scur = 0, 0, 0
-  if v then
-    start, sprev, scur = split(v)
-  end
-  if (sprev > 0 or scur > 0) and now < start then now = start end
-  local ws = now - now % P
-  local prev, cur = 0, 0
-  if start == ws then
-    prev, cur = sprev, scur
-  elseif start == ws - P then
-    prev = scur
-  end
+  local ws, prev, cur
+  now, ws, prev, cur = sw_at(v, now, P)
   local e = now - ws
   local count = floor(prev * (P - e) / P) + cur
   if n > 0 and count + n > rate then
@@ -50,33 +56,23 @@ local function sw_step(v, now, n, rate, P)
     local reset = sw_reset(ws, now, prev, cur, P)
     return 1, math.max(rate - count, 0), 0, reset, now
   end
-  -- In the same window, the key already expires when its count stops
-  -- mattering.
-  local keep = start == ws and scur > 0
+  -- In the same window (a current count), the key already expires when
+  -- its count stops mattering.
+  local keep = cur > 0
   cur = cur + n
   return 1, rate - count - n, 0, ws + 2 * P - now, now, string.format('%d:%d:%d', ws, prev, cur), keep
 end
 
 -- sw_charge is sw_step for a limit that counts every hit: n is counted in
--- the current window, up to floor((2^53-1)/P) - 1 (so that a count times
--- P stays exact), whatever the decision, which denies a cost of 0 too
--- while the weighted count is above rate. A denial waits until a cost of 1
--- (of 0 for a cost of 0) is admitted.
+-- the current window, up to floor((MAX_EXACT-1)/P) - 1 (internal/algo's
+-- debtOf: so that a count times P stays exact), whatever the decision,
+-- which denies a cost of 0 too while the weighted count is above rate. A
+-- denial waits until a cost of 1 (of 0 for a cost of 0) is admitted.
 local function sw_charge(v, now, n, rate, P)
-  local start, sprev, scur = 0, 0, 0
-  if v then
-    start, sprev, scur = split(v)
-  end
-  if (sprev > 0 or scur > 0) and now < start then now = start end
-  local ws = now - now % P
-  local prev, cur = 0, 0
-  if start == ws then
-    prev, cur = sprev, scur
-  elseif start == ws - P then
-    prev = scur
-  end
+  local ws, prev, cur
+  now, ws, prev, cur = sw_at(v, now, P)
   local w = floor(prev * (P - (now - ws)) / P)
-  local cur2 = math.min(cur + n, floor(9007199254740991 / P) - 1)
+  local cur2 = math.min(cur + n, floor((MAX_EXACT - 1) / P) - 1)
   local ok, retry = 1, 0
   if w + cur + n > rate then
     ok = 0
@@ -85,7 +81,7 @@ local function sw_charge(v, now, n, rate, P)
   local rem = math.max(rate - w - cur2, 0)
   local reset = sw_reset(ws, now, prev, cur2, P)
   if n == 0 then return ok, rem, retry, reset, now end
-  return ok, rem, retry, reset, now, string.format('%d:%d:%d', ws, prev, cur2), start == ws and scur > 0
+  return ok, rem, retry, reset, now, string.format('%d:%d:%d', ws, prev, cur2), cur > 0
 end
 
 -- sw_return gives back n units taken at at (false: now, as a decision

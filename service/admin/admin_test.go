@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/stack"
@@ -329,7 +330,7 @@ func TestInspectResetKey(t *testing.T) {
 	f := newFixture(t, store, Auth{})
 	lim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 10, Period: time.Minute, Burst: 4}
 	for range 3 {
-		if _, err := store.AllowN(context.Background(), checkKeyPrefix+"acct-7", lim, 1); err != nil {
+		if _, err := store.AllowN(context.Background(), check.StoreKey("acct-7"), lim, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -342,7 +343,7 @@ func TestInspectResetKey(t *testing.T) {
 	if code, body, _ := f.do(t, "POST", "/admin/v1/reset", `{"key":"acct-7","algorithm":"token_bucket","rate":10,"period":"1m","burst":4}`); code != 200 {
 		t.Fatalf("reset key = %d %s", code, body)
 	}
-	d, err := store.AllowN(context.Background(), checkKeyPrefix+"acct-7", lim, 0)
+	d, err := store.AllowN(context.Background(), check.StoreKey("acct-7"), lim, 0)
 	if err != nil || d.Remaining != 4 {
 		t.Errorf("after reset: %+v %v, want 4 remaining", d, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/engine"
 )
 
@@ -31,11 +32,6 @@ const (
 	storeTimeout = 10 * time.Second
 )
 
-// checkKeyPrefix is the namespace of POST /v1/check keys in the store (the
-// HTTP API puts them there), so that a key selector inspects and resets
-// the state that /v1/check counts on.
-const checkKeyPrefix = "*check/"
-
 // api serves /admin/v1.
 type api struct {
 	eng    *engine.Engine
@@ -45,13 +41,13 @@ type api struct {
 }
 
 // selector is what an inspect or a reset is about: descriptors of a domain
-// as Envoy sends them, or a /v1/check key and limit.
+// as Envoy sends them, or a /v1/check key and limit (key.Key is not empty
+// then), whose state is the one /v1/check counts on.
 type selector struct {
 	domain string
 	descs  [][]engine.Entry
 
-	key string // as /v1/check takes it, without the store's prefix
-	lim sluice.Limit
+	key check.Check
 }
 
 // selectorJSON is the JSON body of an inspect or a reset.
@@ -208,41 +204,15 @@ func (a *api) selectorOf(sj *selectorJSON) (*selector, *badRequest) {
 	return s, nil
 }
 
-// keySelector checks a /v1/check key and limit as /v1/check does.
+// keySelector checks a /v1/check key and limit as /v1/check does, with
+// a cost of 0.
 func keySelector(sj *selectorJSON, b engine.Bounds) (*selector, *badRequest) {
-	switch {
-	case sj.Key == "":
-		return nil, &badRequest{"key", "missing or empty"}
-	case len(sj.Key) > sluice.MaxKeyLen-len(checkKeyPrefix):
-		return nil, &badRequest{"key", fmt.Sprintf("%d bytes, longer than %d", len(sj.Key), sluice.MaxKeyLen-len(checkKeyPrefix))}
-	case !utf8.ValidString(sj.Key):
-		return nil, &badRequest{"key", "not valid UTF-8"}
-	case sj.Algorithm == "":
-		return nil, &badRequest{"algorithm", "missing (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)"}
-	case sj.Period == "":
-		return nil, &badRequest{"period", `missing (a duration such as "1s" or "30s")`}
+	zero := 0
+	c, fe := check.Parse(check.Request{Key: sj.Key, Algorithm: sj.Algorithm, Rate: sj.Rate, Period: sj.Period, Burst: sj.Burst, Cost: &zero}, b)
+	if fe != nil {
+		return nil, &badRequest{fe.Field, fe.Msg}
 	}
-	alg, err := sluice.ParseAlgorithm(sj.Algorithm)
-	if err != nil {
-		return nil, &badRequest{"algorithm", err.Error()}
-	}
-	p, err := time.ParseDuration(sj.Period)
-	if err != nil {
-		return nil, &badRequest{"period", fmt.Sprintf("%q is not a duration such as \"1s\" or \"30s\"", sj.Period)}
-	}
-	lim := sluice.Limit{Algorithm: alg, Rate: sj.Rate, Period: p, Burst: sj.Burst}
-	var be *engine.BoundError
-	if err := b.CheckLimit(lim, 0); errors.As(err, &be) {
-		return nil, &badRequest{be.Field, err.Error()}
-	}
-	if err := lim.Validate(); err != nil {
-		var le *sluice.LimitError
-		if errors.As(err, &le) {
-			return nil, &badRequest{strings.ToLower(le.Field), le.Reason}
-		}
-		return nil, &badRequest{"", err.Error()}
-	}
-	return &selector{key: sj.Key, lim: lim}, nil
+	return &selector{key: c}, nil
 }
 
 // stateJSON is a counter's state.
@@ -256,10 +226,8 @@ type stateJSON struct {
 
 func stateOf(lim sluice.Limit, d sluice.Decision, over bool) *stateJSON {
 	return &stateJSON{Limit: lim.Capacity(), Remaining: d.Remaining, Over: over,
-		ResetAfterMS: ceilMS(d.ResetAfter), RetryAfterMS: ceilMS(d.RetryAfter)}
+		ResetAfterMS: check.Millis(d.ResetAfter), RetryAfterMS: check.Millis(d.RetryAfter)}
 }
-
-func ceilMS(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
 
 type entryJSON struct {
 	Key   string `json:"key"`
@@ -306,13 +274,13 @@ func (a *api) inspect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
-	if s.key != "" {
-		d, over, err := a.eng.InspectKey(ctx, checkKeyPrefix+s.key, s.lim)
+	if k := s.key; k.Key != "" {
+		d, over, err := a.eng.InspectKey(ctx, k.StoreKey(), k.Limit)
 		if err != nil {
 			a.storeProblem(w, ctx, err)
 			return
 		}
-		writeJSON(w, inspectJSON{Key: s.key, Limit: limitOf(s.lim), State: stateOf(s.lim, d, over)})
+		writeJSON(w, inspectJSON{Key: k.Key, Limit: limitOf(k.Limit), State: stateOf(k.Limit, d, over)})
 		return
 	}
 	out := inspectJSON{Domain: s.domain}
@@ -370,22 +338,18 @@ func (a *api) reset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := Caller(r.Context())
-	rs, ok := a.store.(sluice.Resetter)
-	if !ok {
-		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%T) cannot reset a key", a.store))
-		return
-	}
+	rs := sluice.Lift(a.store) // a store that cannot reset answers ErrResetUnsupported: 501
 	ctx, cancel := context.WithTimeout(r.Context(), storeTimeout)
 	defer cancel()
 	out := resetJSON{By: who, Reset: []resetEntry{}}
-	if s.key != "" {
-		err := rs.Reset(ctx, checkKeyPrefix+s.key, s.lim)
-		a.logReset(who, "key", s.key, "limit", s.lim.String(), err)
+	if k := s.key; k.Key != "" {
+		err := rs.Reset(ctx, k.StoreKey(), k.Limit)
+		a.logReset(who, "key", k.Key, "limit", k.Limit.String(), err)
 		if err != nil {
 			a.storeProblem(w, ctx, err)
 			return
 		}
-		out.Reset = append(out.Reset, resetEntry{Descriptor: -1, Key: s.key})
+		out.Reset = append(out.Reset, resetEntry{Descriptor: -1, Key: k.Key})
 		writeJSON(w, out)
 		return
 	}

@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 
 	"github.com/sluicehq/sluice/service/certs"
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // Auth is how the admin endpoints authenticate their callers. With a
@@ -144,42 +144,26 @@ func loopback(remote string) bool {
 	return err == nil && ip.Unmap().IsLoopback()
 }
 
-// caFile is a client CA file, re-read when it changes.
+// caFile is a client CA file, re-read when it changes (as the token
+// file: a read never blocks, no caller waits for another's).
 type caFile struct {
-	path string
-	log  *slog.Logger
-
-	mu   sync.Mutex
-	sig  fileSig
-	pool *x509.CertPool
+	v *livefile.Value[*x509.CertPool]
 }
 
 func openCAFile(path string, log *slog.Logger) (*caFile, error) {
-	sig, _ := stat(path)
-	pool, err := certs.LoadPool(path)
+	v, err := livefile.New([]string{path}, func() (*x509.CertPool, error) { return certs.LoadPool(path) }, livefile.Hooks[*x509.CertPool]{
+		Loaded: func(*x509.CertPool) { log.Info("client CA file reloaded", "file", path) },
+		Failed: func(err error) {
+			log.Error("client CA file changed but does not load; keeping the previous CAs", "err", err)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &caFile{path: path, log: log, sig: sig, pool: pool}, nil
+	return &caFile{v: v}, nil
 }
 
-func (c *caFile) current() *x509.CertPool {
-	sig, err := stat(c.path)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err != nil || sig == c.sig {
-		return c.pool
-	}
-	c.sig = sig
-	pool, err := certs.LoadPool(c.path)
-	if err != nil {
-		c.log.Error("client CA file changed but does not load; keeping the previous CAs", "err", err)
-		return c.pool
-	}
-	c.pool = pool
-	c.log.Info("client CA file reloaded", "file", c.path)
-	return pool
-}
+func (c *caFile) current() *x509.CertPool { return c.v.Current() }
 
 // verify checks a client's chain against the CAs and returns the leaf's
 // subject.

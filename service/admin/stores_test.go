@@ -6,8 +6,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
@@ -35,7 +37,9 @@ func TestRedisInspectReset(t *testing.T) {
 	stores := map[string]func(t *testing.T) sluice.Store{
 		"redisstore": open,
 		"stack": func(t *testing.T) sluice.Store {
-			s, err := stack.New(open(t), stack.WithTiered())
+			// A busy machine's round trips outlast failover's default
+			// 50 ms: a decision degraded by one would be denied.
+			s, err := stack.New(open(t), stack.WithTiered(), stack.WithFailover(failover.WithTimeout(10*time.Second)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,14 +5,13 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // Bounds of a token file.
@@ -37,34 +36,10 @@ type token struct {
 	sum  [sha256.Size]byte
 }
 
-// fileSig tells a file's versions apart: a rewrite or a rename over it
-// changes its size, its modification time or its inode.
-type fileSig struct {
-	size  int64
-	mtime time.Time
-	ino   uint64
-}
-
-func stat(path string) (fileSig, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileSig{}, err
-	}
-	return fileSig{size: fi.Size(), mtime: fi.ModTime(), ino: inode(fi)}, nil
-}
-
 // tokenFile is a token file, re-read when it changes.
-type tokenFile struct {
-	path string
-	log  *slog.Logger
-
-	mu     sync.Mutex
-	sig    fileSig
-	tokens []token
-}
+type tokenFile struct{ v *livefile.Value[[]token] }
 
 func openTokenFile(path string, log *slog.Logger) (*tokenFile, error) {
-	sig, _ := stat(path)
 	ts, err := readTokens(path)
 	if err != nil {
 		return nil, err
@@ -72,35 +47,30 @@ func openTokenFile(path string, log *slog.Logger) (*tokenFile, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("admin: token file %s holds no token", path)
 	}
-	return &tokenFile{path: path, log: log, sig: sig, tokens: ts}, nil
+	first := true
+	v, err := livefile.New([]string{path}, func() ([]token, error) {
+		if first { // read above
+			first = false
+			return ts, nil
+		}
+		return readTokens(path)
+	}, livefile.Hooks[[]token]{
+		Loaded: func(ts []token) { log.Info("token file reloaded", "file", path, "tokens", len(ts)) },
+		Failed: func(err error) {
+			log.Error("token file changed but does not load; keeping the previous tokens", "err", err)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &tokenFile{v: v}, nil
 }
 
 // current returns the tokens in force, re-reading the file first when it
-// changed. A file that changed but does not load keeps the previous tokens.
-func (t *tokenFile) current() []token {
-	sig, err := stat(t.path)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if err != nil {
-		if t.sig != (fileSig{}) {
-			t.sig = fileSig{}
-			t.log.Error("token file cannot be read; keeping the previous tokens", "err", err)
-		}
-		return t.tokens
-	}
-	if sig == t.sig {
-		return t.tokens
-	}
-	t.sig = sig
-	ts, err := readTokens(t.path)
-	if err != nil {
-		t.log.Error("token file changed but does not load; keeping the previous tokens", "err", err)
-		return t.tokens
-	}
-	t.tokens = ts
-	t.log.Info("token file reloaded", "file", t.path, "tokens", len(ts))
-	return ts
-}
+// changed. A file that changed but does not load keeps the previous
+// tokens; a read never blocks (a named pipe at the path is refused), and
+// no caller waits for another's read.
+func (t *tokenFile) current() []token { return t.v.Current() }
 
 // lookup returns the name of the token tok. Every token is compared, in
 // constant time, whether one matched or not.
@@ -120,17 +90,12 @@ func (t *tokenFile) lookup(tok string) (string, bool) {
 
 // readTokens reads and parses a token file.
 func readTokens(path string) ([]token, error) {
-	f, err := os.Open(path)
+	b, err := livefile.Read(path, MaxTokenFileSize)
+	if errors.Is(err, livefile.ErrTooLarge) {
+		return nil, fmt.Errorf("admin: token file %s is larger than %d bytes", path, MaxTokenFileSize)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("admin: token file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxTokenFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("admin: token file %s: %w", path, err)
-	}
-	if len(b) > MaxTokenFileSize {
-		return nil, fmt.Errorf("admin: token file %s is larger than %d bytes", path, MaxTokenFileSize)
 	}
 	ts, err := parseTokens(b)
 	if err != nil {

@@ -8,7 +8,9 @@
 // microsecond against the hundreds a handshake costs), re-reads them when
 // the size, the modification time or the inode changed, and keeps the
 // certificates in force when the new files do not load (a half-written
-// pair, a key that does not match): the error is logged once per change.
+// pair, a key that does not match, a named pipe or a device put at the
+// path, a file past MaxFileSize): the error is logged once per change. A
+// read never blocks, and no handshake waits for another's read.
 package certs
 
 import (
@@ -17,11 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // ServerOptions name the files of a TLS listener.
@@ -37,22 +39,23 @@ type ServerOptions struct {
 	Log        *slog.Logger // default: discard
 }
 
+// MaxFileSize bounds a certificate, key or CA file, in bytes.
+const MaxFileSize = 4 << 20
+
 // Server holds a listener's certificate, and the client CA under mTLS.
 type Server struct {
-	opts  ServerOptions
-	files []string
-	log   *slog.Logger
-
-	mu   sync.Mutex
-	sig  []fileSig // of the last attempt, failed or not
-	st   *state
-	cfgs map[string]*tls.Config // by NextProtos, for st
+	opts ServerOptions
+	v    *livefile.Value[*state]
 }
 
-// state is one loaded generation of the files.
+// state is one loaded generation of the files, with the tls.Configs built
+// from it.
 type state struct {
 	cert *tls.Certificate
 	pool *x509.CertPool // nil without a client CA
+
+	mu   sync.Mutex
+	cfgs map[string]*tls.Config // by NextProtos
 }
 
 // NewServer loads the files; an error names the file that failed.
@@ -63,28 +66,36 @@ func NewServer(o ServerOptions) (*Server, error) {
 	if len(o.ClientSANs) > 0 && o.ClientCAFile == "" {
 		return nil, errors.New("certs: a required client SAN needs a client CA")
 	}
-	s := &Server{opts: o, files: []string{o.CertFile, o.KeyFile}, log: o.Log}
+	files := []string{o.CertFile, o.KeyFile}
 	if o.ClientCAFile != "" {
-		s.files = append(s.files, o.ClientCAFile)
+		files = append(files, o.ClientCAFile)
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	sig := stats(s.files)
-	st, err := s.load()
+	s := &Server{opts: o}
+	v, err := livefile.New(files, s.load, livefile.Hooks[*state]{
+		Loaded: func(st *state) {
+			log.Info("TLS files reloaded", "cert", o.CertFile, "not_after", st.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+		},
+		Failed: func(err error) {
+			log.Error("TLS files changed but do not load; serving the previous certificates", "err", err)
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.sig, s.st, s.cfgs = sig, st, map[string]*tls.Config{}
+	s.v = v
 	return s, nil
 }
 
 func (s *Server) load() (*state, error) {
-	cert, err := tls.LoadX509KeyPair(s.opts.CertFile, s.opts.KeyFile)
+	cert, err := loadKeyPair(s.opts.CertFile, s.opts.KeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("certs: certificate %s and key %s: %w", s.opts.CertFile, s.opts.KeyFile, err)
+		return nil, err
 	}
-	st := &state{cert: &cert}
+	st := &state{cert: cert, cfgs: map[string]*tls.Config{}}
 	if s.opts.ClientCAFile != "" {
 		if st.pool, err = LoadPool(s.opts.ClientCAFile); err != nil {
 			return nil, err
@@ -93,9 +104,24 @@ func (s *Server) load() (*state, error) {
 	return st, nil
 }
 
+// loadKeyPair reads a PEM certificate chain and its key.
+func loadKeyPair(certFile, keyFile string) (*tls.Certificate, error) {
+	certPEM, err := livefile.Read(certFile, MaxFileSize)
+	if err == nil {
+		var keyPEM []byte
+		if keyPEM, err = livefile.Read(keyFile, MaxFileSize); err == nil {
+			var cert tls.Certificate
+			if cert, err = tls.X509KeyPair(certPEM, keyPEM); err == nil {
+				return &cert, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("certs: certificate %s and key %s: %w", certFile, keyFile, err)
+}
+
 // LoadPool reads a PEM file of CA certificates.
 func LoadPool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
+	b, err := livefile.Read(file, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("certs: CA file: %w", err)
 	}
@@ -108,23 +134,7 @@ func LoadPool(file string) (*x509.CertPool, error) {
 
 // current returns the state in force, re-reading the files first when they
 // changed since the last attempt.
-func (s *Server) current() *state {
-	sig := stats(s.files)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if slices.Equal(sig, s.sig) {
-		return s.st
-	}
-	s.sig = sig
-	st, err := s.load()
-	if err != nil {
-		s.log.Error("TLS files changed but do not load; serving the previous certificates", "err", err)
-		return s.st
-	}
-	s.st, s.cfgs = st, map[string]*tls.Config{}
-	s.log.Info("TLS files reloaded", "cert", s.opts.CertFile, "not_after", st.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
-	return st
-}
+func (s *Server) current() *state { return s.v.Current() }
 
 // Config returns the listener's tls.Config, offering nextProtos by ALPN
 // ("h2" and "http/1.1" for HTTP, "h2" for gRPC). Each handshake gets the
@@ -136,16 +146,13 @@ func (s *Server) Config(nextProtos ...string) *tls.Config {
 		NextProtos: nextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			st := s.current()
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.st != st { // reloaded meanwhile: use the newer one
-				st = s.st
-			}
-			if c := s.cfgs[key]; c != nil {
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			if c := st.cfgs[key]; c != nil {
 				return c, nil
 			}
 			c := s.build(st, nextProtos)
-			s.cfgs[key] = c
+			st.cfgs[key] = c
 			return c, nil
 		},
 	}
@@ -253,24 +260,4 @@ func NewClient(o ClientOptions) (*tls.Config, error) {
 		}
 	}
 	return c, nil
-}
-
-// fileSig is what tells that a file changed.
-type fileSig struct {
-	size, mtime int64
-	ino         uint64
-	err         bool
-}
-
-func stats(files []string) []fileSig {
-	sig := make([]fileSig, len(files))
-	for i, f := range files {
-		fi, err := os.Stat(f) // follows symlinks: a swapped link shows a new inode
-		if err != nil {
-			sig[i].err = true
-			continue
-		}
-		sig[i] = fileSig{size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inode(fi)}
-	}
-	return sig
 }

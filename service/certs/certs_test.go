@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/service/certs"
 	"github.com/sluicehq/sluice/service/certs/certstest"
@@ -163,5 +164,31 @@ func TestClientCertificateReloads(t *testing.T) {
 	}
 	if _, err := certs.NewClient(certs.ClientOptions{CertFile: certFile}); err == nil {
 		t.Error("NewClient with a certificate and no key: no error")
+	}
+}
+
+// TestServerNamedPipe: a named pipe put at the certificate's path (whose
+// opening would block until a writer comes) is refused at once: handshakes
+// go on with the certificate in force.
+func TestServerNamedPipe(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, "ca")
+	certFile, keyFile := ca.Server(t, "one", "sluice").Write(t, dir, "tls")
+	s, err := certs.NewServer(certs.ServerOptions{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.Config("h2")
+	client := &tls.Config{RootCAs: ca.Pool(), ServerName: "sluice", NextProtos: []string{"h2"}}
+	mkfifoAt(t, certFile)
+	done := make(chan string, 1)
+	go func() { cn, _, _ := handshake(t, cfg, client); done <- cn }()
+	select {
+	case cn := <-done:
+		if cn != "one" {
+			t.Errorf("with a named pipe at the certificate: served %q, want one (kept)", cn)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("with a named pipe at the certificate, a handshake still waits after a minute")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/livefile"
 )
 
 // Rule is one configured limit, resolved and validated.
@@ -61,8 +62,8 @@ type Rule struct {
 	Replaces []string
 }
 
-// Descriptor is one entry of a request descriptor.
-type Descriptor struct{ Key, Value string }
+// Entry is one key and value of a request descriptor.
+type Entry struct{ Key, Value string }
 
 // Match is the result of matching one request descriptor.
 type Match struct {
@@ -112,6 +113,11 @@ func (c *Config) Domains() []string {
 // files are not read further and a last Error says so.
 const MaxErrors = 20
 
+// MaxFileSize bounds a configuration file, in bytes. A path that is not a
+// regular file (a named pipe, a device) is an error, found without
+// blocking.
+const MaxFileSize = 64 << 20
+
 // Parse parses one YAML document, holding one domain, read from the file
 // called name (used in error messages only). An error is an Errors listing
 // every problem found, in file order, at most MaxErrors. It reads with the
@@ -159,7 +165,7 @@ func (o Options) Load(paths ...string) (*Config, error) {
 		if len(errs) >= MaxErrors {
 			break
 		}
-		data, err := os.ReadFile(f)
+		data, err := livefile.Read(f, MaxFileSize)
 		if err != nil {
 			errs = append(errs, fileError(f, err))
 			continue

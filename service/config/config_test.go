@@ -19,10 +19,10 @@ func fw(rate int, period time.Duration) sluice.Limit {
 
 const day = 24 * time.Hour
 
-func d(kv ...string) []Descriptor {
-	var ds []Descriptor
+func d(kv ...string) []Entry {
+	var ds []Entry
 	for i := 0; i+1 < len(kv); i += 2 {
-		ds = append(ds, Descriptor{kv[i], kv[i+1]})
+		ds = append(ds, Entry{kv[i], kv[i+1]})
 	}
 	return ds
 }
@@ -30,7 +30,7 @@ func d(kv ...string) []Descriptor {
 type matchCase struct {
 	name    string
 	domain  string
-	entries []Descriptor
+	entries []Entry
 	want    []Rule // nil: no limit applies
 	key     string
 	metric  string
@@ -352,7 +352,7 @@ descriptors:
 		t.Fatal(err)
 	}
 	tests := []struct {
-		entries []Descriptor
+		entries []Entry
 		want    int // Rate of the single rule; 0: no limit
 	}{
 		{d("k", "abc"), 4},   // exact beats every wildcard
@@ -407,7 +407,7 @@ descriptors:
 	if err != nil {
 		t.Fatal(err)
 	}
-	requests := [][]Descriptor{
+	requests := [][]Entry{
 		d("a", "b=c"),
 		d("a", "b/c"),
 		d("a", "b", "b", "c"),
@@ -422,7 +422,7 @@ descriptors:
 		d("a", `\`),
 		d("a", `\\`),
 	}
-	seen := map[string][]Descriptor{}
+	seen := map[string][]Entry{}
 	for _, r := range requests {
 		m, ok := c.Match("d/x", r)
 		if !ok || len(m.Rules) == 0 {
@@ -1107,7 +1107,7 @@ func BenchmarkMatch(b *testing.B) {
 	for _, bb := range []struct {
 		name    string
 		domain  string
-		entries []Descriptor
+		entries []Entry
 	}{
 		{"exact", "mongo_cps", d("database", "users")},
 		{"nested-default", "messaging", d("message_type", "marketing", "to_number", "2061111111")},
@@ -1146,7 +1146,7 @@ descriptors:
 		key, value string
 		rate       int
 	}{{"bin", "hello", 1}, {"int", "0x1F", 2}, {"bool", "true", 3}} {
-		m, ok := c.Match("a", []Descriptor{{tt.key, tt.value}})
+		m, ok := c.Match("a", []Entry{{tt.key, tt.value}})
 		if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.Rate != tt.rate {
 			t.Errorf("Match(%s=%s) = %+v, want the limit of rate %d", tt.key, tt.value, m, tt.rate)
 		}
@@ -1281,7 +1281,7 @@ descriptors:
 		{"none", sluice.CountAdmitted, false},
 	}
 	for _, tt := range tests {
-		m, _ := c.Match("a", []Descriptor{{Key: tt.key, Value: "v"}})
+		m, _ := c.Match("a", []Entry{{Key: tt.key, Value: "v"}})
 		if len(m.Rules) != 1 || m.Rules[0].Limit.Counting != tt.wantC || m.Rules[0].CountingSet != tt.wantSet {
 			t.Errorf("%s: rules %+v, want Counting %v, CountingSet %v", tt.key, m.Rules, tt.wantC, tt.wantSet)
 		}

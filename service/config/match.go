@@ -15,9 +15,9 @@ type node struct {
 
 	detailed, valueToMetric, shareThreshold bool
 
-	exact     map[Descriptor]*node // children with a value, wildcard patterns included (looked up literally)
-	wildcards map[string][]*node   // children whose value has wildcards, by key, in config order
-	defaults  map[string]*node     // key-only children
+	exact     map[Entry]*node    // children with a value, wildcard patterns included (looked up literally)
+	wildcards map[string][]*node // children whose value has wildcards, by key, in config order
+	defaults  map[string]*node   // key-only children
 }
 
 // childError is why a child cannot be added. field names its key ("key"
@@ -67,7 +67,7 @@ func (n *node) addChild(c *node) error {
 		n.defaults[c.key] = c
 		return nil
 	}
-	e := Descriptor{c.key, c.value}
+	e := Entry{c.key, c.value}
 	if prev, dup := n.exact[e]; dup {
 		return &childError{"key", fmt.Sprintf("duplicate descriptor %q with value %q at this level (%s%%s)", c.key, c.value, c.path), prev, true}
 	}
@@ -82,7 +82,7 @@ func (n *node) addChild(c *node) error {
 		}
 	}
 	if n.exact == nil {
-		n.exact = map[Descriptor]*node{}
+		n.exact = map[Entry]*node{}
 	}
 	n.exact[e] = c
 	if c.pat != nil {
@@ -97,7 +97,7 @@ func (n *node) addChild(c *node) error {
 // child finds the node matching one request entry: the exact key/value,
 // else the first wildcard of the key, in config order, that the value
 // matches, else the key-only default.
-func (n *node) child(d Descriptor) (c *node, wildcard bool) {
+func (n *node) child(d Entry) (c *node, wildcard bool) {
 	if c := n.exact[d]; c != nil {
 		return c, false
 	}
@@ -113,7 +113,7 @@ func (n *node) child(d Descriptor) (c *node, wildcard bool) {
 // returns false when the domain is not configured. A descriptor that matches
 // no node, or whose last entry's node has no limit, gives a Match with no
 // Rules.
-func (c *Config) Match(domain string, entries []Descriptor) (Match, bool) {
+func (c *Config) Match(domain string, entries []Entry) (Match, bool) {
 	n, ok := c.domains[domain]
 	if !ok {
 		return Match{}, false
@@ -150,7 +150,7 @@ type step struct {
 // that matched a node by exact values, and of a request's own limit
 // override (the reference counts an override and the configured limit of
 // the same entries and unit on one counter).
-func CountingKey(domain string, entries []Descriptor) string {
+func CountingKey(domain string, entries []Entry) string {
 	var small [8]step
 	steps := small[:0]
 	for range entries {
@@ -165,7 +165,7 @@ func CountingKey(domain string, entries []Descriptor) string {
 // value matching the pattern shares the counter, and so does the pattern
 // itself sent as a value (as in the reference, whose key is the same
 // string).
-func countingKey(domain string, entries []Descriptor, steps []step) string {
+func countingKey(domain string, entries []Entry, steps []step) string {
 	n := escapedLen(domain)
 	for i, e := range entries {
 		n += 2 + escapedLen(e.Key)
@@ -185,7 +185,7 @@ func countingKey(domain string, entries []Descriptor, steps []step) string {
 
 // keyValue is the value that counts entry e matched at step st: the
 // pattern of a share_threshold wildcard, else e's own.
-func keyValue(e Descriptor, st step) string {
+func keyValue(e Entry, st step) string {
 	if st.n != nil && st.n.shareThreshold {
 		return st.n.value
 	}
@@ -225,7 +225,7 @@ func escape(b *strings.Builder, s string) {
 // every entry. A share_threshold wildcard match always writes its pattern,
 // like its counter. detailed reports that the name carries request values
 // (a detailed_metric or value_to_metric node on the path).
-func metricName(domain string, entries []Descriptor, steps []step) (name string, detailed bool) {
+func metricName(domain string, entries []Entry, steps []step) (name string, detailed bool) {
 	last := steps[len(steps)-1].n
 	plain := !last.detailed
 	for _, s := range steps {

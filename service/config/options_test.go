@@ -135,7 +135,7 @@ func TestMergeDomains(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		domain  string
-		entries []Descriptor
+		entries []Entry
 		rate    int
 	}{
 		{"d", d("path", "/api/v1/x"), 1}, // a.yaml's wildcard first

@@ -16,14 +16,14 @@ import (
 
 // refCase is one request of the reference's tests and what it resolves to.
 type refCase struct {
-	entries []Descriptor
+	entries []Entry
 	rate    int    // requests_per_unit; 0: no limit applies (the reference's nil)
 	unit    string // the limit's unit ("" for unlimited)
 	metric  string // the reference's Stats.Key
 	// shared, when set, is the descriptor whose counting key the request
 	// has: its entries with share_threshold patterns in place of the
 	// values. Otherwise the key is the request's own entries.
-	shared []Descriptor
+	shared []Entry
 }
 
 func runRefCases(t *testing.T, c *Config, domain string, tests []refCase) {
@@ -124,7 +124,7 @@ func TestReferenceBasic(t *testing.T) {
 
 	c := loadRef(t, Options{}, "shadowmode_config")
 	for _, tt := range []struct {
-		entries []Descriptor
+		entries []Entry
 		rate    int
 		shadow  bool
 		metric  string

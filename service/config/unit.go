@@ -41,3 +41,15 @@ func LookupUnit(name string) (u Unit, ok bool) {
 	}
 	return Unit{}, false
 }
+
+// LargestUnit returns the longest unit that p is a whole number of: how
+// an RLS answer reports a `window` in current_limit (30s is 30 SECONDs, 2h
+// 2 HOURs). ok is false when p is no whole number of seconds.
+func LargestUnit(p time.Duration) (u Unit, ok bool) {
+	for i := len(units) - 1; i >= 0; i-- {
+		if u := units[i]; p >= u.Period && p%u.Period == 0 {
+			return u, true
+		}
+	}
+	return Unit{}, false
+}

@@ -47,3 +47,27 @@ func TestUnits(t *testing.T) {
 		t.Errorf("unitList(\" or \") = %q, want %q", got, want)
 	}
 }
+
+func TestLargestUnit(t *testing.T) {
+	tests := []struct {
+		give   time.Duration
+		want   string
+		wantOK bool
+	}{
+		{time.Second, "SECOND", true},
+		{30 * time.Second, "SECOND", true},
+		{2 * time.Hour, "HOUR", true},
+		{90 * time.Minute, "MINUTE", true},
+		{14 * 24 * time.Hour, "WEEK", true},
+		{60 * 24 * time.Hour, "MONTH", true},
+		{730 * 24 * time.Hour, "YEAR", true},
+		{1500 * time.Millisecond, "", false},
+		{time.Millisecond, "", false},
+		{0, "", false},
+	}
+	for _, tt := range tests {
+		if got, ok := LargestUnit(tt.give); got.Name != tt.want || ok != tt.wantOK {
+			t.Errorf("LargestUnit(%v) = %v, %v; want %s, %v", tt.give, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}

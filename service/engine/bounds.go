@@ -15,18 +15,25 @@ import (
 // field is no bound.
 type Bounds struct {
 	MaxRate              int           // a limit's rate: /v1/check rate, an override's requests_per_unit
+	MaxLogRate           int           // a sliding_log limit's rate: /v1/check rate (overrides are fixed windows)
 	MaxBurst             int           // /v1/check burst
 	MaxPeriod            time.Duration // /v1/check period, an override's unit
 	MaxHits              int           // hits_addend (request and descriptor), /v1/check cost
 	MaxDescriptors       int           // descriptors per request
 	MaxDescriptorEntries int           // entries per descriptor
 	MaxPermits           int           // max of /v1/acquire and /v1/extend
+	MaxPermitLease       time.Duration // lease of /v1/acquire and /v1/extend
+	MaxPermitsPerClient  int           // permits one client holds at once through /v1/acquire
 }
 
 // DefaultBounds are the bounds of an Engine without WithBounds, and the
 // defaults of sluice serve's flags (docs/bounds.md says why):
 //   - rate and burst 1e9: a monthly budget of LLM tokens fits, and every
 //     algorithm's arithmetic stays exact far beyond;
+//   - a sliding log's rate 500: its log keeps an entry per time of
+//     admission, up to the rate, so that the rate bounds what one key of a
+//     caller's choosing can hold (8 KB in memory, about 50 KB in Redis at
+//     500); the rules of the configuration are the operator's, of any rate;
 //   - period 366 days: the reference's YEAR unit, with room for a leap year;
 //   - hits 1e9: LLM token costs run to millions per request, and no limit
 //     admits more than its rate at once;
@@ -36,15 +43,22 @@ type Bounds struct {
 //     request applies (a descriptor may carry several) are decided all or
 //     nothing, at most sluice.MaxMultiRequests (16) of them;
 //   - permits 10000 (sluice.MaxPermits): a store keeps one entry per held
-//     permit.
+//     permit;
+//   - a permit's lease 10 minutes: work that takes longer extends its
+//     permit, and a permit whose holder died frees within it;
+//   - 1000 permits held by one client: the store's table of permits is
+//     shared, and a client holding many keys for long fills it for all.
 var DefaultBounds = Bounds{
 	MaxRate:              1_000_000_000,
+	MaxLogRate:           500,
 	MaxBurst:             1_000_000_000,
 	MaxPeriod:            366 * 24 * time.Hour,
 	MaxHits:              1_000_000_000,
 	MaxDescriptors:       16,
 	MaxDescriptorEntries: 16,
 	MaxPermits:           sluice.MaxPermits,
+	MaxPermitLease:       10 * time.Minute,
+	MaxPermitsPerClient:  1000,
 }
 
 // BoundError is a value beyond a Bounds field: Field names the request
@@ -76,11 +90,16 @@ func exceeds(field string, v int64, flag string, bound int) error {
 func over(v int64, bound int) bool { return bound > 0 && v > int64(bound) }
 
 // CheckLimit checks a limit and cost that a caller sent (POST /v1/check):
-// rate, burst, period and cost against b. Fields are named as in the
-// request: rate, burst, period, cost.
+// rate (and a sliding log's rate), burst, period and cost against b.
+// Fields are named as in the request: rate, burst, period, cost.
 func (b Bounds) CheckLimit(lim sluice.Limit, cost int) error {
 	if err := exceeds("rate", int64(lim.Rate), "--max-rate", b.MaxRate); err != nil {
 		return err
+	}
+	if lim.Algorithm == sluice.SlidingLog {
+		if err := exceeds("rate", int64(lim.Rate), "--max-log-rate", b.MaxLogRate); err != nil {
+			return err
+		}
 	}
 	if err := exceeds("burst", int64(lim.Burst), "--max-burst", b.MaxBurst); err != nil {
 		return err

@@ -68,13 +68,16 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		return res, nil
 	}
 	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
-	if e.multi != nil && len(enforced) > sluice.MaxMultiRequests {
+	if e.multi && len(enforced) > sluice.MaxMultiRequests {
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
 		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
 	}
 	// Refunds first, so that a request that gives back and spends sees
 	// what it gave back.
 	if err := e.refund(ctx, refunds); err != nil {
+		if _, ok := errors.AsType[*RequestError](err); ok {
+			return Result{}, err
+		}
 		return Result{}, e.storeError(ctx, err)
 	}
 	admitted, err := e.decideEnforced(ctx, enforced)
@@ -111,9 +114,6 @@ func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, kn
 		st.Code = OK
 		if len(d.Entries) == 0 {
 			return nil, false, invalid("descriptors["+strconv.Itoa(i)+"]", fmt.Sprintf("descriptors[%d] has no entries", i))
-		}
-		if d.NegativeHits && e.leaser == nil {
-			return nil, false, invalid(field(i, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", i))
 		}
 		h := reqHits
 		if d.HasHits {
@@ -191,21 +191,19 @@ func detail(m config.Match) string {
 	return ""
 }
 
-// refund gives the hits of each refund check back to its limit.
+// refund gives the hits of each refund check back to its limit. A store
+// that cannot give hits back makes the request invalid: the refunds come
+// before any other store call, so nothing has been counted then.
 func (e *Engine) refund(ctx context.Context, cs []check) error {
 	for k := range cs {
 		c := &cs[k]
 		if c.n == 0 || c.rule.Deny {
 			continue // nothing to give back
 		}
-		start := time.Now()
-		var err error
-		if e.tr != nil {
-			err = e.returnTraced(ctx, c.key, c.lim, c.n)
-		} else {
-			err = e.leaser.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		err := e.store.Return(ctx, c.key, c.lim, c.n, time.Time{})
+		if errors.Is(err, sluice.ErrReserveUnsupported) {
+			return invalid(field(c.desc, "is_negative_hits"), fmt.Sprintf("descriptors[%d].is_negative_hits: the store cannot give hits back", c.desc))
 		}
-		e.obs.StoreCall(time.Since(start), err)
 		if err != nil {
 			return err
 		}
@@ -246,7 +244,7 @@ func (e *Engine) chargeAll(ctx context.Context, cs []check) (bool, error) {
 			admitted = admitted && !c.over
 			continue
 		}
-		d, err := e.allowN(ctx, c.key, c.lim, c.n)
+		d, err := e.store.AllowN(ctx, c.key, c.lim, c.n)
 		if err != nil {
 			return false, err
 		}
@@ -332,7 +330,7 @@ func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) 
 		if shortcut {
 			n = 0
 		}
-		d, err := e.allowN(ctx, c.key, c.lim, n)
+		d, err := e.store.AllowN(ctx, c.key, c.lim, n)
 		if err != nil {
 			return false, err
 		}
@@ -398,7 +396,7 @@ func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) 
 		if !all && n > c.lim.Capacity() {
 			c.over, n = true, 0
 		}
-		d, err := e.allowN(ctx, c.key, c.lim, n)
+		d, err := e.store.AllowN(ctx, c.key, c.lim, n)
 		if err != nil {
 			return err
 		}
@@ -417,16 +415,9 @@ type counter struct {
 }
 
 // allowMulti decides reqs (two or more) all or nothing.
-func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) (ds []sluice.Decision, err error) {
-	start := time.Now()
-	if e.tr != nil {
-		var end func([]sluice.Decision, error)
-		ctx, end = e.startMulti(ctx, reqs)
-		defer func() { end(ds, err) }()
-	}
-	if e.multi != nil {
-		ds, err := e.multi.AllowMulti(ctx, reqs)
-		e.obs.StoreCall(time.Since(start), err)
+func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	ds, err := e.store.AllowMulti(ctx, reqs)
+	if !errors.Is(err, sluice.ErrMultiUnsupported) {
 		return ds, err
 	}
 	// A store without AllowMulti: one call per limit, stopping at the first
@@ -441,7 +432,6 @@ func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) (ds []sl
 		}
 		d, err := e.store.AllowN(ctx, r.Key, r.Limit, n)
 		if err != nil {
-			e.obs.StoreCall(time.Since(start), err)
 			return nil, err
 		}
 		if denied {
@@ -450,18 +440,7 @@ func (e *Engine) allowMulti(ctx context.Context, reqs []sluice.Request) (ds []sl
 		ds[k] = d
 		denied = denied || !d.Allowed
 	}
-	e.obs.StoreCall(time.Since(start), nil)
 	return ds, nil
-}
-
-func (e *Engine) allowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	if e.tr != nil {
-		return e.allowNTraced(ctx, key, lim, n)
-	}
-	start := time.Now()
-	d, err := e.store.AllowN(ctx, key, lim, n)
-	e.obs.StoreCall(time.Since(start), err)
-	return d, err
 }
 
 // storeError is the error of a failed store call: the context's own error
@@ -482,7 +461,7 @@ func (e *Engine) storeError(ctx context.Context, err error) error {
 func (e *Engine) chargeDeny(ctx context.Context, c *check, n int) error {
 	c.over, c.d = n > 0, denyDecision(c.rule, e.now(), n)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 1, Period: c.lim.Period, FailureMode: c.lim.FailureMode, Counting: sluice.CountAll}
-	d, err := e.allowN(ctx, c.key, lim, n)
+	d, err := e.store.AllowN(ctx, c.key, lim, n)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -13,13 +15,12 @@ import (
 // Engine decides requests through a store with a configuration. It is safe
 // for concurrent use; SetConfig swaps the configuration atomically.
 type Engine struct {
-	store  sluice.Store
-	multi  sluice.MultiStore // store, when it decides all-or-nothing
-	leaser sluice.Reserver   // store, when it gives hits back
-	cfg    atomic.Pointer[config.Config]
-	obs    Observer
-	log    *slog.Logger
-	now    func() time.Time
+	store sluice.FullStore // what it lacks answers with its capability's sentinel
+	multi bool             // store decides AllowMulti: at most MaxMultiRequests limits a request
+	cfg   atomic.Pointer[config.Config]
+	obs   Observer
+	log   *slog.Logger
+	now   func() time.Time
 
 	shadowMode, quotaMode bool
 	counting              sluice.Counting
@@ -77,10 +78,12 @@ func WithBounds(b Bounds) Option { return func(e *Engine) { e.bounds = b } }
 // New returns an Engine deciding through store with configuration cfg (nil
 // for none yet: every domain is then unknown).
 func New(store sluice.Store, cfg *config.Config, opts ...Option) *Engine {
-	e := &Engine{store: store, obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now,
+	e := &Engine{store: sluice.Lift(store), obs: NopObserver{}, log: slog.New(slog.DiscardHandler), now: time.Now,
 		nearRatio: DefaultNearLimitRatio, bounds: DefaultBounds}
-	e.multi, _ = store.(sluice.MultiStore)
-	e.leaser, _ = store.(sluice.Reserver)
+	// An AllowMulti of no request asks whether the store decides
+	// AllowMulti, without a store call.
+	_, err := e.store.AllowMulti(context.Background(), nil)
+	e.multi = !errors.Is(err, sluice.ErrMultiUnsupported)
 	for _, o := range opts {
 		o(e)
 	}

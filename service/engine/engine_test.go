@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -278,11 +279,47 @@ func TestRefundNeedsLeaser(t *testing.T) {
 	}
 	st := memstore.New()
 	defer st.Close()
-	e := New(noLeaser{st}, cfg)
-	_, err = e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 1), refund("fw", "a", 1)}})
-	var re *RequestError
-	if !errors.As(err, &re) || re.Field != "descriptors[1].is_negative_hits" {
-		t.Errorf("Decide = %v, want a RequestError naming descriptors[1].is_negative_hits", err)
+	// A store that is no Reserver, and a wrapper that is one over a store
+	// that is not (its Return says so).
+	for _, s := range []sluice.Store{noLeaser{st}, unsupported{st}} {
+		e := New(s, cfg)
+		_, err = e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 1), refund("fw", "a", 1)}})
+		var re *RequestError
+		if !errors.As(err, &re) || re.Field != "descriptors[1].is_negative_hits" {
+			t.Errorf("%T: Decide = %v, want a RequestError naming descriptors[1].is_negative_hits", s, err)
+		}
+	}
+	res, err := New(st, cfg).Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 0)}})
+	if err != nil || res.Statuses[0].Remaining != 5 {
+		t.Errorf("after the refused requests: %+v, %v; want 5 remaining: they counted nothing", res, err)
+	}
+}
+
+// unsupported is a wrapper that is a MultiStore and a Reserver over a store
+// that is neither, as the observed store and the library's wrappers are:
+// AllowMulti and Return fail with the errors that say so.
+type unsupported struct{ sluice.Store }
+
+func (unsupported) AllowMulti(context.Context, []sluice.Request) ([]sluice.Decision, error) {
+	return nil, fmt.Errorf("%w: test", sluice.ErrMultiUnsupported)
+}
+
+func (unsupported) Reserve(context.Context, string, sluice.Limit, int) (sluice.Decision, time.Time, error) {
+	return sluice.Decision{}, time.Time{}, fmt.Errorf("%w: test", sluice.ErrReserveUnsupported)
+}
+
+func (unsupported) Return(context.Context, string, sluice.Limit, int, time.Time) error {
+	return fmt.Errorf("%w: test", sluice.ErrReserveUnsupported)
+}
+
+// A store whose AllowMulti is unsupported decides limit by limit, as one
+// that has none.
+func TestMultiUnsupported(t *testing.T) {
+	e, _, _ := newEngine(t)
+	e = New(unsupported{e.store}, e.Config())
+	res, err := e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 2), d("ten", "a", 3)}})
+	if err != nil || res.Code != OK || res.Statuses[0].Remaining != 3 || res.Statuses[1].Remaining != 7 {
+		t.Fatalf("Decide = %+v, %v; want OK with 3 and 7 remaining", res, err)
 	}
 }
 
@@ -324,7 +361,8 @@ func TestStoreError(t *testing.T) {
 	e, _, _ := newEngine(t)
 	st := memstore.New()
 	st.Close()
-	e.store, e.multi, e.leaser = st, st, st
+	e.store = st
+	e.multi = true
 	_, err := e.Decide(context.Background(), &Request{Domain: "t", Descriptors: []Descriptor{d("fw", "a", 1)}})
 	var se *StoreError
 	if !errors.As(err, &se) || !errors.Is(err, sluice.ErrClosed) {

@@ -108,7 +108,7 @@ func (e *Engine) peek(ctx context.Context, rs *RuleState) error {
 		return nil
 	}
 	rs.CounterLimit, rs.HasCounter = rs.Limit, true
-	d, err := e.allowN(ctx, rs.Key, rs.Limit, 0)
+	d, err := e.store.AllowN(ctx, rs.Key, rs.Limit, 0)
 	if err != nil {
 		return e.storeError(ctx, err)
 	}
@@ -155,7 +155,7 @@ func stateKey(m config.Match, j int) string {
 // decision (with RetryAfter as Inspect's) and whether the next hit would
 // be denied. lim must be valid.
 func (e *Engine) InspectKey(ctx context.Context, key string, lim sluice.Limit) (sluice.Decision, bool, error) {
-	d, err := e.allowN(ctx, key, lim, 0)
+	d, err := e.store.AllowN(ctx, key, lim, 0)
 	if err != nil {
 		return sluice.Decision{}, false, e.storeError(ctx, err)
 	}

@@ -1,9 +1,6 @@
 package engine
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // Outcome is how one configured limit took part in a decision; it labels
 // metrics.
@@ -53,16 +50,16 @@ type Report struct {
 	Hits, Within, Near, Over int
 }
 
-// Observer receives every decision, for metrics. Its methods are called on
-// the deciding goroutine and must be fast and safe for concurrent use.
+// Observer receives every decision, for metrics (service/metrics holds the
+// sinks). Its methods are called on the deciding goroutine and must be fast
+// and safe for concurrent use. The store calls are observed by the store
+// the engine decides through (service/metrics.Observe), not here.
 type Observer interface {
 	// Decided reports the part one configured limit took in a decision.
 	Decided(Report)
 	// Unmatched reports a descriptor that matched no limit; domain is ""
 	// when the request's domain is not configured.
 	Unmatched(domain string)
-	// StoreCall reports the duration and error of one store call.
-	StoreCall(d time.Duration, err error)
 }
 
 // NopObserver ignores everything; the default Observer.
@@ -73,9 +70,6 @@ func (NopObserver) Decided(Report) {}
 
 // Unmatched implements Observer.
 func (NopObserver) Unmatched(string) {}
-
-// StoreCall implements Observer.
-func (NopObserver) StoreCall(time.Duration, error) {}
 
 // DefaultNearLimitRatio is the default of WithNearLimitRatio, the
 // reference's NEAR_LIMIT_RATIO.

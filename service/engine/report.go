@@ -186,26 +186,6 @@ type CurrentLimit struct {
 	Multiplier      uint32 // 0 or 1: one unit
 }
 
-// units are config's units, longest first.
-var units = func() []config.Unit {
-	us := config.Units()
-	for i, j := 0, len(us)-1; i < j; i, j = i+1, j-1 {
-		us[i], us[j] = us[j], us[i]
-	}
-	return us
-}()
-
-// UnitPeriod is the period of the reference's unit called name (SECOND,
-// MINUTE, ...), 0 for a name that is no unit.
-func UnitPeriod(name string) time.Duration {
-	for _, u := range units {
-		if u.Name == name {
-			return u.Period
-		}
-	}
-	return 0
-}
-
 // LimitOf is the current_limit that reports rule r. A reference unit is
 // reported as is (with the multiplier when the rule has one). A `window`
 // extension is reported in the largest unit that divides it, with the
@@ -215,14 +195,16 @@ func UnitPeriod(name string) time.Duration {
 func LimitOf(r *config.Rule) CurrentLimit {
 	cl := CurrentLimit{Name: r.ConfiguredName, RequestsPerUnit: uint32(min(r.Limit.Rate, math.MaxUint32))}
 	p := r.Limit.Period
-	for _, u := range units {
-		if (r.Unit == "" || r.Unit == u.Name) && p >= u.Period && p%u.Period == 0 {
-			cl.Unit = u.Name
-			if m := p / u.Period; m > 1 {
-				cl.Multiplier = uint32(min(m, math.MaxUint32))
-			}
-			return cl
+	u, ok := config.LookupUnit(r.Unit)
+	if !ok {
+		u, ok = config.LargestUnit(p)
+	}
+	if ok {
+		cl.Unit = u.Name
+		if m := p / u.Period; m > 1 {
+			cl.Multiplier = uint32(min(m, math.MaxUint32))
 		}
+		return cl
 	}
 	// Sub-second or fractional seconds: the rate per second, rounded up,
 	// which is what the limit refills in a second. (A rate of 0, a

@@ -18,7 +18,7 @@ type Request struct {
 }
 
 // Entry is one key and value of a descriptor.
-type Entry = config.Descriptor
+type Entry = config.Entry
 
 // Descriptor is one descriptor of a request.
 type Descriptor struct {

@@ -5,16 +5,6 @@ import (
 	"time"
 )
 
-// units are ordered longest first, so that a window is reported in the
-// largest unit that divides it.
-func TestUnitsLongestFirst(t *testing.T) {
-	for i := 1; i < len(units); i++ {
-		if units[i-1].Period <= units[i].Period {
-			t.Errorf("units[%d] = %v is not longer than units[%d] = %v", i-1, units[i-1].Period, i, units[i].Period)
-		}
-	}
-}
-
 // windowLeft counts in whole microseconds, as the stores place their
 // windows.
 func TestWindowLeft(t *testing.T) {

@@ -4,7 +4,8 @@
 // memory store and over a real redis-server, and attack it as a hostile
 // client would: huge and overflowing limits, descriptor floods, slow
 // headers and bodies, idle gRPC streams and connections, spoofed and
-// malformed identity headers, invalid UTF-8 keys and a panicking handler.
+// malformed identity headers, invalid UTF-8 keys, a panicking handler, and
+// a key's permits whose leases end together.
 //
 // During and after each attack the suite checks that a normal request
 // still answers within 100 ms, that goroutines and resident memory return

@@ -30,7 +30,7 @@ type flagArg struct{ name, value string }
 // shutdownMargin what SIGTERM may take beyond it.
 const (
 	shutdownTimeout = time.Second
-	shutdownMargin  = 3 * time.Second
+	shutdownMargin  = 10 * time.Second // generous: a process that exits is not waited for
 )
 
 // commonFlags are given to every process: short transport limits, so that
@@ -82,6 +82,7 @@ type proc struct {
 	stderr   *syncBuffer
 	httpAddr string // host:port
 	grpcAddr string
+	admin    string // the admin listener's host:port, "" when off
 	// storeAPIAddr is the store API's host:port, with --store-api-addr.
 	storeAPIAddr string
 	done         chan struct{}
@@ -152,14 +153,14 @@ func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
 		b, err := os.ReadFile(ready)
 		if err == nil {
 			var addrs struct {
-				HTTP, GRPC string
-				StoreAPI   string `json:"store_api"`
+				HTTP, GRPC, Admin string
+				StoreAPI          string `json:"store_api"`
 			}
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				p.kill("bad ready file")
 				t.Fatalf("ready file %s: %v", b, err)
 			}
-			p.httpAddr, p.grpcAddr, p.storeAPIAddr = addrs.HTTP, addrs.GRPC, addrs.StoreAPI
+			p.httpAddr, p.grpcAddr, p.admin, p.storeAPIAddr = addrs.HTTP, addrs.GRPC, addrs.Admin, addrs.StoreAPI
 			break
 		}
 		select {

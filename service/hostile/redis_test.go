@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -159,12 +160,13 @@ func (r *redisServer) isDecision(c *respConn, e slowEntry) bool {
 	return false
 }
 
-// replay runs a slow command again, three times on copies of its keys and
-// three times on keys that do not exist (the state before a first
-// decision), and returns the larger of the two fastest round trips: a
-// slow-log entry that repeats in neither was the machine's scheduling, not
-// the command's work. ok is false when Redis shortened the entry's
-// arguments or the command has no keys.
+// replay runs a slow command again, replayRuns times on copies of its
+// keys and replayRuns times on keys that do not exist (the state before a
+// first decision), and returns the larger of the two fastest runs, as
+// Redis itself times them (INFO commandstats: no round trip): a slow-log
+// entry that repeats in neither was the machine's scheduling, not the
+// command's work. ok is false when Redis shortened the entry's arguments
+// or the command has no keys.
 func (r *redisServer) replay(c *respConn, e slowEntry) (took time.Duration, ok bool) {
 	keys := r.keys(c, e)
 	if len(keys) == 0 {
@@ -172,7 +174,7 @@ func (r *redisServer) replay(c *respConn, e slowEntry) (took time.Duration, ok b
 	}
 	for _, copyState := range []bool{true, false} {
 		fastest := time.Hour
-		for round := range 3 {
+		for round := range replayRuns {
 			args := slices.Clone(e.args)
 			var replayKeys []string
 			for _, k := range keys {
@@ -190,11 +192,10 @@ func (r *redisServer) replay(c *respConn, e slowEntry) (took time.Duration, ok b
 					}
 				}
 			}
-			start := time.Now()
-			_, err := c.do(args...)
-			d := time.Since(start)
+			d, err := r.inst.CommandTime(args...)
 			c.do(append([]string{"DEL"}, replayKeys...)...)
-			if err != nil && !strings.HasPrefix(err.Error(), "redis:") {
+			var re *redistest.ReplyError
+			if err != nil && !errors.As(err, &re) {
 				return 0, false
 			}
 			fastest = min(fastest, d)
@@ -203,6 +204,9 @@ func (r *redisServer) replay(c *respConn, e slowEntry) (took time.Duration, ok b
 	}
 	return took, true
 }
+
+// replayRuns is how often replay runs a command on each kind of keys.
+const replayRuns = 5
 
 // respConn is a connection to Redis that keeps the nesting of replies.
 type respConn struct {

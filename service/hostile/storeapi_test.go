@@ -341,12 +341,11 @@ func storeAPIIdle(t *testing.T, addr string) {
 		}
 		conns = append(conns, nc)
 	}
-	time.Sleep(time.Until(opened.Add(time.Second + idleMargin)))
 	var closed atomic.Int64
 	var wg sync.WaitGroup
 	for _, nc := range conns {
 		wg.Go(func() {
-			if serverClosed(nc, io.Discard) {
+			if serverClosedBy(nc, io.Discard, opened.Add(time.Second+idleMargin)) {
 				closed.Add(1)
 			}
 			nc.Close()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
+	"time"
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -13,7 +14,13 @@ import (
 
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
+	"github.com/sluicehq/sluice/service/metrics"
 )
+
+// nopCalls is a metrics.StoreObserver that keeps nothing.
+type nopCalls struct{}
+
+func (nopCalls) StoreCall(time.Duration, error) {}
 
 func BenchmarkShouldRateLimit(b *testing.B) {
 	cfg, err := config.Parse("bench.yaml", []byte("domain: bench\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 10000000}\n"))
@@ -22,7 +29,8 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	st := memstore.New()
 	defer st.Close()
-	s := newTestService(st, cfg)
+	// The store as sluice serve calls it: every call timed.
+	s := newTestService(metrics.Observe(st, nopCalls{}, nil), cfg)
 	reqs := make([]*pb.RateLimitRequest, 1000)
 	for i := range reqs {
 		reqs[i] = &pb.RateLimitRequest{Domain: "bench", Descriptors: []*rlpb.RateLimitDescriptor{desc("user", "u"+strconv.Itoa(i))}}

@@ -5,10 +5,12 @@ import (
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/config"
 )
 
-// unitPeriod is the period of a reference unit, 0 for an unknown one.
+// unitPeriod is the period of a protocol unit (config's unit of the same
+// name), 0 for UNKNOWN.
 func unitPeriod(u pb.RateLimitResponse_RateLimit_Unit) time.Duration {
-	return engine.UnitPeriod(u.String())
+	cu, _ := config.LookupUnit(u.String())
+	return cu.Period
 }

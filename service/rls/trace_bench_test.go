@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/tracing"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkShouldRateLimitTraced(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	defer tp.Shutdown(context.Background())
 	tr := tracing.New(tp, false)
-	s := newTestService(st, cfg, withEngine(engine.WithTracer(tr)))
+	s := newTestService(metrics.Observe(st, nopCalls{}, tr), cfg, withEngine(engine.WithTracer(tr)))
 	intercept := tr.UnaryInterceptor()
 	info := &grpc.UnaryServerInfo{FullMethod: "/" + ServiceName + "/ShouldRateLimit"}
 	handler := func(ctx context.Context, req any) (any, error) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/clientip"
@@ -229,12 +231,19 @@ const identityLogEvery = time.Minute
 
 // warnIdentity logs msg at most once per identityLogEvery.
 func (s *Server) warnIdentity(msg string, args ...any) {
+	warnEvery(&s.authLogged, s.log, msg, args...)
+}
+
+// warnEvery logs msg at most once per identityLogEvery, last holding the
+// time of the last (unix nanoseconds): for what a caller can provoke on
+// every request.
+func warnEvery(last *atomic.Int64, log *slog.Logger, msg string, args ...any) {
 	now := time.Now().UnixNano()
-	last := s.authLogged.Load()
-	if last != 0 && now-last < int64(identityLogEvery) || !s.authLogged.CompareAndSwap(last, now) {
+	prev := last.Load()
+	if prev != 0 && now-prev < int64(identityLogEvery) || !last.CompareAndSwap(prev, now) {
 		return
 	}
-	s.log.Warn(msg, args...)
+	log.Warn(msg, args...)
 }
 
 // handleAuth answers 200 when the request described by the configured

@@ -21,7 +21,7 @@ func TestCheckBounds(t *testing.T) {
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	b := engine.Bounds{MaxRate: 1000, MaxBurst: 50, MaxPeriod: time.Hour, MaxHits: 40}
+	b := engine.Bounds{MaxRate: 1000, MaxLogRate: 200, MaxBurst: 50, MaxPeriod: time.Hour, MaxHits: 40}
 	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st)
 	tests := []struct {
 		give       string
@@ -34,8 +34,13 @@ func TestCheckBounds(t *testing.T) {
 		{`{"key":"a","algorithm":"gcra","rate":10,"period":"1h","burst":51}`, 400, "burst", "burst 51 exceeds --max-burst 50"},
 		{`{"key":"a","algorithm":"gcra","rate":10,"period":"1h0m0.001s"}`, 400, "period", "period 1h0m0.001s exceeds --max-period 1h0m0s"},
 		{`{"key":"a","algorithm":"fixed_window","rate":100,"period":"1h","cost":41}`, 400, "cost", "cost 41 exceeds --max-hits 40"},
-		// The library's own bound, past the server's: a sliding log.
-		{`{"key":"a","algorithm":"sliding_log","rate":501,"period":"1s"}`, 400, "rate", "Rate 501 is more than sliding_log's maximum 500"},
+		// A sliding log keeps an entry per admission, up to its rate: a
+		// caller's is bounded apart.
+		{`{"key":"a","algorithm":"sliding_log","rate":200,"period":"1h","cost":40}`, 200, "", ""},
+		{`{"key":"a","algorithm":"sliding_log","rate":201,"period":"1h"}`, 400, "rate", "rate 201 exceeds --max-log-rate 200"},
+		// The library's own bound, past the server's.
+		{`{"key":"a","algorithm":"sliding_log","rate":200,"period":"100us"}`, 400, "period", "Period 100µs must be >= 1ms"},
+		{`{"key":"a","algorithm":"sliding_log","rate":200,"period":"1ms","cost":40}`, 200, "", ""},
 		// A request that once panicked a memory-store shard under its lock: refused before any store call.
 		{`{"key":"x","algorithm":"sliding_log","rate":4503599627370495,"period":"1s","cost":4503599627370495}`, 400, "rate", "exceeds --max-rate 1000"},
 	}
@@ -53,8 +58,8 @@ func TestCheckBounds(t *testing.T) {
 			t.Errorf("POST /v1/check %s = %s, want field %q and detail %q", tt.give, w.Body, tt.wantField, tt.wantDetail)
 		}
 	}
-	if st.Len() != 1 {
-		t.Errorf("the store holds %d states, want 1 (only the admitted request)", st.Len())
+	if st.Len() != 3 {
+		t.Errorf("the store holds %d states, want 3 (only the admitted requests)", st.Len())
 	}
 }
 

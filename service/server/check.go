@@ -10,42 +10,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/tracing"
 )
-
-// checkKeyPrefix puts /v1/check keys in their own namespace: configured RLS
-// keys never start with '*' (service/config escapes it), so no caller of
-// /v1/check can spend an RLS descriptor's quota or the reverse.
-const checkKeyPrefix = "*check/"
-
-// MaxCheckKeyLen is the longest key POST /v1/check accepts, in bytes.
-const MaxCheckKeyLen = sluice.MaxKeyLen - len(checkKeyPrefix)
-
-// CheckRequest is the body of POST /v1/check.
-type CheckRequest struct {
-	Key       string `json:"key"`
-	Algorithm string `json:"algorithm"`
-	Rate      int    `json:"rate"`
-	Period    string `json:"period"` // a Go duration: "1s", "30s", "1h30m"
-	Burst     int    `json:"burst"`
-	Cost      *int   `json:"cost"` // default 1; 0 asks without spending
-}
-
-// CheckResponse is the body of a 200 answer of POST /v1/check.
-type CheckResponse struct {
-	Allowed      bool  `json:"allowed"`
-	Limit        int   `json:"limit"`
-	Remaining    int   `json:"remaining"`
-	RetryAfterMS int64 `json:"retry_after_ms"`
-	ResetAfterMS int64 `json:"reset_after_ms"`
-}
 
 // fieldError is a request error naming its field ("" for the body as a
 // whole).
@@ -58,50 +31,21 @@ func (e *fieldError) Error() string {
 	return e.field + ": " + e.msg
 }
 
-// parseCheck decodes and validates a /v1/check body against b (checked
-// before the store is asked anything).
-func parseCheck(body []byte, b engine.Bounds) (key string, lim sluice.Limit, n int, bad *fieldError) {
-	var req CheckRequest
+// parseCheck decodes a /v1/check body and checks it against b (before the
+// store is asked anything).
+func parseCheck(body []byte, b engine.Bounds) (check.Check, *fieldError) {
+	var req check.Request
 	if fe := decodeObject(body, &req); fe != nil {
-		return "", lim, 0, fe
+		return check.Check{}, fe
 	}
-	if fe := checkKey(req.Key, MaxCheckKeyLen, body); fe != nil {
-		return "", lim, 0, fe
+	if fe := jsonKey(req.Key, body); fe != nil {
+		return check.Check{}, fe
 	}
-	switch {
-	case req.Algorithm == "":
-		return "", lim, 0, &fieldError{"algorithm", "missing (want fixed_window, sliding_log, sliding_window, token_bucket or gcra)"}
-	case req.Period == "":
-		return "", lim, 0, &fieldError{"period", `missing (a duration such as "1s" or "30s")`}
+	c, fe := check.Parse(req, b)
+	if fe != nil {
+		return check.Check{}, &fieldError{fe.Field, fe.Msg}
 	}
-	a, err := sluice.ParseAlgorithm(req.Algorithm)
-	if err != nil {
-		return "", lim, 0, limitError(err)
-	}
-	p, err := time.ParseDuration(req.Period)
-	if err != nil {
-		return "", lim, 0, &fieldError{"period", fmt.Sprintf("%q is not a duration such as \"1s\" or \"30s\"", req.Period)}
-	}
-	lim = sluice.Limit{Algorithm: a, Rate: req.Rate, Period: p, Burst: req.Burst}
-	n = 1
-	if req.Cost != nil {
-		n = *req.Cost
-	}
-	// The server's bounds first: they name the flag an operator can change.
-	var be *engine.BoundError
-	if err := b.CheckLimit(lim, n); errors.As(err, &be) {
-		return "", lim, 0, &fieldError{be.Field, err.Error()}
-	}
-	if err := lim.Validate(); err != nil {
-		return "", lim, 0, limitError(err)
-	}
-	if n < 0 {
-		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d must be >= 0", n)}
-	}
-	if c := lim.Capacity(); n > c {
-		return "", lim, 0, &fieldError{"cost", fmt.Sprintf("%d exceeds the limit's capacity %d: it could never be admitted", n, c)}
-	}
-	return checkKeyPrefix + req.Key, lim, n, nil
+	return c, nil
 }
 
 // decodeObject decodes body, one JSON object of known fields only, into v.
@@ -125,23 +69,24 @@ func checkKey(key string, maxLen int, body []byte) *fieldError {
 		return &fieldError{"key", "missing or empty"}
 	case len(key) > maxLen:
 		return &fieldError{"key", fmt.Sprintf("%d bytes, longer than %d", len(key), maxLen)}
-	case strings.ContainsRune(key, utf8.RuneError) && !validKey(body):
-		// encoding/json reads bytes that are not UTF-8, and lone surrogate
-		// escapes, as U+FFFD: distinct keys would share one bucket.
+	}
+	return jsonKey(key, body)
+}
+
+// jsonKey checks that key, the "key" of body, is the key sent: encoding/json
+// reads bytes that are not UTF-8, and lone surrogate escapes, as U+FFFD, and
+// distinct keys would then share one counter.
+func jsonKey(key string, body []byte) *fieldError {
+	if strings.ContainsRune(key, utf8.RuneError) && !validKey(body) {
 		return &fieldError{"key", "not valid UTF-8 (invalid bytes or a lone surrogate escape)"}
 	}
 	return nil
 }
 
-// limitError is the fieldError of an invalid limit: the request field is
-// the limit's field in lower case (rate, period, burst, algorithm), and the
-// message the error's reason.
+// limitError is the fieldError of an invalid limit (check.LimitFieldError).
 func limitError(err error) *fieldError {
-	var le *sluice.LimitError
-	if errors.As(err, &le) {
-		return &fieldError{strings.ToLower(le.Field), le.Reason}
-	}
-	return &fieldError{"", err.Error()}
+	fe := check.LimitFieldError(err)
+	return &fieldError{fe.Field, fe.Msg}
 }
 
 // validKey reports whether the raw "key" of a /v1/check body is UTF-8 and
@@ -222,66 +167,47 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
 	if s.eng != nil {
 		bounds = s.eng.Bounds()
 	}
-	key, lim, n, fe := parseCheck(body, bounds)
+	c, fe := parseCheck(body, bounds)
 	if fe != nil {
 		writeProblem(w, http.StatusBadRequest, fe.field, fe.Error())
 		return
 	}
-	start := time.Now()
-	var d sluice.Decision
 	if s.tr != nil {
-		d, err = s.allowTraced(r.Context(), key, lim, n)
-	} else {
-		d, err = s.store.AllowN(r.Context(), key, lim, n)
+		s.annotateCheck(r.Context(), c)
 	}
-	if s.metrics != nil {
-		s.metrics.StoreCall(time.Since(start), err)
-	}
+	d, err := s.store.AllowN(r.Context(), c.StoreKey(), c.Limit, c.N)
 	if err != nil {
 		s.log.Warn("check: store failed", "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "", "store: "+err.Error())
 		return
 	}
-	if s.metrics != nil {
-		s.metrics.checked(lim.Algorithm, d.Allowed)
+	if s.tr != nil {
+		annotateChecked(r.Context(), d)
 	}
-	b, _ := json.Marshal(CheckResponse{
-		Allowed:      d.Allowed,
-		Limit:        lim.Capacity(),
-		Remaining:    d.Remaining,
-		RetryAfterMS: ceilMS(d.RetryAfter),
-		ResetAfterMS: ceilMS(d.ResetAfter),
-	})
+	if s.metrics != nil {
+		s.metrics.Checked(c.Limit.Algorithm, d.Allowed)
+	}
+	b, _ := json.Marshal(check.ResponseOf(c.Limit, d))
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(append(b, '\n'))
 }
 
-func ceilMS(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// allowTraced is /v1/check's store call in a child span, its attributes
-// also on the endpoint's span.
-func (s *Server) allowTraced(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
-	attrs := []attribute.KeyValue{attribute.String(engine.AttrAlgorithm, lim.Algorithm.String()), attribute.Int(engine.AttrN, n)}
+// annotateCheck puts what /v1/check asks on the endpoint's span.
+func (s *Server) annotateCheck(ctx context.Context, c check.Check) {
+	attrs := []attribute.KeyValue{attribute.String(tracing.AttrAlgorithm, c.Limit.Algorithm.String()), attribute.Int(tracing.AttrN, c.N)}
 	if s.tr.Keys() {
-		attrs = append(attrs, attribute.String(engine.AttrKey, strings.TrimPrefix(key, checkKeyPrefix)))
+		attrs = append(attrs, tracing.String(tracing.AttrKey, c.Key))
 	}
 	tracing.Annotate(ctx, attrs...)
-	sctx, span := s.tr.Start(ctx, "store.AllowN", attrs...)
-	d, err := s.store.AllowN(sctx, key, lim, n)
-	if err == nil {
-		res := attribute.String(engine.AttrResult, "OK")
-		if !d.Allowed {
-			res = attribute.String(engine.AttrResult, "OVER_LIMIT")
-		}
-		out := []attribute.KeyValue{attribute.Bool(engine.AttrAllowed, d.Allowed), attribute.Bool(engine.AttrDegraded, d.Degraded)}
-		span.SetAttributes(out...)
-		tracing.Annotate(ctx, append(out, res)...)
+}
+
+// annotateChecked puts the store's answer to /v1/check on the endpoint's
+// span.
+func annotateChecked(ctx context.Context, d sluice.Decision) {
+	res := "OK"
+	if !d.Allowed {
+		res = "OVER_LIMIT"
 	}
-	tracing.End(span, err)
-	return d, err
+	tracing.Annotate(ctx, attribute.Bool(tracing.AttrAllowed, d.Allowed), attribute.Bool(tracing.AttrDegraded, d.Degraded),
+		attribute.String(tracing.AttrResult, res))
 }

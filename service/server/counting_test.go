@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 )
 
@@ -43,7 +44,7 @@ func grpcService(t *testing.T, opts ...engine.Option) (pb.RateLimitServiceClient
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	m := NewMetrics()
+	m := metrics.New()
 	svc := rls.New(engine.New(st, cfg, append([]engine.Option{engine.WithObserver(m)}, opts...)...))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,28 +161,28 @@ func TestGRPCNearLimitMetrics(t *testing.T) {
 }
 
 // TestDetailedMetricBounded: a detailed_metric rule's names label their
-// own series, at most MaxDetailedNames of them, the others _other; no other
+// own series, at most metrics.MaxDetailedNames of them, the others _other; no other
 // metric carries a request's value.
 func TestDetailedMetricBounded(t *testing.T) {
 	c, s := grpcService(t)
-	for i := range MaxDetailedNames + 5 {
+	for i := range metrics.MaxDetailedNames + 5 {
 		ask(t, c, rlDesc("det", fmt.Sprint("v", i), 1, false))
 	}
 	ask(t, c, rlDesc("fw", "secret", 1, false))
 	out := do(t, s, "GET", "/metrics", "").Body.String()
 	for _, want := range []string{
 		`sluice_rls_detailed_decisions_total{descriptor="c.det_v0",domain="c",result="ok",rule="c.det"} 1`,
-		fmt.Sprintf(`sluice_rls_detailed_decisions_total{descriptor="c.det_v%d",domain="c",result="ok",rule="c.det"} 1`, MaxDetailedNames-1),
+		fmt.Sprintf(`sluice_rls_detailed_decisions_total{descriptor="c.det_v%d",domain="c",result="ok",rule="c.det"} 1`, metrics.MaxDetailedNames-1),
 		`sluice_rls_detailed_decisions_total{descriptor="_other",domain="c",result="ok",rule="c.det"} 5`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if n := strings.Count(out, "sluice_rls_detailed_decisions_total{"); n != MaxDetailedNames+1 {
-		t.Errorf("%d detailed series, want %d", n, MaxDetailedNames+1)
+	if n := strings.Count(out, "sluice_rls_detailed_decisions_total{"); n != metrics.MaxDetailedNames+1 {
+		t.Errorf("%d detailed series, want %d", n, metrics.MaxDetailedNames+1)
 	}
-	if strings.Contains(out, "secret") || strings.Contains(out, fmt.Sprintf("c.det_v%d", MaxDetailedNames)) {
+	if strings.Contains(out, "secret") || strings.Contains(out, fmt.Sprintf("c.det_v%d", metrics.MaxDetailedNames)) {
 		t.Errorf("/metrics carries a request value it must not")
 	}
 }

@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/engine"
 )
 
 // permitKeyPrefix puts the keys of /v1/acquire, /v1/release and
-// /v1/extend in their own namespace, apart from /v1/check's and the RLS
-// descriptors' (which never start with '*').
+// /v1/extend in their own namespace, apart from /v1/check's
+// (check.KeyPrefix) and the RLS descriptors' (which never start with '*').
 const permitKeyPrefix = "*permit/"
 
 // MaxPermitKeyLen is the longest key the permit endpoints accept, in bytes.
@@ -135,9 +136,16 @@ func parsePermit(op permitOp, body []byte, b engine.Bounds) (key string, lim slu
 		lim.TTL = d
 	}
 	lim.Max = req.Max
-	// The server's bound first: it names the flag an operator can change.
+	// The server's bounds first: they name the flag an operator can change.
 	if b.MaxPermits > 0 && lim.Max > b.MaxPermits {
 		return "", lim, "", &fieldError{"max", fmt.Sprintf("max %d exceeds --max-permits %d", lim.Max, b.MaxPermits)}
+	}
+	if b.MaxPermitLease > 0 && lim.TTL > b.MaxPermitLease {
+		field := durName
+		if msp != nil {
+			field = msName
+		}
+		return "", lim, "", &fieldError{field, fmt.Sprintf("ttl %v exceeds --max-permit-lease %v (extend the permit for longer work)", lim.TTL, b.MaxPermitLease)}
 	}
 	if err := lim.Validate(); err != nil {
 		fe := limitError(err)
@@ -183,31 +191,50 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		writeProblem(w, http.StatusBadRequest, fe.field, fe.Error())
 		return
 	}
-	sem, ok := s.store.(sluice.Semaphore)
-	if !ok {
-		s.permitted(op, "unsupported")
-		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits", storeName(s.store)))
-		return
+	sem := sluice.Lift(s.store) // a store without permits answers ErrSemaphoreUnsupported
+	// What one client holds is counted, and bounded, before the store is
+	// asked: the store's table of permits is everyone's.
+	id := s.permits.id(key, holder)
+	reserved := false
+	if op == opAcquire && bounds.MaxPermitsPerClient > 0 {
+		client := s.permitClient(r)
+		ok, res, retry := s.permits.reserve(client, id, lim.TTL, bounds.MaxPermitsPerClient)
+		if !ok {
+			s.permitted(op, "client_full")
+			if retry > 0 {
+				w.Header().Set("Retry-After", strconv.FormatInt(max((check.Millis(retry)+999)/1000, 1), 10))
+				writeProblem(w, http.StatusTooManyRequests, "", fmt.Sprintf("client %s holds %d permits (--max-permits-per-client): release one, or wait for a lease to end", client, bounds.MaxPermitsPerClient))
+				return
+			}
+			writeProblem(w, http.StatusServiceUnavailable, "", fmt.Sprintf("the server counts %d permits held, its most: retry later", MaxPermitLedger))
+			return
+		}
+		reserved = res
 	}
-	start := time.Now()
 	var d sluice.PermitDecision
 	switch op {
 	case opAcquire:
 		d, err = sem.Acquire(r.Context(), key, lim, holder)
+		s.permits.settle(id, reserved, err == nil && d.Acquired)
 	case opRelease:
 		err = sem.Release(r.Context(), key, holder)
+		if err == nil {
+			s.permits.release(id)
+		}
 	case opExtend:
 		d, err = sem.Extend(r.Context(), key, lim, holder)
-	}
-	if s.metrics != nil && !errors.Is(err, sluice.ErrSemaphoreUnsupported) {
-		s.metrics.StoreCall(time.Since(start), storeFault(err))
+		if err == nil && d.Acquired {
+			s.permits.extend(id, lim.TTL)
+		} else if errors.Is(err, sluice.ErrPermitLost) || err == nil {
+			s.permits.release(id)
+		}
 	}
 	if op == opExtend && (errors.Is(err, sluice.ErrPermitLost) || err == nil && !d.Acquired) {
 		s.permitted(op, "lost")
 		writeProblem(w, http.StatusConflict, "holder", fmt.Sprintf("permit lost: holder %q holds no permit of the key (its TTL ended, or it was released); stop the work, or acquire again", holder))
 		return
 	}
-	if errors.Is(err, sluice.ErrSemaphoreUnsupported) { // a layer over a store without permits
+	if errors.Is(err, sluice.ErrSemaphoreUnsupported) {
 		s.permitted(op, "unsupported")
 		writeProblem(w, http.StatusNotImplemented, "", fmt.Sprintf("the store (%s) does not keep concurrency limits: %v", storeName(s.store), err))
 		return
@@ -221,7 +248,9 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 			return // the caller left
 		}
-		s.log.Warn(string(op)+": store failed", "err", err)
+		// A caller can make the store fail at will (a full table of
+		// permits refuses every new key): a line a minute at most.
+		warnEvery(&s.permitLogged, s.log, string(op)+": store failed", "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, "", "store: "+err.Error())
 		return
 	}
@@ -241,7 +270,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		resp.ExpiresInMS = ttl
 		s.permitted(op, map[permitOp]string{opAcquire: "acquired", opExtend: "extended"}[op])
 	} else {
-		resp.RetryAfterMS = ceilMS(d.RetryAfter)
+		resp.RetryAfterMS = check.Millis(d.RetryAfter)
 		w.Header().Set("Retry-After", strconv.FormatInt(max((resp.RetryAfterMS+999)/1000, 1), 10))
 		w.WriteHeader(http.StatusTooManyRequests)
 		s.permitted(op, "denied")
@@ -250,18 +279,10 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 	w.Write(append(b, '\n'))
 }
 
-// storeFault is err unless it is a permit lost, which is an answer.
-func storeFault(err error) error {
-	if errors.Is(err, sluice.ErrPermitLost) {
-		return nil
-	}
-	return err
-}
-
 // permitted counts a permit operation's result.
 func (s *Server) permitted(op permitOp, result string) {
 	if s.metrics != nil {
-		s.metrics.permits.WithLabelValues(string(op), result).Inc()
+		s.metrics.Permit(string(op), result)
 	}
 }
 

@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 )
 
@@ -33,7 +32,7 @@ func (c *fakeClock) add(d time.Duration) {
 
 // permitServer is a server on a memory store with a fake clock and the
 // bounds b (zero: the defaults).
-func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *Metrics) {
+func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *metrics.Metrics) {
 	t.Helper()
 	cfg, err := config.Parse("example.yaml", config.DefaultExample())
 	if err != nil {
@@ -45,8 +44,10 @@ func permitServer(t *testing.T, b engine.Bounds) (*Server, *fakeClock, *Metrics)
 	if b == (engine.Bounds{}) {
 		b = engine.DefaultBounds
 	}
-	m := NewMetrics()
-	return New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m)), clk, m
+	m := metrics.New()
+	s := New(rls.New(engine.New(st, cfg, engine.WithBounds(b))), st, WithMetrics(m))
+	s.permits.now = clk.now
+	return s, clk, m
 }
 
 func permit(t *testing.T, s *Server, op, body string) (int, PermitResponse, string) {
@@ -107,7 +108,7 @@ func TestAcquireRelease(t *testing.T) {
 		op, result string
 		want       float64
 	}{{"acquire", "acquired", 7}, {"acquire", "denied", 1}, {"release", "released", 2}} {
-		if got := testutil.ToFloat64(m.permits.WithLabelValues(c.op, c.result)); got != c.want {
+		if got := counterValue(t, m, "sluice_permit_operations_total", "operation", c.op, "result", c.result); got != c.want {
 			t.Errorf("sluice_permit_operations_total{operation=%q,result=%q} = %v, want %v", c.op, c.result, got, c.want)
 		}
 	}
@@ -139,7 +140,7 @@ func TestExtend(t *testing.T) {
 	if w.Code != 409 || pb.Field != "holder" || !strings.Contains(pb.Detail, "permit lost") || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Errorf("extend of a lost permit = %d %s %s, want 409 problem+json naming holder, permit lost", w.Code, w.Header().Get("Content-Type"), w.Body)
 	}
-	if got := testutil.ToFloat64(m.permits.WithLabelValues("extend", "lost")); got != 1 {
+	if got := counterValue(t, m, "sluice_permit_operations_total", "operation", "extend", "result", "lost"); got != 1 {
 		t.Errorf("extend lost counted %v, want 1", got)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+
+	"github.com/sluicehq/sluice/service/metrics"
 )
 
 // Recover returns h with every panic of a request recovered: the client
@@ -15,7 +17,7 @@ import (
 // line with the panic value and the stack, and m (when not nil) counts it in
 // sluice_panics_total{server="http"}. A panic with http.ErrAbortHandler is
 // passed on: net/http then aborts the response quietly, as it is meant to.
-func Recover(h http.Handler, log *slog.Logger, m *Metrics) http.Handler {
+func Recover(h http.Handler, log *slog.Logger, m *metrics.Metrics) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

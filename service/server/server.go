@@ -11,10 +11,9 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/problem"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/tracing"
@@ -28,23 +27,26 @@ type Server struct {
 	svc     *rls.Service
 	eng     *engine.Engine // svc's
 	store   sluice.Store
-	metrics *Metrics
+	metrics *metrics.Metrics
 	log     *slog.Logger
 	maxBody int64
 	auth    Auth
 	ready   func() (bool, string)
 	tr      *tracing.Tracer // nil: no tracing
 
-	draining   atomic.Bool
-	authLogged atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
-	mux        *http.ServeMux
+	draining     atomic.Bool
+	authLogged   atomic.Int64 // unix nanoseconds of the last /v1/auth identity warning
+	permitLogged atomic.Int64 // of the last warning of a permit endpoint's store failure
+	permits      *permitClients
+	mux          *http.ServeMux
 }
 
 // Option configures a Server.
 type Option func(*Server)
 
-// WithMetrics serves m on /metrics and records /v1/check decisions in it.
-func WithMetrics(m *Metrics) Option { return func(s *Server) { s.metrics = m } }
+// WithMetrics serves m on /metrics and counts the decisions of /v1/check
+// and the permit operations in it.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Server) { s.metrics = m } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
@@ -67,9 +69,11 @@ func WithReadiness(check func() (ok bool, reason string)) Option {
 func WithTracer(t *tracing.Tracer) Option { return func(s *Server) { s.tr = t } }
 
 // New returns a Server deciding RLS requests through svc and /v1/check
-// requests through store.
+// requests through store, and taking permits of store. The store is the
+// service's, as observed (service/metrics.Observe): the Server times no
+// store call itself.
 func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
-	s := &Server{svc: svc, store: store, log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody, auth: DefaultAuth()}
+	s := &Server{svc: svc, store: store, log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody, auth: DefaultAuth(), permits: newPermitClients()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -88,7 +92,7 @@ func New(svc *rls.Service, store sluice.Store, opts ...Option) *Server {
 	mux.HandleFunc("GET /healthcheck", s.handleReadyz) // the reference's probe fails while shutting down
 	mux.HandleFunc("GET /readyz", s.handleReadyz)
 	if s.metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{Registry: s.metrics.reg}))
+		mux.Handle("GET /metrics", s.metrics.Handler())
 	}
 	s.mux = mux
 	return s

@@ -12,12 +12,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/service/check"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 )
 
-func newTestServer(t testing.TB, opts ...Option) (*Server, *Metrics) {
+func newTestServer(t testing.TB, opts ...Option) (*Server, *metrics.Metrics) {
 	t.Helper()
 	cfg, err := config.Parse("example.yaml", config.DefaultExample())
 	if err != nil {
@@ -25,9 +27,10 @@ func newTestServer(t testing.TB, opts ...Option) (*Server, *Metrics) {
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	m := NewMetrics()
-	svc := rls.New(engine.New(st, cfg, engine.WithObserver(m)))
-	return New(svc, st, append([]Option{WithMetrics(m)}, opts...)...), m
+	m := metrics.New()
+	obs := metrics.Observe(st, m, nil) // as sluice serve wires it
+	svc := rls.New(engine.New(obs, cfg, engine.WithObserver(m)))
+	return New(svc, obs, append([]Option{WithMetrics(m)}, opts...)...), m
 }
 
 func do(t testing.TB, h http.Handler, method, path, body string, hdr ...string) *httptest.ResponseRecorder {
@@ -46,17 +49,17 @@ func TestCheck(t *testing.T) {
 	body := `{"key":"tenant-1:/search","algorithm":"sliding_log","rate":5,"period":"1s","burst":0,"cost":1}`
 	for i := 4; i >= 0; i-- {
 		w := do(t, s, "POST", "/v1/check", body)
-		var got CheckResponse
+		var got check.Response
 		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
 			t.Fatalf("POST /v1/check = %d %s (%v)", w.Code, w.Body, err)
 		}
-		want := CheckResponse{Allowed: true, Limit: 5, Remaining: i, ResetAfterMS: 1000}
+		want := check.Response{Allowed: true, Limit: 5, Remaining: i, ResetAfterMS: 1000}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("call %d mismatch (-want +got):\n%s", 5-i, d)
 		}
 	}
 	w := do(t, s, "POST", "/v1/check", body)
-	var got CheckResponse
+	var got check.Response
 	json.Unmarshal(w.Body.Bytes(), &got)
 	if w.Code != 200 || got.Allowed || got.Remaining != 0 || got.RetryAfterMS <= 0 || got.RetryAfterMS > 1000 {
 		t.Errorf("6th call = %d %+v, want 200, denied, 0 < retry_after_ms <= 1000", w.Code, got)
@@ -64,7 +67,7 @@ func TestCheck(t *testing.T) {
 	// cost 0 asks without spending; a different key has its own count.
 	w = do(t, s, "POST", "/v1/check", `{"key":"other","algorithm":"gcra","rate":10,"period":"1m","burst":3,"cost":0}`)
 	json.Unmarshal(w.Body.Bytes(), &got)
-	if want := (CheckResponse{Allowed: true, Limit: 3, Remaining: 3}); got != want {
+	if want := (check.Response{Allowed: true, Limit: 3, Remaining: 3}); got != want {
 		t.Errorf("cost 0 = %+v, want %+v", got, want)
 	}
 }
@@ -89,7 +92,7 @@ func TestCheckErrors(t *testing.T) {
 		{`{"key":"k","algorithm":"gcra","rate":1,"period":"1s","cost":2}`, 400, "cost"},
 		{`{"key":"k","algorithm":"gcra","rate":"1","period":"1s"}`, 400, "rate"},
 		{`{"key":"k","algorithm":"gcra","rate":1,"period":"1s","tenant":"x"}`, 400, "tenant"},
-		{`{"key":"` + strings.Repeat("k", MaxCheckKeyLen+1) + `","algorithm":"gcra","rate":1,"period":"1s"}`, 400, "key"},
+		{`{"key":"` + strings.Repeat("k", check.MaxKeyLen+1) + `","algorithm":"gcra","rate":1,"period":"1s"}`, 400, "key"},
 		{`{"key":"k",`, 400, ""},
 		{`not json`, 400, ""},
 		{``, 400, ""},
@@ -231,4 +234,33 @@ type problemBody struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail"`
 	Field  string `json:"field,omitempty"`
+}
+
+// counterValue is the value of the counter name with the label pairs
+// labels in m's registry, 0 when it has no such series.
+func counterValue(t testing.TB, m *metrics.Metrics, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, s := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range s.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if got[labels[i]] != labels[i+1] {
+					continue series
+				}
+			}
+			return s.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
 	"github.com/sluicehq/sluice/service/tracing"
 )
@@ -29,7 +30,8 @@ func TestTraceAuth(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	tr := tracing.New(tp, false)
-	s := New(rls.New(engine.New(st, cfg, engine.WithTracer(tr))), st, WithTracer(tr))
+	obs := metrics.Observe(st, nil, tr)
+	s := New(rls.New(engine.New(obs, cfg, engine.WithTracer(tr))), obs, WithTracer(tr))
 
 	for _, method := range []string{"GET", "HEAD"} {
 		rec.Reset()
@@ -49,7 +51,7 @@ func TestTraceAuth(t *testing.T) {
 		for _, kv := range srv.Attributes() {
 			a[kv.Key] = kv.Value
 		}
-		if a[engine.AttrDomain].AsString() != "example" || a["http.response.status_code"].AsInt64() != int64(w.Code) || a["http.route"].AsString() != "/v1/auth" {
+		if a[tracing.AttrDomain].AsString() != "example" || a["http.response.status_code"].AsInt64() != int64(w.Code) || a["http.route"].AsString() != "/v1/auth" {
 			t.Errorf("%s /v1/auth span attributes %v", method, a)
 		}
 		if st := spans[0]; st.Name() != "store.AllowN" || st.Parent().SpanID() != srv.SpanContext().SpanID() {

@@ -43,7 +43,7 @@ const (
 
 // Options configure the page. Gatherer is required.
 type Options struct {
-	// Gatherer is the service's metrics registry (server.Metrics.Registry).
+	// Gatherer is the service's metrics registry (metrics.Metrics.Registry).
 	Gatherer prometheus.Gatherer
 	// Top is the summary of the keys denied most; nil shows none.
 	Top *topk.Tracker

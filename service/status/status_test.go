@@ -27,7 +27,7 @@ import (
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/service/config"
 	"github.com/sluicehq/sluice/service/engine"
-	"github.com/sluicehq/sluice/service/server"
+	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/topk"
 )
 
@@ -60,8 +60,8 @@ func newFixture(t *testing.T) *fixture {
 	}
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	m := server.NewMetrics()
-	eng := engine.New(st, cfg, engine.WithObserver(m))
+	m := metrics.New()
+	eng := engine.New(metrics.Observe(st, m, nil), cfg, engine.WithObserver(m))
 	ctx := context.Background()
 	decide := func(key, value string, times int) {
 		for range times {

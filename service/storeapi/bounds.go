@@ -55,6 +55,8 @@ func (s *Server) limit(p *storev1.Limit) (sluice.Limit, error) {
 	switch {
 	case b.MaxRate > 0 && lim.Rate > b.MaxRate:
 		return lim, beyond("Rate", "Rate %d exceeds the server's bound %d (--max-rate)", lim.Rate, b.MaxRate)
+	case lim.Algorithm == sluice.SlidingLog && b.MaxLogRate > 0 && lim.Rate > b.MaxLogRate:
+		return lim, beyond("Rate", "Rate %d of a sliding log exceeds the server's bound %d (--max-log-rate)", lim.Rate, b.MaxLogRate)
 	case b.MaxBurst > 0 && lim.Burst > b.MaxBurst:
 		return lim, beyond("Burst", "Burst %d exceeds the server's bound %d (--max-burst)", lim.Burst, b.MaxBurst)
 	case b.MaxPeriod > 0 && lim.Period > b.MaxPeriod:
@@ -94,7 +96,7 @@ func (s *Server) multi(ps []*storev1.Request) ([]sluice.Request, error) {
 }
 
 // permit checks a key, concurrency limit and holder: the key and holder
-// by the library's bounds, Max by the server's. The rest (Max below 1, a
+// by the library's bounds, Max and the TTL by the server's. The rest (Max below 1, a
 // TTL out of range) the store checks.
 func (s *Server) permit(k []byte, pl *storev1.ConcurrencyLimit, h []byte) (string, sluice.ConcurrencyLimit, string, error) {
 	key, err := checkKey(k)
@@ -107,6 +109,9 @@ func (s *Server) permit(k []byte, pl *storev1.ConcurrencyLimit, h []byte) (strin
 	}
 	if m := s.bounds.MaxPermits; m > 0 && lim.Max > m {
 		return "", lim, "", beyond("Max", "Max %d exceeds the server's bound %d (--max-permits)", lim.Max, m)
+	}
+	if m := s.bounds.MaxPermitLease; m > 0 && lim.Normalize().TTL > m {
+		return "", lim, "", beyond("TTL", "TTL %v exceeds the server's bound %v (--max-permit-lease)", lim.Normalize().TTL, m)
 	}
 	holder, err := checkHolder(h)
 	if err != nil {

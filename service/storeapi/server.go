@@ -42,8 +42,8 @@ type Server struct {
 type Option func(*Server) error
 
 // WithBounds sets the bounds that requests are checked against before the
-// store is called (engine.Bounds: MaxRate, MaxBurst, MaxPeriod, MaxHits,
-// MaxPermits; a zero field is no bound). By default only the library's
+// store is called (engine.Bounds: MaxRate, MaxLogRate, MaxBurst, MaxPeriod,
+// MaxHits, MaxPermits, MaxPermitLease; a zero field is no bound). By default only the library's
 // bounds apply, which every store checks itself.
 func WithBounds(b engine.Bounds) Option {
 	return func(s *Server) error { s.bounds = b; return nil }

@@ -100,7 +100,7 @@ func checkInvalid(t *testing.T, what string, err error, field string) {
 // the wire can carry but Go's types cannot (an enum beyond uint8) are
 // refused, never taken for another.
 func TestBounds(t *testing.T) {
-	b := engine.Bounds{MaxRate: 100, MaxBurst: 200, MaxPeriod: time.Hour, MaxHits: 50, MaxPermits: 10}
+	b := engine.Bounds{MaxRate: 1000, MaxLogRate: 100, MaxBurst: 200, MaxPeriod: time.Hour, MaxHits: 50, MaxPermits: 10, MaxPermitLease: time.Minute}
 	spy := &spyStore{Store: memstore.New()}
 	t.Cleanup(func() { spy.Close() })
 	c := raw(t, startOver(t, spy, nil, storeapi.WithBounds(b)))
@@ -115,7 +115,8 @@ func TestBounds(t *testing.T) {
 		field   string
 		byStore bool
 	}{
-		{"rate", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 101, time.Second), N: 1}, "Rate", false},
+		{"rate", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1001, time.Second), N: 1}, "Rate", false},
+		{"sliding log rate", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 101, time.Second), N: 1}, "Rate", false},
 		{"burst", &storev1.AllowNRequest{Key: key, Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_GCRA, Rate: 1, PeriodNanos: 1e9, Burst: 201}, N: 1}, "Burst", false},
 		{"period", &storev1.AllowNRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1, time.Hour+time.Second), N: 1}, "Period", false},
 		{"hits", &storev1.AllowNRequest{Key: key, Limit: lim, N: 51}, "N", false},
@@ -174,12 +175,6 @@ func TestBounds(t *testing.T) {
 	checkInvalid(t, "AllowMulti of 17", err, "Requests")
 	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: []*storev1.Request{{Key: key, Limit: lim, N: 1}, {Key: key, Limit: lim, N: 1 << 40}}})
 	checkInvalid(t, "AllowMulti with a huge n", err, "N")
-	logs = append(logs, &storev1.Request{Key: []byte("c"), Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 1})
-	for i := range 10 {
-		logs = append(logs, &storev1.Request{Key: []byte{'d', byte(i)}, Limit: limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 100, time.Second), N: 50})
-	}
-	_, err = c.AllowMulti(bg, &storev1.AllowMultiRequest{Requests: logs})
-	checkInvalid(t, "AllowMulti of 601 sliding-log units", err, "Requests")
 
 	climit := &storev1.ConcurrencyLimit{Max: 2, TtlNanos: int64(time.Second)}
 	_, err = c.Acquire(bg, &storev1.AcquireRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 11, TtlNanos: int64(time.Second)}, Holder: []byte("h")})
@@ -194,8 +189,12 @@ func TestBounds(t *testing.T) {
 	checkInvalid(t, "Release no holder", err, "Holder")
 	_, err = c.Return(bg, &storev1.ReturnRequest{Key: key, Limit: lim, N: 51})
 	checkInvalid(t, "Return 51", err, "N")
-	_, err = c.Reset(bg, &storev1.ResetRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 101, time.Second)})
-	checkInvalid(t, "Reset rate 101", err, "Rate")
+	_, err = c.Reset(bg, &storev1.ResetRequest{Key: key, Limit: limitPB(storev1.Algorithm_ALGORITHM_GCRA, 1001, time.Second)})
+	checkInvalid(t, "Reset rate 1001", err, "Rate")
+	_, err = c.Acquire(bg, &storev1.AcquireRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: int64(time.Minute + time.Millisecond)}, Holder: []byte("h")})
+	checkInvalid(t, "Acquire TTL beyond --max-permit-lease", err, "TTL")
+	_, err = c.Extend(bg, &storev1.ExtendRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: int64(time.Hour)}, Holder: []byte("h")})
+	checkInvalid(t, "Extend TTL beyond --max-permit-lease", err, "TTL")
 	_, err = c.Extend(bg, &storev1.ExtendRequest{Key: key, Limit: &storev1.ConcurrencyLimit{Max: 11, TtlNanos: int64(time.Second)}, Holder: []byte("h")})
 	checkInvalid(t, "Extend max 11", err, "Max")
 	_, err = c.Release(bg, &storev1.ReleaseRequest{Key: make([]byte, sluice.MaxKeyLen+1), Holder: []byte("h")})

@@ -1,8 +1,9 @@
 // Package tracing is sluice serve's OpenTelemetry tracing: an OTLP exporter
 // configured by the standard OTEL_* variables, a server span for each
 // ShouldRateLimit call and each HTTP decision endpoint, continued from the
-// caller's W3C trace context, and the Tracer that the decision engine uses
-// for its store calls.
+// caller's W3C trace context, the Tracer that the decision engine and the
+// observed store (service/metrics.Observe) start their spans with, and the
+// attribute keys of those spans.
 //
 // Tracing is off unless asked for: with it off, nothing here runs, no
 // exporter is started and no tracer provider is installed; the servers and
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -124,6 +126,76 @@ func (c Config) protocol() (string, error) {
 	return "", fmt.Errorf("OTLP protocol %q: want grpc or http/protobuf", p)
 }
 
+// Bounds of what a span takes from a request: its strings are the
+// caller's, and a span holds them until the exporter sends it (the queue
+// holds up to 2048 spans, a batch 512). Within them, a span's
+// request-chosen attributes, status and events hold at most some 5.5 KB,
+// so that a batch of 512 spans stays below the 4 MiB a collector accepts
+// by default (a batch over it is refused whole, other callers' spans
+// with it).
+const (
+	// MaxAttrBytes bounds a string attribute taken from a request (a
+	// domain, a key, a descriptor's entries, an error's message).
+	MaxAttrBytes = 256
+	// MaxAttrListBytes bounds a list of them (the entries of every
+	// descriptor of a request), in all.
+	MaxAttrListBytes = 2048
+	// MaxTraceStateBytes bounds a caller's tracestate; a longer one is
+	// dropped (the W3C trace context lets a vendor drop one longer than
+	// 512 characters), the traceparent kept.
+	MaxTraceStateBytes = 512
+)
+
+// truncated marks a string cut to its bound.
+const truncated = "…"
+
+// Bound returns s cut to max bytes (at a character's boundary, the cut
+// marked "…"). A cut string is a copy: the span does not keep the
+// request's memory alive.
+func Bound(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - len(truncated)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strings.Clone(s[:n]) + truncated
+}
+
+// String is the attribute k of v, a string taken from a request, cut to
+// MaxAttrBytes.
+func String(k, v string) attribute.KeyValue { return attribute.String(k, Bound(v, MaxAttrBytes)) }
+
+// Strings is the attribute k of vs, strings taken from a request: each cut
+// to MaxAttrBytes, and as many as MaxAttrListBytes holds (a last "…" says
+// that some were left out).
+func Strings(k string, vs []string) attribute.KeyValue {
+	out := make([]string, 0, len(vs))
+	n := 0
+	for _, v := range vs {
+		v = Bound(v, MaxAttrBytes)
+		if n+len(v) > MaxAttrListBytes {
+			out = append(out, truncated)
+			break
+		}
+		n += len(v)
+		out = append(out, v)
+	}
+	return attribute.StringSlice(k, out)
+}
+
+// spanLimits are the SDK's limits (OTEL_SPAN_* and OTEL_ATTRIBUTE_*), with
+// an attribute's value at most MaxAttrBytes whatever they say: the SDK's
+// own cut, behind sluice's, for any attribute sluice did not bound.
+func spanLimits() sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if l.AttributeValueLengthLimit < 0 || l.AttributeValueLengthLimit > MaxAttrBytes {
+		l.AttributeValueLengthLimit = MaxAttrBytes
+	}
+	return l
+}
+
 // Provider is a running exporter and the Tracer that feeds it.
 type Provider struct {
 	tp     *sdktrace.TracerProvider
@@ -162,7 +234,7 @@ func Start(ctx context.Context, c Config, log *slog.Logger) (*Provider, error) {
 			log.Warn("tracing: OTEL_RESOURCE_ATTRIBUTES or OTEL_SERVICE_NAME in part not read", "err", err)
 		}
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res)}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSpanLimits(spanLimits())}
 	if c.SampleRatio >= 0 {
 		opts = append(opts, sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.SampleRatio))))
 	}
@@ -243,9 +315,27 @@ type Tracer struct {
 func New(tp trace.TracerProvider, keys bool) *Tracer {
 	return &Tracer{
 		tr:   tp.Tracer(ScopeName),
-		prop: propagation.TraceContext{}, // W3C traceparent and tracestate; no baggage: sluice reads none
+		prop: boundedState{propagation.TraceContext{}}, // W3C traceparent and tracestate; no baggage: sluice reads none
 		keys: keys,
 	}
+}
+
+// boundedState is a propagator that drops a caller's tracestate longer
+// than MaxTraceStateBytes (every span of the trace would carry it).
+type boundedState struct{ propagation.TextMapPropagator }
+
+func (b boundedState) Extract(ctx context.Context, c propagation.TextMapCarrier) context.Context {
+	return b.TextMapPropagator.Extract(ctx, stateCarrier{c})
+}
+
+type stateCarrier struct{ propagation.TextMapCarrier }
+
+func (c stateCarrier) Get(k string) string {
+	v := c.TextMapCarrier.Get(k)
+	if k == "tracestate" && len(v) > MaxTraceStateBytes {
+		return ""
+	}
+	return v
 }
 
 // Keys reports whether spans carry the callers' keys and descriptor values.
@@ -256,11 +346,16 @@ func (t *Tracer) Start(ctx context.Context, name string, attrs ...attribute.KeyV
 	return t.tr.Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
-// End ends span, recording err (nil for none) as its error.
+// End ends span, recording err (nil for none) as its error: an
+// exception event, as span.RecordError writes it, and the status, its
+// message cut to MaxAttrBytes (an error may quote a request).
 func End(span trace.Span, err error) {
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		msg := Bound(err.Error(), MaxAttrBytes)
+		span.AddEvent("exception", trace.WithAttributes(
+			attribute.String("exception.type", fmt.Sprintf("%T", err)),
+			attribute.String("exception.message", msg)))
+		span.SetStatus(codes.Error, msg)
 	}
 	span.End()
 }
@@ -295,7 +390,7 @@ func (t *Tracer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		st, _ := status.FromError(err)
 		span.SetAttributes(attribute.Int64("rpc.grpc.status_code", int64(st.Code())))
 		if err != nil {
-			span.SetStatus(codes.Error, st.Message())
+			span.SetStatus(codes.Error, Bound(st.Message(), MaxAttrBytes))
 		}
 		return resp, err
 	}

@@ -105,29 +105,46 @@ func (c *ClusterInstance) assignSlots(masters int) []string {
 }
 
 // meet introduces every node to the first and waits until all know each
-// other, with no handshake left.
+// other, with no handshake left. A handshake that does not complete within
+// the node timeout (a busy machine) is dropped by Redis: a node that still
+// does not know the first one after a while is introduced again.
 func (c *ClusterInstance) meet() {
 	n := len(c.nodes)
 	first := c.nodes[0]
-	for _, i := range c.nodes[1:] {
+	introduce := func(i *Instance) {
 		i.MustDo("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(first.Port), first.busPort())
 	}
+	for _, i := range c.nodes[1:] {
+		introduce(i)
+	}
+	lastMeet := time.Now()
 	c.waitFor("all nodes to know each other", func() error {
+		var missing []*Instance
+		var err error
 		for _, i := range c.nodes {
-			view, err := i.clusterNodes()
-			if err != nil {
-				return err
+			view, verr := i.clusterNodes()
+			if verr != nil {
+				return verr
 			}
-			if len(view) != n {
-				return fmt.Errorf("%s knows %d of %d nodes", i.Addr, len(view), n)
+			if len(view) != n && err == nil {
+				err = fmt.Errorf("%s knows %d of %d nodes", i.Addr, len(view), n)
 			}
 			for _, v := range view {
-				if v.has("handshake") || v.has("noaddr") {
-					return fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
+				if (v.has("handshake") || v.has("noaddr")) && err == nil {
+					err = fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
 				}
 			}
+			if i != first && !slices.ContainsFunc(view, func(v nodeInfo) bool { return v.addr == first.Addr }) {
+				missing = append(missing, i)
+			}
 		}
-		return nil
+		if len(missing) > 0 && time.Since(lastMeet) > 2*NodeTimeout {
+			for _, i := range missing {
+				introduce(i)
+			}
+			lastMeet = time.Now()
+		}
+		return err
 	})
 }
 
@@ -229,15 +246,17 @@ func (c *ClusterInstance) KillMaster(k int) *Instance {
 }
 
 // WaitPromoted waits until every slot is served again by a running master
-// (a replica of a killed master has been promoted) and every running node
-// reports cluster_state:ok, and fails the test after ClusterTimeout.
+// (a replica of a killed master has been promoted), every running node
+// reports cluster_state:ok and all agree on every running node's role, and
+// fails the test after ClusterTimeout.
 func (c *ClusterInstance) WaitPromoted() {
 	c.t.Helper()
 	c.waitFor("a replica to be promoted", c.healthy)
 }
 
-// WaitHealthy waits until every running node reports cluster_state:ok and
-// sees all 16384 slots served by running masters.
+// WaitHealthy waits until every running node reports cluster_state:ok,
+// sees all 16384 slots served by running masters and agrees with the
+// others on every running node's role.
 func (c *ClusterInstance) WaitHealthy() {
 	c.t.Helper()
 	c.waitFor("a healthy cluster", c.healthy)
@@ -282,6 +301,27 @@ func (c *ClusterInstance) healthy() error {
 		}
 		if covered != 16384 {
 			return fmt.Errorf("%s: masters cover %d of 16384 slots", i.Addr, covered)
+		}
+		// Every running node agrees on the roles: the others learn a
+		// replica's role, or a failed master's return, by gossip, a
+		// while after the node itself knows it.
+		known := 0
+		for _, v := range view {
+			if !running[v.addr] {
+				continue
+			}
+			known++
+			switch {
+			case v.failed() || v.has("handshake") || v.has("noaddr"):
+				return fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
+			case v.has("master") && len(v.slots) == 0:
+				return fmt.Errorf("%s sees %s as a master without slots (its role not yet known)", i.Addr, v.addr)
+			case !v.has("master") && !v.has("slave"):
+				return fmt.Errorf("%s sees %s as %v", i.Addr, v.addr, v.flags)
+			}
+		}
+		if known != len(running) {
+			return fmt.Errorf("%s knows %d of the %d running nodes", i.Addr, known, len(running))
 		}
 	}
 	return nil

@@ -8,6 +8,18 @@
 // except when the environment has CI=true, where it fails: CI must run the
 // Redis tests (scripts/ensure-redis.sh installs Debian's redis-server).
 //
+// REDISTEST_SERVER names another server binary to run instead of
+// redis-server: a path to valkey-server, for example, which runs every
+// Redis-backed test on Valkey (make test does, when Valkey is present:
+// scripts/valkey-tests.sh). Each server started logs its name and
+// version (go test -v, or a failing test's output), and Version reports
+// them.
+//
+// REDISTEST_RECORD names a file to which every test that starts a server
+// appends a line, its package's directory and its top-level name, tab
+// separated: the list of the Redis-backed tests that the Valkey run
+// repeats.
+//
 // The package is a normal package so that tests of any package in the
 // module can import it; nothing outside tests should.
 package redistest
@@ -84,10 +96,11 @@ type Instance struct {
 	// WithPassword (the default user).
 	User, Password string
 
-	t    testing.TB
-	bin  string
-	conf string   // config file given first (sentinel), or ""
-	args []string // without --port
+	t       testing.TB
+	bin     string
+	conf    string   // config file given first (sentinel), or ""
+	args    []string // without --port
+	version string   // "redis 7.0.15", "valkey 8.0.1": set at the first start
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -114,9 +127,22 @@ func Server(t testing.TB, opts ...Option) *Instance {
 	return i
 }
 
-// binary finds redis-server, or skips (fails under CI=true) the test.
+// EnvServer names the server binary to run instead of redis-server.
+const EnvServer = "REDISTEST_SERVER"
+
+// EnvRecord names the file that lists the tests that start a server.
+const EnvRecord = "REDISTEST_RECORD"
+
+// binary finds the server (REDISTEST_SERVER, else name in PATH), or skips
+// (fails under CI=true) the test.
 func binary(t testing.TB, name string) string {
 	t.Helper()
+	if p := os.Getenv(EnvServer); p != "" {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("redistest: %s=%s: %v", EnvServer, p, err)
+		}
+		return p
+	}
 	p, err := exec.LookPath(name)
 	if err == nil {
 		return p
@@ -132,6 +158,7 @@ func binary(t testing.TB, name string) string {
 func newInstance(t testing.TB, extra []string, o options) *Instance {
 	t.Helper()
 	bin := binary(t, "redis-server")
+	record(t)
 	dir := t.TempDir()
 	args := []string{
 		"--bind", "127.0.0.1",
@@ -166,6 +193,44 @@ func newInstance(t testing.TB, extra []string, o options) *Instance {
 	i.args = args
 	t.Cleanup(i.stop)
 	return i
+}
+
+// record appends the running test to the file REDISTEST_RECORD names.
+func record(t testing.TB) {
+	t.Helper()
+	path := os.Getenv(EnvRecord)
+	if path == "" {
+		return
+	}
+	dir, err := os.Getwd() // go test runs a package's tests in its directory
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatalf("redistest: %s: %v", EnvRecord, err)
+	}
+	defer f.Close()
+	// One short write with O_APPEND: lines of parallel tests and
+	// packages do not interleave.
+	if _, err := f.WriteString(dir + "\t" + top + "\n"); err != nil {
+		t.Fatalf("redistest: %s: %v", EnvRecord, err)
+	}
+}
+
+// Version is the server's name and version as its INFO reports them, for
+// example "redis 7.0.15" or "valkey 8.0.1".
+func (i *Instance) Version() string { return i.version }
+
+// serverVersion reads the server's name and version from INFO server.
+func serverVersion(info string) string {
+	if name := infoField(info, "server_name"); name != "" {
+		if v := infoField(info, name+"_version"); v != "" {
+			return name + " " + v
+		}
+	}
+	return "redis " + infoField(info, "redis_version")
 }
 
 // freePort returns a port that was free on 127.0.0.1 a moment ago.
@@ -284,6 +349,10 @@ func (i *Instance) waitReady(cmd *exec.Cmd, done <-chan struct{}) error {
 		if err == nil {
 			if pid := infoField(info, "process_id"); pid != strconv.Itoa(cmd.Process.Pid) {
 				return fmt.Errorf("%w: port %d answered by pid %s, not ours (%d)", errPortRace, i.Port, pid, cmd.Process.Pid)
+			}
+			if i.version == "" {
+				i.version = serverVersion(info)
+				i.t.Logf("redistest: %s (%s) on %s, pid %d", i.version, i.bin, i.Addr, cmd.Process.Pid)
 			}
 			return nil
 		}

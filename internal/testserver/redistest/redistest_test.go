@@ -249,12 +249,30 @@ func TestClusterFailover(t *testing.T) {
 		if _, err := ms[0].Do("SET", "a", "1"); err == nil || !strings.HasPrefix(err.Error(), "redis: MOVED 15495 ") {
 			t.Fatalf("SET a on master 0: err = %v, want MOVED 15495", err)
 		}
-		ms[2].MustDo("SET", "a", "1")
-		for i := 0; ms[2].MustDo("WAIT", "1", "2000") != "1"; i++ {
+		// WAIT counts the replicas that acknowledged this connection's
+		// writes: the SET goes on the same connection (on a fresh one,
+		// WAIT would return at once, and the master could die before
+		// its replica had a).
+		conn, err := dial(ms[2].Addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.do("SET", "a", "1"); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; ; i++ {
+			n, err := conn.do("WAIT", "1", "2000")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == "1" {
+				break
+			}
 			if i == 5 {
 				t.Fatal("the replica never acknowledged a")
 			}
 		}
+		conn.close()
 
 		killed := c.KillMaster(2)
 		if killed != ms[2] || killed.Running() {

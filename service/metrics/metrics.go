@@ -1,11 +1,13 @@
-package server
+package metrics
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -17,7 +19,7 @@ import (
 // Labels are configured names (domains, rule names, algorithms, policies),
 // never request keys or values, but for the rules with detailed_metric or
 // value_to_metric, whose detailed names are bounded (MaxDetailedNames).
-// Metrics implements engine.Observer and failover.Observer.
+// Metrics implements engine.Observer, StoreObserver and failover.Observer.
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -51,12 +53,13 @@ type Metrics struct {
 
 var (
 	_ engine.Observer   = (*Metrics)(nil)
+	_ StoreObserver     = (*Metrics)(nil)
 	_ failover.Observer = (*Metrics)(nil)
 )
 
-// NewMetrics returns the metrics registered on a new registry, together
-// with the Go runtime and process collectors.
-func NewMetrics() *Metrics {
+// New returns the metrics registered on a new registry, together with the
+// Go runtime and process collectors.
+func New() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), rules: map[ruleKey]*ruleSeries{}}
 	m.decisions = m.counterVec("sluice_rls_decisions_total",
 		"Limits applied by ShouldRateLimit, /json and /v1/auth, by domain, configured rule name and result (ok, over_limit, shadow_over_limit, not_counted, unlimited, refunded).",
@@ -150,6 +153,12 @@ func (m *Metrics) Top() *topk.Tracker { return m.top }
 
 // Registry returns the registry the metrics are registered on.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in Prometheus' exposition formats (GET
+// /metrics).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
 
 // MaxDetailedNames bounds the detailed names (the descriptor label of
 // sluice_rls_detailed_decisions_total) kept per rule: the names past it
@@ -282,7 +291,7 @@ func (m *Metrics) detail(rs *ruleSeries, d string) string {
 // Unmatched implements engine.Observer.
 func (m *Metrics) Unmatched(domain string) { m.unmatched.WithLabelValues(domain).Inc() }
 
-// StoreCall implements engine.Observer.
+// StoreCall implements StoreObserver.
 func (m *Metrics) StoreCall(d time.Duration, err error) {
 	m.storeDur.Observe(d.Seconds())
 	if err != nil {
@@ -309,12 +318,20 @@ func (m *Metrics) Panicked(server string) {
 	}
 }
 
-func (m *Metrics) checked(a sluice.Algorithm, allowed bool) {
+// Checked counts a decision of POST /v1/check.
+func (m *Metrics) Checked(a sluice.Algorithm, allowed bool) {
 	r := "denied"
 	if allowed {
 		r = "allowed"
 	}
 	m.checks.WithLabelValues(a.String(), r).Inc()
+}
+
+// Permit counts a call of POST /v1/acquire, /v1/release or /v1/extend:
+// operation acquire, release or extend, and its result (acquired, denied,
+// released, extended, lost, error, unsupported).
+func (m *Metrics) Permit(operation, result string) {
+	m.permits.WithLabelValues(operation, result).Inc()
 }
 
 // Degraded implements failover.Observer. The policy label is fail_closed,
@@ -340,7 +357,8 @@ func (m *Metrics) BreakerClosed(time.Duration) {
 }
 
 // SharedLatency implements failover.Observer. The store histogram already
-// times every call the service makes; this counts the shared store's errors.
+// times every call the service makes (Observe); this counts the shared
+// store's errors.
 func (m *Metrics) SharedLatency(_ time.Duration, err error) {
 	if err != nil {
 		m.sharedErrs.Inc()

@@ -1,4 +1,4 @@
-package server
+package metrics
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 // summary of the keys denied most, and that an admitted one costs no
 // allocation.
 func TestTopFedByDenials(t *testing.T) {
-	m := NewMetrics()
+	m := New()
 	ok := engine.Report{Domain: "shop", Rule: "per_tenant", Key: "shop/tenant=acme", Outcome: engine.OutcomeOK, Hits: 1, Within: 1}
 	m.Decided(ok)
 	if n := testing.AllocsPerRun(100, func() { m.Decided(ok) }); n != 0 {
