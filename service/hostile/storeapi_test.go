@@ -289,7 +289,8 @@ func storeAPIBounds(t *testing.T, c storeAPICall, bearer string) {
 		{"a holder of 4 KiB", "Acquire", &storev1.AcquireRequest{Key: []byte("k"), Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: 1e9}, Holder: make([]byte, 4096)}, "Holder"},
 		{"a TTL of 2^62 ns", "Extend", &storev1.ExtendRequest{Key: []byte("k"), Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: big}, Holder: []byte("h")}, "TTL"},
 		{"17 requests", "AllowMulti", multiPB(17, gcraPB(10), 1), "Requests"},
-		{"16 sliding-log requests of 500", "AllowMulti", multiPB(16, &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_SLIDING_LOG, Rate: 500, PeriodNanos: 1e9}, 500), "Requests"},
+		{"a sliding log of rate 501 (--max-log-rate 500)", "AllowMulti", multiPB(16, &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_SLIDING_LOG, Rate: 501, PeriodNanos: 1e9}, 1), "Rate"},
+		{"a TTL of 11 minutes (--max-permit-lease 10m)", "Acquire", &storev1.AcquireRequest{Key: []byte("k"), Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: int64(11 * time.Minute)}, Holder: []byte("h")}, "TTL"},
 	}
 	for _, tt := range invalid {
 		st, took := c.call(tt.method, mustMarshal(t, tt.msg), bearer)
@@ -311,16 +312,12 @@ func storeAPIBounds(t *testing.T, c storeAPICall, bearer string) {
 	if code, _, _ := c.invoke("AllowN", mustMarshal(t, &storev1.AllowNRequest{Key: []byte("k"), Limit: gcraPB(10), N: 1}), bearer+strings.Repeat(" ", 32<<10)); code == codes.OK {
 		t.Error("AllowN with 32 KiB of metadata answered OK, want it refused")
 	}
-	// A large valid call: 16 requests, 100 sliding-log units, decided
-	// within a second. (The heaviest, 500 units, is the library's bound;
-	// the limits class spends it on one key.)
+	// The heaviest valid call: 16 sliding logs at --max-log-rate, each
+	// asked its whole rate, decided within a second.
 	heavy := &storev1.AllowMultiRequest{}
 	for i := range 16 {
-		lim, n := gcraPB(1_000_000_000), int64(1_000_000)
-		if i < 10 {
-			lim, n = &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_SLIDING_LOG, Rate: 500, PeriodNanos: int64(time.Hour)}, 10
-		}
-		heavy.Requests = append(heavy.Requests, &storev1.Request{Key: []byte("heavy-" + string(rune('a'+i))), Limit: lim, N: n})
+		lim := &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_SLIDING_LOG, Rate: 500, PeriodNanos: int64(time.Hour)}
+		heavy.Requests = append(heavy.Requests, &storev1.Request{Key: []byte("heavy-" + string(rune('a'+i))), Limit: lim, N: 500})
 	}
 	code, m, took := c.invoke("AllowMulti", mustMarshal(t, heavy), bearer)
 	if code != codes.OK || took > time.Second {
