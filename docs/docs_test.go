@@ -343,6 +343,11 @@ func testSh(t *testing.T, b *block) {
 			dir, cmd = "../bench", rest
 		}
 		words := strings.Fields(cmd)
+		// Environment variables set for a go test (NAME=value go test
+		// ...): the command is checked as go test.
+		for len(words) > 2 && strings.Contains(words[0], "=") && !strings.HasPrefix(words[0], "-") {
+			words = words[1:]
+		}
 		switch {
 		case strings.HasPrefix(cmd, "go run ./cmd/sluice ") || words[0] == "sluice":
 			args := words[1:]

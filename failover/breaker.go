@@ -17,12 +17,18 @@ type breaker struct {
 	window    time.Duration
 	minCalls  int64
 	interval  time.Duration
-	timeout   time.Duration // of each probe
+	timeout   func() time.Duration // of each probe
 
-	since   func() time.Duration // monotonic time since the breaker's start
-	probe   func(ctx context.Context) error
-	onOpen  func(cause error)
-	onClose func(downtime time.Duration)
+	since func() time.Duration // monotonic time since the breaker's start
+	probe func(ctx context.Context) error
+	// measure, when not nil, runs (in the background, one at a time) once
+	// a second while the breaker has been open for a second and its probes
+	// fail: a probe under a longer deadline, to tell a slow store from a
+	// dead one.
+	measure   func(ctx context.Context)
+	measuring atomic.Bool
+	onOpen    func(cause error)
+	onClose   func(downtime time.Duration)
 
 	isOpen   atomic.Bool  // read by every call
 	openedAt atomic.Int64 // ns since the start
@@ -112,18 +118,29 @@ func (b *breaker) probeLoop() {
 	defer b.wg.Done()
 	t := time.NewTicker(b.interval)
 	defer t.Stop()
+	var lastMeasure time.Duration
 	for {
 		select {
 		case <-b.base.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(b.base, b.timeout)
+		ctx, cancel := context.WithTimeout(b.base, b.timeout())
 		err := b.probe(ctx)
 		cancel()
 		if err == nil {
 			b.reset()
 			return
+		}
+		now := b.since()
+		if b.measure != nil && now-time.Duration(b.openedAt.Load()) >= time.Second && now-lastMeasure >= time.Second && b.measuring.CompareAndSwap(false, true) {
+			lastMeasure = now
+			b.wg.Add(1)
+			go func() {
+				defer b.wg.Done()
+				defer b.measuring.Store(false)
+				b.measure(b.base)
+			}()
 		}
 	}
 }

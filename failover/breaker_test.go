@@ -16,7 +16,7 @@ func newTestBreaker(t *testing.T, threshold int, ratio float64, minCalls int) (b
 	opened, closed = new(atomic.Int64), new(atomic.Int64)
 	b = &breaker{
 		threshold: int64(threshold), ratio: ratio, window: time.Second, minCalls: int64(minCalls),
-		interval: 100 * time.Millisecond, timeout: 50 * time.Millisecond,
+		interval: 100 * time.Millisecond, timeout: func() time.Duration { return 50 * time.Millisecond },
 		since: func() time.Duration { return time.Duration(clock.Load()) },
 		probe: func(context.Context) error {
 			if answers.Load() {

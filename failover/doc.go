@@ -16,6 +16,16 @@
 // store has one, otherwise a peek, AllowN with n = 0, on a probe key) and
 // closes the breaker at the first answer; callers' requests never probe.
 //
+// A shared store in another region answers in tens to hundreds of
+// milliseconds, above DefaultTimeout: every call would time out and be
+// decided by the failure mode. WithAdaptiveTimeout sets each call's
+// deadline from the round trip measured on the store's answers (SRTT plus
+// four times its variation, as TCP does, within a floor and a cap). With a
+// fixed deadline, a breaker open for a second measures the store under a
+// long deadline, and when it answers slower than the deadline logs an error
+// wrapping ErrTimeoutBelowRTT and reports the round trip in
+// Stats.SlowerThanTimeout, rather than leave the outage unexplained.
+//
 // # Failure modes
 //
 // A degraded decision (one made without the shared store's answer) has

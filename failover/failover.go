@@ -26,6 +26,12 @@ var (
 	// ErrNoReplicas is the cause when FailOpen was asked for but the store
 	// has no WithReplicas: the decision is a denial. It wraps ErrUnavailable.
 	ErrNoReplicas = fmt.Errorf("%w: FailOpen needs WithReplicas; denied", ErrUnavailable)
+	// ErrTimeoutBelowRTT reports a shared store that answers, but slower
+	// than the deadline (WithTimeout): every call times out. The breaker,
+	// open for a second, measures the store with a longer deadline, and
+	// logs an error wrapping this with the measured round trip; Stats
+	// reports it too.
+	ErrTimeoutBelowRTT = errors.New("failover: the shared store answers slower than the timeout")
 )
 
 // Pinger is a shared store that can be probed cheaply. The prober uses Ping
@@ -47,6 +53,10 @@ type Store struct {
 	br     breaker
 	local  *memstore.Store // the FailOpen local limiter, and the local semaphore
 	locals localPermits    // the holders of the permits taken locally (semaphore.go)
+	rtt    rtt             // the round trip measured on answers
+	// slow is the round trip (ns) a measuring probe found above the fixed
+	// deadline (0: none since the breaker last closed).
+	slow atomic.Int64
 
 	mu     sync.Mutex // guards closed
 	closed bool
@@ -85,8 +95,9 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 		window:    s.cfg.window,
 		minCalls:  int64(s.cfg.minCalls),
 		interval:  s.cfg.probeInterval,
-		timeout:   s.cfg.timeout,
-		probe:     s.ping,
+		timeout:   s.probeTimeout,
+		probe:     s.probe,
+		measure:   s.measure,
 		onOpen:    s.opened,
 		onClose:   s.reclosed,
 	}
@@ -110,12 +121,22 @@ type Stats struct {
 	BreakerOpens, BreakerCloses int64
 	// Open reports whether the breaker is open now.
 	Open bool
+	// SRTT and RTTVar are the round trip measured on the shared store's
+	// answers, Timeout the deadline of a call now (WithTimeout's, or
+	// WithAdaptiveTimeout's from the round trip).
+	SRTT, RTTVar, Timeout time.Duration
+	// SlowerThanTimeout, when not 0, is the round trip a measuring probe
+	// found above the fixed deadline while the breaker was open
+	// (ErrTimeoutBelowRTT): raise WithTimeout, or use WithAdaptiveTimeout.
+	SlowerThanTimeout time.Duration
 }
 
 // Stats returns the Store's counters.
 func (s *Store) Stats() Stats {
 	a, d := s.degradedAllowed.Load(), s.degradedDenied.Load()
+	srtt, rv, _ := s.rtt.get()
 	return Stats{
+		SRTT: srtt, RTTVar: rv, Timeout: s.timeout(), SlowerThanTimeout: time.Duration(s.slow.Load()),
 		SharedCalls:     s.sharedCalls.Load(),
 		SharedErrors:    s.sharedErrors.Load(),
 		Degraded:        a + d,
@@ -148,6 +169,9 @@ func (s *Store) Close() error {
 
 // String describes the store for logs.
 func (s *Store) String() string {
+	if s.cfg.adaptive {
+		return fmt.Sprintf("failover(%v, %v, timeout from the round trip in [%v, %v])", s.shared, s.cfg.mode, s.cfg.floor, s.cfg.cap)
+	}
 	return fmt.Sprintf("failover(%v, %v, timeout %v)", s.shared, s.cfg.mode, s.cfg.timeout)
 }
 
@@ -297,10 +321,67 @@ func (s *Store) end(c call, err error) (error, bool) {
 // rate-limit timeout as grpc-timeout), which spares a timer per call; the
 // call then ends as it would have, at the caller's deadline.
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= s.cfg.timeout {
+	t := s.timeout()
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= t {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, s.cfg.timeout)
+	return context.WithTimeout(ctx, t)
+}
+
+// timeout is the deadline of a shared call: WithTimeout's, or with
+// WithAdaptiveTimeout the measured round trip's.
+func (s *Store) timeout() time.Duration {
+	if s.cfg.adaptive {
+		return s.rtt.timeout(s.cfg.floor, s.cfg.cap)
+	}
+	return s.cfg.timeout
+}
+
+// probeTimeout is the deadline of a probe while the breaker is open:
+// WithTimeout's, or with WithAdaptiveTimeout its cap, since a store whose
+// round trip grew past the measured deadline answers no call of that
+// deadline again, and only an answer measures it anew.
+func (s *Store) probeTimeout() time.Duration {
+	if s.cfg.adaptive {
+		return s.cfg.cap
+	}
+	return s.cfg.timeout
+}
+
+// probe is the breaker's probe: a ping whose answer is a round trip
+// measured.
+func (s *Store) probe(ctx context.Context) error {
+	start := time.Now()
+	err := s.ping(ctx)
+	if err == nil {
+		s.rtt.observe(time.Since(start))
+	}
+	return err
+}
+
+// measureTimeout is the deadline of a measuring probe.
+const measureTimeout = 2 * time.Second
+
+// measure probes the shared store under a long deadline, while the breaker
+// has been open a while with a fixed deadline: a store that answers, but
+// slower than the deadline, is reported (ErrTimeoutBelowRTT) with its round
+// trip, rather than left as an outage.
+func (s *Store) measure(ctx context.Context) {
+	if s.cfg.adaptive {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(measureTimeout, 4*s.cfg.timeout))
+	defer cancel()
+	start := time.Now()
+	if s.ping(ctx) != nil {
+		return
+	}
+	lat := time.Since(start)
+	s.rtt.observe(lat)
+	if lat > s.cfg.timeout && s.slow.Swap(int64(lat)) == 0 {
+		s.cfg.log.Error("failover: the shared store answers, but slower than the timeout: every call times out and is decided by the failure mode; set WithTimeout above the round trip, or use WithAdaptiveTimeout",
+			"store", s.shared, "err", fmt.Errorf("%w: it answered a probe in %v, the timeout is %v", ErrTimeoutBelowRTT, lat, s.cfg.timeout))
+	}
 }
 
 // settle accounts for one shared call. It returns ok false with the error
@@ -310,6 +391,7 @@ func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFu
 func (s *Store) settle(ctx context.Context, lat time.Duration, err error) (error, bool) {
 	s.sharedCalls.Add(1)
 	if err == nil {
+		s.rtt.observe(lat)
 		s.cfg.obs.SharedLatency(lat, nil)
 		s.br.success()
 		return nil, true
@@ -370,6 +452,7 @@ func (s *Store) opened(cause error) {
 }
 
 func (s *Store) reclosed(down time.Duration) {
+	s.slow.Store(0)
 	s.cfg.log.Info("failover: breaker closed; shared store answers again", "store", s.shared, "downtime", down)
 	s.cfg.obs.BreakerClosed(down)
 }

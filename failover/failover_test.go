@@ -32,6 +32,7 @@ type faulty struct {
 	*memstore.Store
 	mode  atomic.Int32
 	calls atomic.Int64
+	delay atomic.Int64 // ns each call waits before it is answered
 }
 
 func newFaulty(t *testing.T, opts ...memstore.Option) *faulty {
@@ -42,6 +43,15 @@ func newFaulty(t *testing.T, opts ...memstore.Option) *faulty {
 
 func (f *faulty) fault(ctx context.Context) error {
 	f.calls.Add(1)
+	if d := time.Duration(f.delay.Load()); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	switch f.mode.Load() {
 	case failing:
 		return errBoom
@@ -271,7 +281,7 @@ func TestBreakerOpensAndStopsCallingTheStore(t *testing.T) {
 		t.Errorf("shared store called %d times, want 3 (the breaker opens at the third failure)", got)
 	}
 	st := s.Stats()
-	want := failover.Stats{SharedCalls: 3, SharedErrors: 3, Degraded: 10, DegradedDenied: 10, BreakerOpens: 1, Open: true}
+	want := failover.Stats{SharedCalls: 3, SharedErrors: 3, Degraded: 10, DegradedDenied: 10, BreakerOpens: 1, Open: true, Timeout: failover.DefaultTimeout}
 	if diff := cmp.Diff(want, st); diff != "" {
 		t.Errorf("Stats() mismatch (-want +got):\n%s", diff)
 	}

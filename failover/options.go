@@ -46,6 +46,10 @@ type config struct {
 	now           func() time.Time
 	localMaxKeys  int
 	startOpen     error // nil: closed at start
+	// adaptive: the deadline follows the measured round trip, within
+	// [floor, cap] (WithAdaptiveTimeout).
+	adaptive   bool
+	floor, cap time.Duration
 }
 
 func defaults() config {
@@ -96,6 +100,28 @@ func atLeastOne(name string, n int, set func(*config)) Option {
 // keeps that.
 func WithTimeout(d time.Duration) Option {
 	return positive("WithTimeout", d, func(c *config) { c.timeout = d })
+}
+
+// WithAdaptiveTimeout makes the deadline of every shared call follow the
+// round trip measured on the shared store's answers: SRTT + max(4 RTTVAR,
+// SRTT/2), as TCP's retransmission timeout sets its own, clamped to
+// [floor, cap] (cap until the first answer). Use it when the shared store
+// is far away (another region: tens to hundreds of milliseconds), where a
+// fixed deadline is either below the round trip (every call fails) or far
+// above it (an outage is noticed late). It replaces WithTimeout. The
+// breaker's probes wait up to cap, so that a store whose round trip grew
+// past the deadline is measured again when it answers. Set the floor
+// above the delays of a busy host (a few hundred milliseconds: a call
+// that waits for a scheduler is not an outage) and the cap below the
+// callers' deadlines. 0 < floor <= cap is required.
+func WithAdaptiveTimeout(floor, cap time.Duration) Option {
+	return func(c *config) error {
+		if floor <= 0 || cap < floor {
+			return optionError("WithAdaptiveTimeout(%v, %v): want 0 < floor <= cap", floor, cap)
+		}
+		c.adaptive, c.floor, c.cap = true, floor, cap
+		return nil
+	}
 }
 
 // WithFailureThreshold opens the breaker after n consecutive failed shared

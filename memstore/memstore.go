@@ -217,6 +217,7 @@ func (s *Store) Sweep() {
 		s.shards[i].sweepLocked(now)
 	}
 	s.sweepSem(now)
+	s.sweepGrants(now)
 }
 
 func (sh *shard) len() int {

@@ -27,7 +27,10 @@ type shard struct {
 	// it, no state here has expired (expiries only grow, but by Return,
 	// which lowers minExp too).
 	minExp int64
-	_      [16]byte // keep shards on separate cache lines
+	// grants holds the holder tables of the grants (grant.go), made on
+	// first use.
+	grants map[grantKey]*grantTable
+	_      [8]byte // keep shards on separate cache lines
 }
 
 // entry is one state, in 64 bytes: three words that hold the state of

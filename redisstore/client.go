@@ -106,8 +106,19 @@ func (g goRedisClient) close() {}
 // past its deadline. The call then goes on in the background (it may still
 // count, as any call cut short by its deadline may).
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) ([]int64, error) {
+	return s.runThen(ctx, sc, keys, args, nil)
+}
+
+// runThen is run, putting back done (when not nil), which holds keys and
+// args, once the call is over and they are no longer used, which may be
+// after runThen returns.
+func (s *Store) runThen(ctx context.Context, sc *script, keys, args []string, done *multiBuf) ([]int64, error) {
 	if ctx.Done() == nil {
-		return s.runSync(ctx, sc, keys, args)
+		res, err := s.runSync(ctx, sc, keys, args)
+		if done != nil {
+			done.put()
+		}
+		return res, err
 	}
 	type result struct {
 		res []int64
@@ -116,6 +127,9 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) ([]int
 	ch := make(chan result, 1)
 	go func() {
 		res, err := s.runSync(ctx, sc, keys, args)
+		if done != nil {
+			done.put()
+		}
 		ch <- result{res, err}
 	}()
 	select {

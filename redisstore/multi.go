@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/validate"
@@ -43,10 +44,18 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	if len(reqs) == 0 {
 		return nil, nil
 	}
-	keys := make([]string, len(reqs))
-	for i, rq := range reqs {
-		keys[i] = s.redisKey(rq.Key, rq.Limit)
+	mb := multiBufs.Get().(*multiBuf)
+	done := false // mb is the script run's (run puts it back)
+	defer func() {
+		if !done {
+			mb.put()
+		}
+	}()
+	keys := mb.keys[:0]
+	for _, rq := range reqs {
+		keys = append(keys, s.redisKey(rq.Key, rq.Limit))
 	}
+	mb.keys = keys
 	// Costs on one state whose sum exceeds its capacity can never be
 	// admitted together: ErrExceedsCapacity, as for one request. (At most
 	// sluice.MaxMultiRequests requests: the scan over earlier ones is short.)
@@ -65,11 +74,12 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 				i, sluice.ErrExceedsCapacity, rq.N, rq.Key, sum-rq.N, rq.Limit, c)
 		}
 	}
-	args := s.clockArgs(make([]string, 0, 2+5*len(reqs)))
+	args := s.clockArgs(mb.args[:0])
 	for _, rq := range reqs {
 		a := s.newArgs(rq.Limit, rq.N)
 		args = a.appendAll(args)
 	}
+	mb.args = args
 	if s.c.isRing() {
 		// A Ring shards by hash tag: the keys must share it.
 		t0 := hashTag(keys[0])
@@ -89,7 +99,8 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			}
 		}
 	}
-	res, err := s.run(ctx, multiScript, keys, args)
+	done = true
+	res, err := s.runThen(ctx, multiScript, keys, args, mb)
 	if err != nil {
 		return nil, err
 	}
@@ -101,4 +112,21 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		out[i] = decision(reqs[i].Limit, res[2+4*i:])
 	}
 	return out, nil
+}
+
+// multiBuf holds the keys and arguments of an AllowMulti call, reused
+// (multiBufs) once its script run is over: the client copies them into
+// its command, and a run that outlives its caller's context still holds
+// them until it ends.
+type multiBuf struct{ keys, args []string }
+
+var multiBufs = sync.Pool{New: func() any { return new(multiBuf) }}
+
+// put returns b to multiBufs, unless a large call grew it (at most
+// sluice.MaxMultiRequests keys: it stays small).
+func (b *multiBuf) put() {
+	clear(b.keys)
+	clear(b.args)
+	b.keys, b.args = b.keys[:0], b.args[:0]
+	multiBufs.Put(b)
 }

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -21,8 +20,20 @@ var _ sluice.FullStore = (*Store)(nil)
 
 // ErrCrossSlot is returned by AllowMulti on Redis Cluster when the requests'
 // keys lie in different hash slots, so that no single script can decide
-// them atomically. The error names two such keys.
-var ErrCrossSlot = errors.New("redisstore: AllowMulti keys are in different Redis Cluster slots")
+// them atomically. The error names two such keys. It also matches
+// sluice.ErrMultiUnsupported (errors.Is): these requests cannot be decided
+// all or nothing, and nothing was sent; a caller decides them one by one,
+// as it would with a store that has no AllowMulti, and a failover.Store
+// passes the error on rather than taking it for Redis failing.
+var ErrCrossSlot error = crossSlotError{}
+
+type crossSlotError struct{}
+
+func (crossSlotError) Error() string {
+	return "redisstore: AllowMulti keys are in different Redis Cluster slots"
+}
+
+func (crossSlotError) Is(target error) bool { return target == sluice.ErrMultiUnsupported }
 
 // DefaultPrefix starts every key name the store writes.
 const DefaultPrefix = "sluice:"

@@ -45,7 +45,7 @@ func (s *suite) testRetryAfterExact(t *testing.T) {
 			lim := e.lim(lim)
 			key := newKey(t)
 			rng := rand.New(rand.NewPCG(7, uint64(i)))
-			iters, checks := 60, 0
+			iters, checks, denied, slow := 60, 0, 0, 0
 			if !e.exact() {
 				iters = 20
 			}
@@ -60,7 +60,9 @@ func (s *suite) testRetryAfterExact(t *testing.T) {
 				if d.Allowed {
 					continue
 				}
+				denied++
 				if !e.exact() && time.Since(before) > s.cfg.tol/2 {
+					slow++
 					continue // too slow a call to bracket the store's time
 				}
 				r := d.RetryAfter
@@ -96,8 +98,15 @@ func (s *suite) testRetryAfterExact(t *testing.T) {
 				}
 				checks++
 			}
-			if checks == 0 {
+			switch {
+			case denied == 0:
 				t.Fatalf("no request was denied in %d tries: the case checked nothing", iters)
+			case checks == 0:
+				// Real time only: every denial came from a call slower
+				// than half the tolerance, which a machine busy with other
+				// work makes; the store's own time cannot be bracketed then.
+				// The cases on a test clock (WithClock) check it exactly.
+				t.Skipf("%d denials, each from a call slower than %v: too busy a machine to bracket the store's time", slow, s.cfg.tol/2)
 			}
 		})
 	}

@@ -1,13 +1,30 @@
 #!/bin/sh
 # compare.sh: envoyproxy/ratelimit and sluice serve in one run, interleaved,
 # on the same machine, load generator and YAML: ROUNDS rounds (default 3) of
-# the reference on Redis, sluice on Redis, sluice on Redis with its local
-# tier, and sluice on the memory store, each driven over gRPC at concurrency
-# C for D. Prints every run, then the medians and the ratios to the
-# reference's medians.
+# each configuration, each driven over gRPC at concurrency C for D. Prints
+# every run, then the medians and the ratios to the reference's medians.
 #
 #   bench/loadgen/compare.sh 64 10s
 #   ROUNDS=5 bench/loadgen/compare.sh 64 10s
+#
+# The configurations (CONFIGS, in this order by default):
+#
+#   reference  envoyproxy/ratelimit on its own redis-server
+#   redis      sluice serve --redis
+#   tiered     sluice serve --redis --tiered --lease-max 100
+#   memory     sluice serve on the memory store
+#   floor      bench/loadgen/floor: grpc-go answering OK at once, no
+#              decision at all (the transport's own cost)
+#
+# A configuration may carry extra arguments after a colon, commas for
+# spaces: CONFIGS="reference memory memory:--grpc-workers=4
+# floor floor:-shared-write-buffer" measures each variant in the same
+# rounds.
+#
+# The figure that judges a change is the service's CPU per call (svc µs):
+# the CPU time the service process used over the window, from /proc,
+# divided by the calls it answered. calls/s and p99 depend on what else
+# runs on the machine's CPUs; the CPU a call costs much less.
 #
 # BASE=DIR adds the three sluice configurations built from another checkout
 # of sluice (say, a git worktree of the commit before a change), interleaved
@@ -20,27 +37,36 @@
 set -eu
 c=${1:-64}; d=${2:-10s}
 here=$(cd "$(dirname "$0")" && pwd)
+configs=${CONFIGS:-reference redis tiered memory floor}
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 for r in $(seq 1 "${ROUNDS:-3}"); do
-	for cfg in reference redis tiered memory ${BASE:+base-redis base-tiered base-memory}; do
+	for cfg in $configs ${BASE:+base-redis base-tiered base-memory}; do
 		dir=$here
 		case $cfg in base-*) dir=$BASE/bench/loadgen ;; esac
-		case ${cfg#base-} in
+		name=${cfg%%:*}
+		extra=""
+		case $cfg in *:*) extra=$(echo "${cfg#*:}" | tr ',' ' ') ;; esac
+		case ${name#base-} in
 		reference) set -- reference ;;
 		redis) set -- redis --redis-timeout 1s ;;
 		tiered) set -- redis --redis-timeout 1s --tiered --lease-max 100 ;;
 		memory) set -- memory ;;
+		floor) set -- floor ;;
+		*) echo "compare.sh: unknown configuration $name" >&2; exit 2 ;;
 		esac
 		store=$1; shift
-		line=$(MODES=grpc sh "$dir/run.sh" "$store" "$c" "$d" "$@" | grep '^throughput=')
+		# shellcheck disable=SC2086 # extra is split on purpose
+		line=$(MODES=grpc sh "$dir/run.sh" "$store" "$c" "$d" "$@" $extra |
+			grep -E '^(throughput=|cpu_us_per_call |calls_per_cpu_second |allocs_per_call )' | tr '\n' ' ')
 		echo "round $r $cfg $line"
 		echo "$cfg $line" >>"$out"
 	done
 done
 echo
 echo "# medians over ${ROUNDS:-3} rounds, c=$c d=$d, $(nproc) CPUs"
-awk -v base="${BASE:+1}" '
+echo "# svc µs: the service process's CPU per call; svc/CPU-s: its calls per CPU-second; redis µs: its redis-server's"
+awk -v base="${BASE:+1}" -v configs="$configs" '
 function ms(v) { # a Go duration: 1.5ms, 870µs, 1.2s
 	if (v ~ /µs$/) return substr(v, 1, length(v)-2) / 1000
 	if (v ~ /ms$/) return substr(v, 1, length(v)-2) + 0
@@ -48,34 +74,50 @@ function ms(v) { # a Go duration: 1.5ms, 870µs, 1.2s
 	return v + 0
 }
 function median(a, n,    i, j, t) {
+	if (n == 0) return 0
 	for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
 	return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
+function med(key, cfg,    i, a, k) {
+	k = 0
+	for (i = 1; i <= n[cfg]; i++) if ((key, cfg, i) in v) a[++k] = v[key, cfg, i]
+	return median(a, k)
+}
+function ratio(x, y) { return y > 0 ? sprintf("%.2fx", x / y) : "-" }
 {
-	cfg = $1; n[cfg]++
-	for (i = 2; i <= NF; i++) {
-		split($i, kv, "=")
-		if (kv[1] == "throughput") tp[cfg, n[cfg]] = kv[2]
-		if (kv[1] == "p99") p99[cfg, n[cfg]] = ms(kv[2])
+	cfg = $1; i = ++n[cfg]; mode = ""
+	for (f = 2; f <= NF; f++) {
+		if ($f == "cpu_us_per_call" || $f == "calls_per_cpu_second" || $f == "allocs_per_call") { mode = $f; continue }
+		split($f, kv, "=")
+		if (kv[1] == "throughput") v["tp", cfg, i] = kv[2]
+		else if (kv[1] == "p99") v["p99", cfg, i] = ms(kv[2])
+		else if (mode == "cpu_us_per_call") v["us_" kv[1], cfg, i] = kv[2]
+		else if (mode == "calls_per_cpu_second" && kv[1] == "service") v["cps", cfg, i] = kv[2]
+		else if (mode == "allocs_per_call" && kv[1] == "service") v["allocs", cfg, i] = kv[2]
 	}
 }
 END {
-	m = split("reference redis tiered memory" (base ? " base-redis base-tiered base-memory" : ""), order, " ")
+	m = split(configs (base ? " base-redis base-tiered base-memory" : ""), order, " ")
 	for (k = 1; k <= m; k++) {
 		cfg = order[k]
-		for (i = 1; i <= n[cfg]; i++) { a[i] = tp[cfg, i]; b[i] = p99[cfg, i] }
-		mt[cfg] = median(a, n[cfg]); mp[cfg] = median(b, n[cfg])
+		tp[cfg] = med("tp", cfg); p99[cfg] = med("p99", cfg); us[cfg] = med("us_service", cfg)
+		cps[cfg] = med("cps", cfg); al[cfg] = med("allocs", cfg); rus[cfg] = med("us_redis", cfg)
 	}
-	printf "%-12s %12s %10s %18s %14s\n", "config", "calls/s", "p99 ms", "calls/s / ref", "p99 / ref"
+	ref = "reference"
+	# (the widths of the names with a µ count its two bytes)
+	printf "%-34s %9s %7s %8s %10s %8s %9s %9s %9s %11s\n", "config", "calls/s", "p99 ms", "svc µs", "svc/CPU-s", "allocs", "redis µs", "calls/ref", "p99/ref", "svc µs/ref"
 	for (k = 1; k <= m; k++) {
 		cfg = order[k]
-		printf "%-12s %12.0f %10.2f %17.2fx %13.2fx\n", cfg, mt[cfg], mp[cfg], mt[cfg]/mt["reference"], mp[cfg]/mp["reference"]
+		printf "%-34s %9.0f %7.2f %7.2f %10.0f %8s %8s %9s %9s %10s\n", cfg, tp[cfg], p99[cfg], us[cfg], cps[cfg],
+			(al[cfg] > 0 ? sprintf("%.1f", al[cfg]) : "-"), (rus[cfg] > 0 ? sprintf("%.2f", rus[cfg]) : "-"),
+			ratio(tp[cfg], tp[ref]), ratio(p99[cfg], p99[ref]), ratio(us[cfg], us[ref])
 	}
 	if (base) {
-		printf "\n%-12s %18s %14s\n", "config", "calls/s / base", "p99 / base"
-		for (k = 2; k <= 4; k++) {
-			cfg = order[k]
-			printf "%-12s %17.3fx %13.3fx\n", cfg, mt[cfg]/mt["base-" cfg], mp[cfg]/mp["base-" cfg]
+		printf "\n%-12s %15s %11s %15s\n", "config", "calls/s / base", "p99 / base", "svc µs / base"
+		split("redis tiered memory", b, " ")
+		for (k = 1; k <= 3; k++) {
+			cfg = b[k]
+			printf "%-12s %15s %11s %14s\n", cfg, ratio(tp[cfg], tp["base-" cfg]), ratio(p99[cfg], p99["base-" cfg]), ratio(us[cfg], us["base-" cfg])
 		}
 	}
 }' "$out"

@@ -8,7 +8,10 @@ package main
 // (HPACK without the dynamic table, and the protobuf message), writes the
 // frames of concurrent calls in one write, and routes each response to its
 // caller by stream id: a few µs per call, as h2load or ghz's lighter
-// modes would. It honours the server's connection flow-control window,
+// modes would. Like Envoy's and grpc-go's clients, it has the server index
+// the request's headers in HPACK's dynamic table with its first request on
+// a connection and refers to them by index after (-hpack indexed; -hpack
+// literal sends every header as a literal every time). It honours the server's connection flow-control window,
 // answers SETTINGS and PING, and fails the calls in flight on GOAWAY,
 // RST_STREAM or a broken connection; it does not implement what a unary
 // benchmark never needs (server push, request bodies over one frame, TLS).
@@ -45,7 +48,9 @@ type h2Call struct {
 type h2Conn struct {
 	c      net.Conn
 	path   string
-	header []byte // the HPACK block of every request
+	header []byte // the HPACK block of every request after the first
+	first  []byte // the first request's block, which may index header
+	sent   bool   // first was sent
 
 	wmu     sync.Mutex
 	wcond   *sync.Cond // signalled when sendWin grows or the connection fails
@@ -61,7 +66,7 @@ type h2Conn struct {
 
 // dialH2 connects to addr and performs the HTTP/2 handshake for calls to
 // the gRPC method path (for example /pkg.Service/Method).
-func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
+func dialH2(addr, path string, timeout time.Duration, indexed bool) (*h2Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return nil, err
@@ -69,7 +74,7 @@ func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
 	h := &h2Conn{c: c, path: path, wsig: make(chan struct{}, 1), nextID: 1,
 		sendWin: 65535, pending: make(map[uint32]*h2Call)}
 	h.wcond = sync.NewCond(&h.wmu)
-	h.header = h2RequestHeader(addr, path, timeout)
+	h.first, h.header = h2RequestHeaders(addr, path, timeout, indexed)
 
 	// The preface, our SETTINGS (a large initial stream window: responses
 	// never wait for a WINDOW_UPDATE) and a large connection window.
@@ -86,24 +91,52 @@ func dialH2(addr, path string, timeout time.Duration) (*h2Conn, error) {
 	return h, nil
 }
 
-// h2RequestHeader encodes the request's header block with the static
-// table and literals that are never indexed, so that it is the same bytes
-// for every request on any connection. A positive timeout is sent as
-// grpc-timeout, as Envoy sends its rate-limit filter's timeout.
-func h2RequestHeader(authority, path string, timeout time.Duration) []byte {
+// h2RequestHeaders encodes the request's header blocks: the first of a
+// connection and every later one. With indexed, the first inserts
+// :path, :authority, content-type, te and grpc-timeout into the server's
+// dynamic table (HPACK literals with incremental indexing) and the later
+// ones refer to them by index; otherwise both are the same literals that
+// are never indexed. A positive timeout is sent as grpc-timeout, as Envoy
+// sends its rate-limit filter's timeout.
+func h2RequestHeaders(authority, path string, timeout time.Duration, indexed bool) (first, later []byte) {
 	str := func(b []byte, s string) []byte { // HPACK string, no Huffman
 		return append(h2Int(b, 0, 7, uint64(len(s))), s...)
 	}
-	var b []byte
-	b = append(b, 0x83, 0x86)                          // :method POST, :scheme http
-	b = str(h2Int(b, 0x00, 4, 4), path)                // :path (static name 4)
-	b = str(h2Int(b, 0x00, 4, 1), authority)           // :authority (static name 1)
-	b = str(h2Int(b, 0x00, 4, 31), "application/grpc") // content-type (static name 31)
-	b = str(str(append(b, 0x00), "te"), "trailers")
-	if timeout > 0 {
-		b = str(str(append(b, 0x00), "grpc-timeout"), grpcTimeout(timeout))
+	type field struct {
+		static int // index of the name in the static table, 0: a literal name
+		name   string
+		value  string
 	}
-	return b
+	fields := []field{{4, ":path", path}, {1, ":authority", authority}, {31, "content-type", "application/grpc"}, {0, "te", "trailers"}}
+	if timeout > 0 {
+		fields = append(fields, field{0, "grpc-timeout", grpcTimeout(timeout)})
+	}
+	first = append(first, 0x83, 0x86) // :method POST, :scheme http
+	later = append(later, 0x83, 0x86)
+	for i, f := range fields {
+		if !indexed {
+			// Literal never indexed: 0001 and a 4-bit name index.
+			if f.static > 0 {
+				first = str(h2Int(first, 0x10, 4, uint64(f.static)), f.value)
+			} else {
+				first = str(str(append(first, 0x10), f.name), f.value)
+			}
+			continue
+		}
+		// Literal with incremental indexing: 01 and a 6-bit name index.
+		if f.static > 0 {
+			first = str(h2Int(first, 0x40, 6, uint64(f.static)), f.value)
+		} else {
+			first = str(str(append(first, 0x40), f.name), f.value)
+		}
+		// The entry inserted last has index 62; this one was inserted
+		// before the len(fields)-1-i that follow it.
+		later = h2Int(later, 0x80, 7, uint64(62+len(fields)-1-i))
+	}
+	if !indexed {
+		later = first
+	}
+	return first, later
 }
 
 // grpcTimeout formats d as gRPC's timeout header: at most 8 digits and a
@@ -203,7 +236,11 @@ func (h *h2Conn) do(call *h2Call, msg []byte) error {
 	h.pmu.Lock()
 	h.pending[id] = call
 	h.pmu.Unlock()
-	h.wbuf = h2Frame(h.wbuf, http2.FrameHeaders, http2.FlagHeadersEndHeaders, id, h.header)
+	hb := h.header
+	if !h.sent { // frames go out in wbuf's order: this block is decoded first
+		hb, h.sent = h.first, true
+	}
+	h.wbuf = h2Frame(h.wbuf, http2.FrameHeaders, http2.FlagHeadersEndHeaders, id, hb)
 	h.wbuf = h2Frame(h.wbuf, http2.FrameData, http2.FlagDataEndStream, id, msg)
 	h.wmu.Unlock()
 	h.signal()

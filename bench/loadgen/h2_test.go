@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -10,28 +11,41 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The hand-encoded header block decodes, with a standard HPACK decoder, to
-// the headers of a gRPC call, and leaves the decoder's dynamic table empty.
-func TestH2RequestHeader(t *testing.T) {
-	var got []hpack.HeaderField
-	d := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got = append(got, hpack.HeaderField{Name: f.Name, Value: f.Value}) })
+// The hand-encoded header blocks decode, with a standard HPACK decoder, to
+// the headers of a gRPC call: indexed, the first block fills the decoder's
+// dynamic table and the later ones refer to it; literal, every block is
+// the same.
+func TestH2RequestHeaders(t *testing.T) {
 	long := "/" + string(make([]byte, 300)) // a length over one byte's prefix
-	for i, path := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", long} {
-		timeout := time.Duration(i) * 20 * time.Millisecond // none, then Envoy's default
-		got = nil
-		if _, err := d.Write(h2RequestHeader("127.0.0.1:8081", path, timeout)); err != nil {
-			t.Fatalf("decode: %v", err)
-		}
-		want := []hpack.HeaderField{
-			{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
-			{Name: ":path", Value: path}, {Name: ":authority", Value: "127.0.0.1:8081"},
-			{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-		}
-		if timeout > 0 {
-			want = append(want, hpack.HeaderField{Name: "grpc-timeout", Value: "20m"})
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("headers (-want +got):\n%s", diff)
+	for _, indexed := range []bool{true, false} {
+		for i, path := range []string{"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", long} {
+			timeout := time.Duration(i) * 20 * time.Millisecond // none, then Envoy's default
+			var got []hpack.HeaderField
+			d := hpack.NewDecoder(4096, func(f hpack.HeaderField) { got = append(got, hpack.HeaderField{Name: f.Name, Value: f.Value}) })
+			want := []hpack.HeaderField{
+				{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"},
+				{Name: ":path", Value: path}, {Name: ":authority", Value: "127.0.0.1:8081"},
+				{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			}
+			if timeout > 0 {
+				want = append(want, hpack.HeaderField{Name: "grpc-timeout", Value: "20m"})
+			}
+			first, later := h2RequestHeaders("127.0.0.1:8081", path, timeout, indexed)
+			for j, block := range [][]byte{first, later, later} {
+				got = nil
+				if _, err := d.Write(block); err != nil {
+					t.Fatalf("indexed=%v block %d: decode: %v", indexed, j, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("indexed=%v block %d: headers (-want +got):\n%s", indexed, j, diff)
+				}
+			}
+			if !indexed && !bytes.Equal(first, later) {
+				t.Errorf("literal: the first block differs from the later ones")
+			}
+			if indexed && len(later) >= len(first)/4 {
+				t.Errorf("indexed: later blocks of %d bytes, the first of %d", len(later), len(first))
+			}
 		}
 	}
 }

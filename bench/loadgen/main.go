@@ -12,6 +12,13 @@
 // that admits every call. Keys cycle over -keys distinct values. Each worker
 // has its call in flight at all times (closed loop); latency is measured
 // per call, client side, load generator included.
+//
+// With -pids (service=PID,redis=PID) it reports each process's CPU time over
+// the measured window apart, as µs of CPU per call and calls per
+// CPU-second, the generator's own included; with -metrics (the service's
+// Prometheus endpoint) the service's heap allocations per call. On a shared
+// machine the service's CPU per call is the figure to compare: calls/s
+// depends on what else runs on the CPUs, the CPU a call costs much less.
 package main
 
 import (
@@ -49,10 +56,12 @@ func main() {
 	keys := flag.Int("keys", 1000, "distinct keys")
 	conns := flag.Int("conns", 4, "gRPC connections, shared round-robin by the callers")
 	grpcTimeout := flag.Duration("grpc-timeout", 0, "with -client h2: send this deadline as grpc-timeout on every call, as Envoy sends its rate-limit timeout (20ms by default); 0 sends none")
+	hpackMode := flag.String("hpack", "indexed", "with -client h2: indexed (the request's headers indexed in HPACK's dynamic table once per connection, as Envoy's and grpc-go's clients do) or literal (every header a literal in every request)")
 	client := flag.String("client", "h2", "gRPC client: h2 (this program's lean HTTP/2 client, a few µs of CPU per call) or grpc-go (about 20 µs per call)")
 	domain := flag.String("domain", "bench", "RLS domain")
 	descKey := flag.String("descriptor", "user", "descriptor key")
-	pids := flag.String("pids", "", "comma-separated process ids (the service, redis-server) whose CPU time, with the generator's own, is measured over the window: the calls per CPU-second then project the throughput of an otherwise idle machine")
+	pids := flag.String("pids", "", "comma-separated processes whose CPU time is measured over the window, each as name=pid (service=123,redis=456) or a bare pid; the generator's own is added as generator. Each is reported apart, as µs of CPU per call and calls per CPU-second: the service's figure, unlike calls/s, does not depend on what else runs on the machine")
+	metrics := flag.String("metrics", "", "URL of the service's Prometheus metrics (http://127.0.0.1:8080/metrics): go_memstats_mallocs_total read before and after the window gives the service's heap allocations per call")
 	flag.Parse()
 	if *keys < 1 || *conc < 1 || *conns < 1 || *dur <= 0 {
 		fatal(fmt.Errorf("-keys %d, -c %d, -conns %d, -d %v: want positive values", *keys, *conc, *conns, *dur))
@@ -63,7 +72,10 @@ func main() {
 	switch *mode {
 	case "grpc":
 		if *client == "h2" {
-			call, end = h2Caller(*addr, *conns, *keys, *domain, *descKey, *conc, *grpcTimeout)
+			if *hpackMode != "indexed" && *hpackMode != "literal" {
+				fatal(fmt.Errorf("-hpack %q: want indexed or literal", *hpackMode))
+			}
+			call, end = h2Caller(*addr, *conns, *keys, *domain, *descKey, *conc, *grpcTimeout, *hpackMode == "indexed")
 			break
 		}
 		if *client != "grpc-go" {
@@ -126,28 +138,26 @@ func main() {
 		fatal(fmt.Errorf("-mode %q: want grpc or http", *mode))
 	}
 
-	var procs []int
-	for _, f := range strings.Split(*pids, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			p, err := strconv.Atoi(f)
-			if err != nil {
-				fatal(fmt.Errorf("-pids %q: %v", *pids, err))
-			}
-			procs = append(procs, p)
-		}
+	procs, err := parseProcs(*pids)
+	if err != nil {
+		fatal(err)
 	}
-	procs = append(procs, os.Getpid())
-	r := run(call, end, *conc, *warm, *dur, procs)
+	var mallocs func() (uint64, error)
+	if *metrics != "" {
+		mallocs = func() (uint64, error) { return scrapeMallocs(*metrics) }
+	}
+	r := run(call, end, *conc, *warm, *dur, procs, mallocs)
 	fmt.Printf("mode=%s client=%s addr=%s c=%d d=%v keys=%d\n", *mode, *client, *addr, *conc, *dur, *keys)
 	fmt.Printf("calls=%d errors=%d over_limit=%d\n", r.calls, r.errors, r.over)
 	fmt.Printf("throughput=%.0f calls/s p50=%v p99=%v p99.9=%v max=%v\n",
 		float64(r.calls)/dur.Seconds(), r.q(0.50), r.q(0.99), r.q(0.999), r.q(1))
 	fmt.Printf("latency p10=%v p25=%v p75=%v p90=%v p95=%v p98=%v\n",
 		r.q(0.10), r.q(0.25), r.q(0.75), r.q(0.90), r.q(0.95), r.q(0.98))
-	if r.cpu > 0 {
-		perCPU := float64(r.calls) / r.cpu.Seconds()
-		fmt.Printf("cpu=%.2fs (service, store and generator) calls_per_cpu_second=%.0f projected_on_%d_idle_cpus=%.0f calls/s\n",
-			r.cpu.Seconds(), perCPU, runtime.NumCPU(), perCPU*float64(runtime.NumCPU()))
+	if r.calls > 0 && r.cpu != nil {
+		printCPU(r, procs)
+	}
+	if r.calls > 0 && r.mallocs > 0 {
+		fmt.Printf("allocs_per_call service=%.1f\n", float64(r.mallocs)/float64(r.calls))
 	}
 	if r.firstErr != nil {
 		fmt.Printf("first error: %v\n", r.firstErr)
@@ -164,10 +174,10 @@ var errOver = errors.New("over limit")
 // latency of a call ends when the connection's reader has the response
 // (end), not when the worker it wakes is scheduled: the generator's own
 // goroutine scheduling is not the service's latency.
-func h2Caller(addr string, conns, keys int, domain, descKey string, workers int, timeout time.Duration) (func(ctx context.Context, worker, i int) error, func(worker int) time.Time) {
+func h2Caller(addr string, conns, keys int, domain, descKey string, workers int, timeout time.Duration, indexed bool) (func(ctx context.Context, worker, i int) error, func(worker int) time.Time) {
 	hs := make([]*h2Conn, conns)
 	for i := range hs {
-		h, err := dialH2(addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", timeout)
+		h, err := dialH2(addr, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", timeout, indexed)
 		if err != nil {
 			fatal(err)
 		}
@@ -242,33 +252,113 @@ type result struct {
 	calls, errors, over int64
 	lat                 []time.Duration
 	firstErr            error
-	cpu                 time.Duration // CPU time of the measured processes over the window
+	cpu                 []time.Duration // CPU time of each measured process over the window; nil when unknown
+	mallocs             uint64          // the service's heap allocations over the window; 0 when unknown
 }
 
-// cpuTime sums the user and system time of the processes, from
-// /proc/<pid>/stat (Linux); 0 when unavailable.
-func cpuTime(pids []int) time.Duration {
+// proc is a measured process.
+type proc struct {
+	name string
+	pid  int
+}
+
+// parseProcs parses -pids (name=pid or pid, comma-separated) and adds the
+// generator itself.
+func parseProcs(s string) ([]proc, error) {
+	var ps []proc
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		name, num, ok := strings.Cut(f, "=")
+		if !ok {
+			name, num = "pid"+f, f
+		}
+		p, err := strconv.Atoi(num)
+		if err != nil || p <= 0 || name == "" {
+			return nil, fmt.Errorf("-pids %q: %q is not name=pid", s, f)
+		}
+		ps = append(ps, proc{name, p})
+	}
+	return append(ps, proc{"generator", os.Getpid()}), nil
+}
+
+// cpuTimes are the user and system time of each process, from
+// /proc/<pid>/stat (Linux), whose counts include the process's threads
+// that have exited; nil when one is unavailable.
+func cpuTimes(ps []proc) []time.Duration {
 	const ticks = 100 // USER_HZ
-	var total int64
-	for _, p := range pids {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+	ts := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
 		if err != nil {
-			return 0
+			return nil
 		}
 		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			return 0
+		j := strings.LastIndexByte(s, ')')
+		if j < 0 {
+			return nil
 		}
-		f := strings.Fields(s[i+1:])
+		f := strings.Fields(s[j+1:])
 		if len(f) < 13 {
-			return 0
+			return nil
 		}
 		ut, _ := strconv.ParseInt(f[11], 10, 64) // utime is field 14, stime 15
 		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += ut + st
+		ts[i] = time.Duration(ut+st) * time.Second / ticks
 	}
-	return time.Duration(total) * time.Second / ticks
+	return ts
+}
+
+// printCPU prints the CPU time of each process over the window, as µs per
+// call and calls per CPU-second, then the sum of them all.
+func printCPU(r *result, ps []proc) {
+	var total time.Duration
+	for _, c := range r.cpu {
+		total += c
+	}
+	perCall := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d.Nanoseconds())/1e3/float64(r.calls), 'f', 2, 64)
+	}
+	perSec := func(d time.Duration) string {
+		if d <= 0 {
+			return "inf"
+		}
+		return strconv.FormatFloat(float64(r.calls)/d.Seconds(), 'f', 0, 64)
+	}
+	var us, cps strings.Builder
+	for i, p := range ps {
+		fmt.Fprintf(&us, " %s=%s", p.name, perCall(r.cpu[i]))
+		fmt.Fprintf(&cps, " %s=%s", p.name, perSec(r.cpu[i]))
+	}
+	fmt.Printf("cpu_us_per_call%s all=%s\n", us.String(), perCall(total))
+	fmt.Printf("calls_per_cpu_second%s all=%s\n", cps.String(), perSec(total))
+	fmt.Printf("cpu=%.2fs (every measured process) projected_on_%d_idle_cpus=%.0f calls/s\n",
+		total.Seconds(), runtime.NumCPU(), float64(r.calls)/total.Seconds()*float64(runtime.NumCPU()))
+}
+
+// scrapeMallocs reads go_memstats_mallocs_total from a Prometheus text
+// endpoint.
+func scrapeMallocs(url string) (uint64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_mallocs_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: go_memstats_mallocs_total %q: %v", url, v, err)
+			}
+			return uint64(f), nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no go_memstats_mallocs_total", url)
 }
 
 func (r *result) q(p float64) time.Duration {
@@ -280,7 +370,7 @@ func (r *result) q(p float64) time.Duration {
 }
 
 // run keeps conc calls in flight for warm+dur and measures the last dur.
-func run(call func(ctx context.Context, worker, i int) error, end func(worker int) time.Time, conc int, warm, dur time.Duration, pids []int) *result {
+func run(call func(ctx context.Context, worker, i int) error, end func(worker int) time.Time, conc int, warm, dur time.Duration, procs []proc, mallocs func() (uint64, error)) *result {
 	ctx := context.Background()
 	var measuring, stop atomic.Bool
 	var mu sync.Mutex
@@ -327,12 +417,31 @@ func run(call func(ctx context.Context, worker, i int) error, end func(worker in
 		})
 	}
 	time.Sleep(warm)
-	cpu0 := cpuTime(pids)
+	var m0 uint64
+	if mallocs != nil {
+		var err error
+		if m0, err = mallocs(); err != nil {
+			fatal(err)
+		}
+	}
+	cpu0 := cpuTimes(procs)
 	measuring.Store(true)
 	time.Sleep(dur)
 	measuring.Store(false)
-	if cpu0 > 0 {
-		total.cpu = cpuTime(pids) - cpu0
+	if cpu1 := cpuTimes(procs); cpu0 != nil && cpu1 != nil {
+		total.cpu = make([]time.Duration, len(procs))
+		for i := range procs {
+			total.cpu[i] = cpu1[i] - cpu0[i]
+		}
+	}
+	if mallocs != nil {
+		// The scrape itself allocates a few thousand times: a rounding
+		// error over a window of many thousand calls.
+		m1, err := mallocs()
+		if err != nil {
+			fatal(err)
+		}
+		total.mallocs = m1 - m0
 	}
 	stop.Store(true)
 	wg.Wait()

@@ -7,12 +7,18 @@
 #   bench/loadgen/run.sh redis 64 10s
 #   bench/loadgen/run.sh redis 64 10s --tiered --lease-max 100
 #   bench/loadgen/run.sh reference 64 10s
+#   bench/loadgen/run.sh floor 64 10s -workers 128
 #
 # "reference" runs envoyproxy/ratelimit itself (built from the Go module
 # proxy at $REFERENCE_VERSION) on a throw-away redis-server with the same
 # configuration, so that sluice can be compared with it in one run (see
-# compare.sh); it has no /v1/check, so only gRPC is driven.
+# compare.sh); it has no /v1/check, so only gRPC is driven. "floor" runs
+# bench/loadgen/floor, a gRPC server that answers every call with OK at
+# once: what the transport alone costs (extra arguments go to it).
 #
+# The generator reports the CPU time of the service, of its redis-server
+# and of itself apart (-pids), and the service's allocations per call
+# (-metrics, sluice and floor only).
 # MODES="grpc" drives gRPC only (default "grpc http"); LOADGEN_ARGS go to
 # the generator (for example "-grpc-timeout 20ms", as Envoy sends). Extra arguments go
 # to sluice serve (for reference: VAR=value settings of its environment). Everything listens on 127.0.0.1 only.
@@ -33,7 +39,7 @@ startredis() {
 	port=$(freeport)
 	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &
 	pids="$pids $!"
-	measured="$!"
+	measured="redis=$!"
 	until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
 }
 
@@ -52,11 +58,25 @@ if [ "$store" = reference ]; then
 		REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$port" "$@" \
 		"$tmp/service_cmd" >"$tmp/reference.log" 2>&1 &
 	pids="$pids $!"
-	measured="$!,$measured"
+	measured="service=$!,$measured"
 	until curl -sf "http://127.0.0.1:$hport/healthcheck" >/dev/null 2>&1; do sleep 0.05; done
 	echo "# store=reference ($ver) c=$c d=$d, $(nproc) CPUs${*:+, env $*}"
 	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 	"$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "127.0.0.1:$gport" -c "$c" -d "$d" -pids "$measured"
+	exit 0
+fi
+
+if [ "$store" = floor ]; then
+	(cd "$root/bench" && go build -o "$tmp/floor" ./loadgen/floor)
+	"$tmp/floor" -grpc 127.0.0.1:0 -http 127.0.0.1:0 -ready-file "$tmp/ready" "$@" 2>"$tmp/floor.log" &
+	pids="$pids $!"
+	measured="service=$!"
+	until [ -s "$tmp/ready" ]; do sleep 0.05; done
+	grpc=$(sed 's/.*"grpc":"\([^"]*\)".*/\1/' "$tmp/ready")
+	http=$(sed 's/.*"http":"\([^"]*\)".*/\1/' "$tmp/ready")
+	echo "# store=floor c=$c d=$d, $(nproc) CPUs, floor $*"
+	echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" -metrics "http://$http/metrics"
 	exit 0
 fi
 
@@ -69,7 +89,7 @@ if [ "$store" = redis ]; then
 fi
 "$tmp/sluice" serve "$@" 2>"$tmp/sluice.log" &
 pids="$pids $!"
-measured="$!${measured:+,$measured}"
+measured="service=$!${measured:+,$measured}"
 until [ -s "$tmp/ready" ]; do sleep 0.05; done
 grpc=$(sed 's/.*"grpc":"\([^"]*\)".*/\1/' "$tmp/ready")
 http=$(sed 's/.*"http":"\([^"]*\)".*/\1/' "$tmp/ready")
@@ -77,7 +97,7 @@ echo "# store=$store c=$c d=$d, $(nproc) CPUs, sluice serve $*"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for m in ${MODES:-grpc http}; do
 	case $m in
-	grpc) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" ;;
-	http) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured" ;;
+	grpc) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode grpc -addr "$grpc" -c "$c" -d "$d" -pids "$measured" -metrics "http://$http/metrics" ;;
+	http) "$tmp/loadgen" ${LOADGEN_ARGS:-} -mode http -addr "$http" -c "$c" -d "$d" -pids "$measured" -metrics "http://$http/metrics" ;;
 	esac
 done

@@ -78,6 +78,11 @@ type childResult struct {
 	IssueLateUS int64 // how late the latest request was issued, at most
 	CPU         time.Duration
 	Err         string
+	// Grants (a service of the hierarchical strategy) are pairs: the home
+	// store's window (µs), units it granted the service in that window;
+	// Stats its store's counters (JSON).
+	Grants []int64         `json:",omitempty"`
+	Stats  json.RawMessage `json:",omitempty"`
 }
 
 func (r *childResult) records() []record {
@@ -260,6 +265,9 @@ func runService(cfg childConfig, in *bufio.Reader) (res childResult) {
 	err = rs.Serve(ctx, s, ln)
 	ln.Close()
 	res.Sleep = sleeper.stop()
+	if h, ok := rs.(*hierarchical); ok {
+		h.report(&res)
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		res.Err = fmt.Sprintf("serve: %v", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -41,6 +42,21 @@ type Report struct {
 	// fit the call) are left out.
 	StoreWindow  WindowMax
 	Unattributed int
+	// GrantWindow is, for a strategy whose region services take units
+	// from the home store (hierarchical), the most units the home store
+	// granted in one of its windows, all regions together: its own count,
+	// exact whatever the machine's load. Granted is the units granted over
+	// the run, which the members' admissions (degraded ones aside) never
+	// exceed.
+	GrantWindow WindowMax
+	Granted     int
+	// Services are the region services' own counters (JSON), when they
+	// report them. ServiceDegraded is the units their failure mode leased
+	// to members while the home store did not answer: the members' spends
+	// of them are decisions of the failure mode that their records cannot
+	// tell, and the degraded column adds them.
+	Services        []json.RawMessage `json:",omitempty"`
+	ServiceDegraded int               `json:",omitempty"`
 	// Sliding is the most admitted in any interval of one period, at
 	// return times.
 	Sliding WindowMax
@@ -49,6 +65,11 @@ type Report struct {
 	Utilization float64
 
 	Latency struct{ Admitted, Denied Latency }
+	// Steady is the latency of the decisions sent after the run's first
+	// window: without a key's first round trips (a strategy that holds
+	// units cannot admit before it has some), what a long-running fleet
+	// sees.
+	Steady struct{ Admitted, Denied Latency }
 
 	// WAN is each region's link to the home store over the run;
 	// RoundTripsPerRegion their mean round trips per second.
@@ -142,7 +163,7 @@ func report(o *outcome) *Report {
 	}
 	inStore := map[int]int{}
 	var admittedAt []int64
-	var latA, latD []int64
+	var latA, latD, steadyA, steadyD []int64
 	for _, m := range o.members {
 		for _, rec := range m.records() {
 			r.Offered++
@@ -156,6 +177,9 @@ func report(o *outcome) *Report {
 				w.ByRegion[m.Region]++
 				admittedAt = append(admittedAt, rec.Returned)
 				latA = append(latA, rec.Returned-rec.Sent)
+				if win(rec.Sent) >= 1 {
+					steadyA = append(steadyA, rec.Returned-rec.Sent)
+				}
 				if degraded {
 					r.DegradedAdmitted++
 					w.Degraded++
@@ -168,6 +192,9 @@ func report(o *outcome) *Report {
 			case outDenied:
 				r.Denied++
 				latD = append(latD, rec.Returned-rec.Sent)
+				if win(rec.Sent) >= 1 {
+					steadyD = append(steadyD, rec.Returned-rec.Sent)
+				}
 				if degraded {
 					r.DegradedDenied++
 					at(win(rec.Returned)).Degraded++
@@ -201,6 +228,25 @@ func report(o *outcome) *Report {
 			admittedInRun += w.Admitted
 		}
 	}
+	granted := map[int64]int{}
+	for _, sv := range o.services {
+		if len(sv.Stats) > 0 {
+			r.Services = append(r.Services, sv.Stats)
+			var st struct{ DegradedLeased int }
+			if json.Unmarshal(sv.Stats, &st) == nil {
+				r.ServiceDegraded += st.DegradedLeased
+			}
+		}
+		for i := 0; i+1 < len(sv.Grants); i += 2 {
+			granted[sv.Grants[i]] += int(sv.Grants[i+1])
+			r.Granted += int(sv.Grants[i+1])
+		}
+	}
+	for w, n := range granted {
+		if n > r.GrantWindow.Count || n == r.GrantWindow.Count && ms(w) < r.GrantWindow.AtMS {
+			r.GrantWindow = WindowMax{Count: n, AtMS: ms(w)}
+		}
+	}
 	for k, n := range inStore {
 		if n > r.StoreWindow.Count || n == r.StoreWindow.Count && float64(int64(k)*P)/1000 < r.StoreWindow.AtMS {
 			r.StoreWindow = WindowMax{Count: n, AtMS: float64(int64(k)*P) / 1000}
@@ -215,7 +261,7 @@ func report(o *outcome) *Report {
 			r.Sliding = WindowMax{Count: n, AtMS: ms(admittedAt[i])}
 		}
 	}
-	for _, m := range []*WindowMax{&r.Fixed, &r.StoreWindow, &r.Sliding} {
+	for _, m := range []*WindowMax{&r.Fixed, &r.StoreWindow, &r.Sliding, &r.GrantWindow} {
 		m.Ratio = float64(m.Count) / float64(rate)
 	}
 	if capacity > 0 {
@@ -223,6 +269,8 @@ func report(o *outcome) *Report {
 	}
 	r.Latency.Admitted = latency(latA)
 	r.Latency.Denied = latency(latD)
+	r.Steady.Admitted = latency(steadyA)
+	r.Steady.Denied = latency(steadyD)
 
 	secs := sc.Duration().Seconds()
 	for i, s := range o.wan {
@@ -323,7 +371,7 @@ func (r *Report) row() string {
 	}
 	deg := 0.0
 	if r.Offered > 0 {
-		deg = 100 * float64(r.DegradedAdmitted+r.DegradedDenied) / float64(r.Offered)
+		deg = 100 * float64(r.DegradedAdmitted+r.DegradedDenied+r.ServiceDegraded) / float64(r.Offered)
 	}
 	health := "ok"
 	if r.Machine.Starved {
@@ -361,6 +409,18 @@ func (r *Report) details(w io.Writer, verbose bool) {
 	if verbose && len(r.Partitions) == 0 {
 		for _, win := range r.Windows {
 			fmt.Fprintf(w, "      %s\n", win.line(r.Rate, r.WAN))
+		}
+	}
+	fmt.Fprintf(w, "    after the first window: admitted p50/p99/max %s/%s/%s ms, denied %s/%s/%s ms\n",
+		msStr(r.Steady.Admitted.P50MS), msStr(r.Steady.Admitted.P99MS), msStr(r.Steady.Admitted.Max),
+		msStr(r.Steady.Denied.P50MS), msStr(r.Steady.Denied.P99MS), msStr(r.Steady.Denied.Max))
+	if r.Granted > 0 {
+		fmt.Fprintf(w, "    home store: at most %d units granted in one window (%.2fx, at %.0f ms); %d granted in all, %d admitted without the failure mode\n",
+			r.GrantWindow.Count, r.GrantWindow.Ratio, r.GrantWindow.AtMS, r.Granted, r.Admitted-r.DegradedAdmitted)
+	}
+	if verbose {
+		for _, sv := range r.Services {
+			fmt.Fprintf(w, "    service: %s\n", sv)
 		}
 	}
 	m := r.Machine

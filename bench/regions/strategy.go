@@ -74,17 +74,17 @@ type Service struct {
 }
 
 var strategies = map[string]Strategy{
-	"remote":         remote{wan: true},
-	"remote-default": remote{},
-	"tiered-leases":  tieredLeases{wan: true},
-	"tiered-default": tieredLeases{},
-	"sync-100ms":     syncStrategy{interval: 100 * time.Millisecond},
+	"remote":          remote{wan: true},
+	"remote-default":  remote{},
+	"remote-adaptive": remote{adaptive: true},
+	"tiered-leases":   tieredLeases{wan: true},
+	"tiered-default":  tieredLeases{},
+	"sync-100ms":      syncStrategy{interval: 100 * time.Millisecond},
+	"hierarchical":    &hierarchical{},
 }
 
 // slots are strategies to come: the name, and what it will be.
-var slots = map[string]string{
-	"hierarchical": "a region's service fleet leases from the home store and hands smaller leases to its members (a RegionService; not built yet)",
-}
+var slots = map[string]string{}
 
 // strategyNames lists the strategies, sorted.
 func strategyNames() []string {
@@ -110,13 +110,6 @@ func lookupStrategy(name string) (Strategy, error) {
 // errNotBuilt is the answer for a slot.
 var errNotBuilt = errors.New("not built yet")
 
-// The hierarchical slot: a RegionService whose Serve runs a region's
-// lease-holding tier (a sluice serve fleet over the remote store API,
-// leasing from the home store over Service.HomeAddr, with lease sizes that
-// follow the region's demand) and whose NewStore is that fleet's client
-// (Member.ServiceAddrs). Register it in strategies and remove it from
-// slots; the harness then starts its service processes and links.
-
 // WANTimeout is the failover deadline the WAN strategies set: eight round
 // trips with their jitter, at least 500 ms and at most 1 s, so that a
 // round trip slowed by a lost segment (200 ms) or a busy machine is not
@@ -139,15 +132,20 @@ func dialHome(addr string) (rueidis.Client, error) {
 }
 
 // failoverOptions are the failover settings of a member: the limit's
-// failure mode by default, FailOpen shares of Rate/Members, and with wan
-// a deadline above the link's round trip.
-func failoverOptions(m Member, wan bool) []failover.Option {
+// failure mode by default, FailOpen shares of Rate/Members, with wan a
+// deadline above the link's round trip, with adaptive a deadline that
+// follows the measured round trip (failover.WithAdaptiveTimeout from
+// 200 ms to 2 s).
+func failoverOptions(m Member, wan, adaptive bool) []failover.Option {
 	mode := m.Limit.FailureMode
 	if mode == sluice.FailDefault {
 		mode = sluice.FailClosed
 	}
 	opts := []failover.Option{failover.WithReplicas(m.Members), failover.WithDefaultMode(mode)}
-	if wan {
+	switch {
+	case adaptive:
+		opts = append(opts, failover.WithAdaptiveTimeout(200*time.Millisecond, 2*time.Second))
+	case wan:
 		opts = append(opts, failover.WithTimeout(WANTimeout(m.RTT, m.Jitter)))
 	}
 	return opts
@@ -172,9 +170,12 @@ type closerFunc func()
 func (f closerFunc) Close() error { f(); return nil }
 
 // remote: every decision is a call to the home store, through failover.
-type remote struct{ wan bool }
+type remote struct{ wan, adaptive bool }
 
 func (r remote) About() string {
+	if r.adaptive {
+		return "every decision a call to the home store: failover(redisstore), deadline from the measured round trip (WithAdaptiveTimeout(200ms, 2s))"
+	}
 	if r.wan {
 		return "every decision a call to the home store: failover(redisstore), deadline WANTimeout (8 RTT, 500 ms to 1 s)"
 	}
@@ -187,7 +188,7 @@ func (r remote) NewStore(_ context.Context, m Member) (sluice.Store, error) {
 		return nil, err
 	}
 	rs := redisstore.NewRueidis(c)
-	fo, err := failover.New(rs, failoverOptions(m, r.wan)...)
+	fo, err := failover.New(rs, failoverOptions(m, r.wan, r.adaptive)...)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -213,7 +214,7 @@ func (t tieredLeases) NewStore(_ context.Context, m Member) (sluice.Store, error
 	rs := redisstore.NewRueidis(c)
 	st, err := stack.New(rs,
 		stack.WithTiered(tiered.WithLeases(100, 0.1, time.Second)),
-		stack.WithFailover(failoverOptions(m, t.wan)...))
+		stack.WithFailover(failoverOptions(m, t.wan, false)...))
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -241,8 +241,9 @@ descriptors:
 func TestE2EReferenceBehaviour(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
 	writeFile(t, cfg, e2eConfig)
-	p := start(t, nil, "--config", cfg)
-	testReferenceBehaviour(t, p)
+	eachGRPCTransport(t, func(t *testing.T, transport ...string) {
+		testReferenceBehaviour(t, start(t, nil, append(transport, "--config", cfg)...))
+	})
 }
 
 func testReferenceBehaviour(t *testing.T, p *proc) {
@@ -649,10 +650,14 @@ func TestE2ERedisOutage(t *testing.T) {
 // Redis, SIGTERM arrives, Redis resumes, the call is answered, then sluice
 // exits 0.
 func TestE2ESIGTERMDrainsGRPC(t *testing.T) {
+	eachGRPCTransport(t, testSIGTERMDrainsGRPC)
+}
+
+func testSIGTERMDrainsGRPC(t *testing.T, transport ...string) {
 	r := redistest.Server(t)
 	cfg := filepath.Join(t.TempDir(), "e2e.yaml")
 	writeFile(t, cfg, e2eConfig)
-	p := start(t, nil, "--config", cfg, "--redis", "redis://"+r.Addr, "--redis-timeout", "10s")
+	p := start(t, nil, append(transport, "--config", cfg, "--redis", "redis://"+r.Addr, "--redis-timeout", "10s")...)
 	p.should(t, "e2e", 0, d("key1", "warm")) // scripts loaded, connection up
 	r.Pause()
 	type result struct {

@@ -189,9 +189,13 @@ func rlsDescriptors(kv ...string) []*rlpb.RateLimitDescriptor {
 }
 
 func TestServeRequestTimeout(t *testing.T) {
+	eachGRPCTransport(t, testServeRequestTimeout)
+}
+
+func testServeRequestTimeout(t *testing.T, transport ...string) {
 	hs := &hostileStore{release: make(chan struct{}), ctxBlock: true}
 	defer close(hs.release)
-	p := serveInProcess(t, func(s sluice.Store) sluice.Store { hs.Store = s; return hs }, "--request-timeout", "200ms")
+	p := serveInProcess(t, func(s sluice.Store) sluice.Store { hs.Store = s; return hs }, append(transport, "--request-timeout", "200ms")...)
 
 	begin := time.Now()
 	code, _, body := postCheck(t, p.http, "block")

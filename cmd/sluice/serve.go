@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
 
@@ -262,7 +263,7 @@ type servers struct {
 	api    *server.Server // the HTTP API
 	health *rls.Health
 	http   []*http.Server // the data plane's, then the admin listener's
-	grpc   *grpc.Server
+	grpc   grpcServer
 	errc   chan error // a server that stopped serving
 	// storeAPI is the store API's server, nil without --store-api-addr.
 	storeAPI *storeAPIServer
@@ -312,13 +313,20 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
-	s.grpc = grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
-	s.health = rls.Register(s.grpc, c.svc)
+	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm)...)
+	s.health = rls.Register(gs, c.svc)
 	if tf.grpcReflection {
-		reflection.Register(s.grpc)
+		reflection.Register(gs)
+	}
+	s.grpc = gs
+	serveGRPC := gs.Serve
+	if tf.grpcTransport == "lean" {
+		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0)
+		fast.RegisterService(&pb.RateLimitService_ServiceDesc, c.svc)
+		s.grpc, serveGRPC = fast, fast.Serve
 	}
 	go func() { s.errc <- fmt.Errorf("http: %w", dataPlane.Serve(ls.http)) }()
-	go func() { s.errc <- fmt.Errorf("grpc: %w", s.grpc.Serve(ls.grpc)) }()
+	go func() { s.errc <- fmt.Errorf("grpc: %w", serveGRPC(ls.grpc)) }()
 	if ls.admin != nil {
 		as := tf.httpServer(adminH, c.log, true)
 		s.http = append(s.http, as)

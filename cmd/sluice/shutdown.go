@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc"
 )
 
 // shutdownFlags say how serve drains on SIGTERM.
@@ -29,10 +27,16 @@ func (g *shutdownFlags) validate() error {
 	return nil
 }
 
+// grpcServer is a gRPC server: grpc-go's, or grpcfast's in front of it.
+type grpcServer interface {
+	GracefulStop()
+	Stop()
+}
+
 // shutdown drains the HTTP servers and the gRPC servers at once until
 // deadline; past it, the remaining connections are closed, and shutdown
 // returns even if handlers are still stuck (the process exits anyway).
-func shutdown(hs []*http.Server, deadline time.Time, gs ...*grpc.Server) error {
+func shutdown(hs []*http.Server, deadline time.Time, gs ...grpcServer) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -54,7 +58,7 @@ func shutdown(hs []*http.Server, deadline time.Time, gs ...*grpc.Server) error {
 
 // stopGRPC stops g gracefully until ctx ends, then closes every connection
 // and cancels the calls.
-func stopGRPC(ctx context.Context, g *grpc.Server) error {
+func stopGRPC(ctx context.Context, g grpcServer) error {
 	done := make(chan struct{})
 	go func() { g.GracefulStop(); close(done) }()
 	select {

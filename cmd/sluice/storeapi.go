@@ -125,11 +125,11 @@ func loopbackAddr(addr string) bool {
 
 // grpcServers are the gRPC servers to drain: the data plane's, and the
 // store API's when it serves.
-func (s *servers) grpcServers() []*grpc.Server {
+func (s *servers) grpcServers() []grpcServer {
 	if s.storeAPI == nil {
-		return []*grpc.Server{s.grpc}
+		return []grpcServer{s.grpc}
 	}
-	return []*grpc.Server{s.grpc, s.storeAPI.g}
+	return []grpcServer{s.grpc, s.storeAPI.g}
 }
 
 // addrs are the listeners' addresses, for --ready-file: the store API's

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluicehq/sluice/service/grpcfast"
 	"github.com/sluicehq/sluice/service/listen"
 	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
@@ -38,6 +39,7 @@ const (
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
 	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
 	defaultRequestTimeout        = time.Second
+	defaultGRPCTransport         = "grpc-go"
 	defaultConnWriteTimeout      = 10 * time.Second
 	// A ShouldRateLimit call's headers are a few hundred bytes; gRPC's
 	// own default is 16 MiB (moving to 8 KiB).
@@ -88,6 +90,7 @@ type transportFlags struct {
 	grpcMaxMessageSize   byteSize
 	grpcReflection       bool
 	grpcWorkers          int
+	grpcTransport        string
 
 	connWriteTimeout          time.Duration
 	http2MaxStreams           uint
@@ -111,6 +114,7 @@ func (g *transportFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.grpcMaxMessageSize, "grpc-max-message-size", "largest gRPC request message `size` (ResourceExhausted beyond)")
 	fs.BoolVar(&g.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection (grpcurl list, describe)")
 	fs.IntVar(&g.grpcWorkers, "grpc-workers", defaultGRPCWorkers, "gRPC stream workers: goroutines kept to serve calls (a call finding none idle starts a goroutine of its own)")
+	fs.StringVar(&g.grpcTransport, "grpc-transport", defaultGRPCTransport, "gRPC server: lean (ShouldRateLimit served on sluice's own HTTP/2 path, every other call by grpc-go on the same connection) or grpc-go (grpc-go for every call)")
 	fs.UintVar(&g.http2MaxStreams, "http2-max-concurrent-streams", defaultHTTP2MaxStreams, "most concurrent requests per HTTP/2 connection of the HTTP and admin listeners (with TLS); a stream beyond it is refused")
 	g.grpcMaxHeaderListSize = defaultGRPCMaxHeaderListSize
 	fs.Var(&g.grpcMaxHeaderListSize, "grpc-max-header-list-size", "largest `size` of a gRPC call's headers, decoded (HTTP/2 SETTINGS_MAX_HEADER_LIST_SIZE; the stream is reset beyond)")
@@ -183,6 +187,9 @@ func (g *transportFlags) validate() error {
 	if g.grpcWorkers < 1 || g.grpcWorkers > maxGRPCWorkers {
 		return fmt.Errorf("--grpc-workers %d: want 1 to %d", g.grpcWorkers, maxGRPCWorkers)
 	}
+	if g.grpcTransport != "lean" && g.grpcTransport != "grpc-go" {
+		return fmt.Errorf("--grpc-transport %q: want lean or grpc-go", g.grpcTransport)
+	}
 	return nil
 }
 
@@ -253,11 +260,6 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *t
 		Expired:               cm.streams.WithLabelValues("first_message_timeout"),
 		Refused:               cm.streams.WithLabelValues("pending_header_bytes"),
 	})
-	unary := []grpc.UnaryServerInterceptor{streams.UnaryInterceptor()}
-	if tr != nil {
-		unary = append(unary, tr.UnaryInterceptor())
-	}
-	unary = append(unary, rls.Guard(log, panicked, g.requestTimeout))
 	return append(streams.ServerOptions(),
 		grpc.MaxRecvMsgSize(int(g.grpcMaxMessageSize)),
 		grpc.MaxConcurrentStreams(uint32(g.grpcMaxStreams)),
@@ -265,10 +267,55 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *t
 		grpc.ConnectionTimeout(g.grpcHandshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace}),
-		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainUnaryInterceptor(streams.UnaryInterceptor(), g.unaryInterceptor(log, m, tr)),
 		grpc.ChainStreamInterceptor(streams.StreamInterceptor(), rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
 	)
+}
+
+// unaryInterceptor is the guard (panics, the default deadline), behind
+// tr's span when tracing, so that the span covers a recovered panic too.
+func (g *transportFlags) unaryInterceptor(log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer) grpc.UnaryServerInterceptor {
+	guard := rls.Guard(log, func() { m.Panicked("grpc") }, g.requestTimeout)
+	if tr == nil {
+		return guard
+	}
+	return chainUnary(tr.UnaryInterceptor(), guard)
+}
+
+// chainUnary runs outer around inner, as grpc.ChainUnaryInterceptor does.
+func chainUnary(outer, inner grpc.UnaryServerInterceptor) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return outer(ctx, req, info, func(ctx context.Context, req any) (any, error) { return inner(ctx, req, info, h) })
+	}
+}
+
+// leanServer serves ShouldRateLimit on grpcfast's own HTTP/2 path, with
+// the same bounds, interceptors and workers as gs, and every other call
+// with gs on the same connections. inline: the store never waits (the
+// memory store), so calls run on their connection's reader.
+func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *metrics.Metrics, tr *tracing.Tracer, cm *connMetrics, inline bool) *grpcfast.Server {
+	age := g.grpcMaxConnAge
+	if age == 0 {
+		age = time.Duration(math.MaxInt64)
+	}
+	return grpcfast.New(gs, grpcfast.Options{
+		MaxRecvMsgSize:        int(g.grpcMaxMessageSize),
+		MaxConcurrentStreams:  uint32(g.grpcMaxStreams),
+		MaxHeaderListSize:     uint32(g.grpcMaxHeaderListSize),
+		ConnectionTimeout:     g.grpcHandshakeTimeout,
+		KeepalivePolicy:       keepalive.EnforcementPolicy{MinTime: g.grpcKeepaliveMinTime, PermitWithoutStream: g.grpcKeepaliveNoRPC},
+		Keepalive:             keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: g.grpcMaxConnAgeGrace},
+		FirstMessageTimeout:   g.grpcFirstMessageTimeout,
+		MaxPendingHeaderBytes: int64(g.grpcMaxPendingHeaderBytes),
+		Expired:               cm.streams.WithLabelValues("first_message_timeout"),
+		Refused:               cm.streams.WithLabelValues("pending_header_bytes"),
+		UnaryInterceptor:      g.unaryInterceptor(log, m, tr),
+		Workers:               g.grpcWorkers,
+		Inline:                inline,
+		Log:                   log,
+		Panicked:              func() { m.Panicked("grpc") },
+	})
 }
 
 // dataPlane wraps the data-plane handler: panics recovered, a deadline on

@@ -253,8 +253,21 @@ func (h *h2conn) openStream(t *testing.T, id uint32, enc *hpack.Encoder, buf *by
 	}
 }
 
+// eachGRPCTransport runs f once per value of --grpc-transport, as a
+// subtest, with the flag that selects it: what a gRPC client sees must not
+// depend on it.
+func eachGRPCTransport(t *testing.T, f func(t *testing.T, transport ...string)) {
+	for _, tr := range []string{"lean", "grpc-go"} {
+		t.Run(tr, func(t *testing.T) { f(t, "--grpc-transport", tr) })
+	}
+}
+
 func TestE2EGRPCMaxConcurrentStreams(t *testing.T) {
-	p := start(t, nil, "--grpc-max-concurrent-streams", "100")
+	eachGRPCTransport(t, testGRPCMaxConcurrentStreams)
+}
+
+func testGRPCMaxConcurrentStreams(t *testing.T, transport ...string) {
+	p := start(t, nil, append(transport, "--grpc-max-concurrent-streams", "100")...)
 	h := dialH2(t, p.grpc)
 	const streams = 5000
 	refused := make(chan int, 1)
@@ -296,12 +309,16 @@ func TestE2EGRPCMaxConcurrentStreams(t *testing.T) {
 }
 
 func TestE2EGRPCKeepalivePingFlood(t *testing.T) {
+	eachGRPCTransport(t, testGRPCKeepalivePingFlood)
+}
+
+func testGRPCKeepalivePingFlood(t *testing.T, transport ...string) {
 	for _, tt := range []struct {
 		minTime  string
 		wantAway bool
 	}{{"1m", true}, {"1ms", false}} {
 		t.Run("min-time="+tt.minTime, func(t *testing.T) {
-			p := start(t, nil, "--grpc-keepalive-min-time", tt.minTime)
+			p := start(t, nil, append(transport, "--grpc-keepalive-min-time", tt.minTime)...)
 			h := dialH2(t, p.grpc)
 			var ga *http2.GoAwayFrame
 			gone := make(chan struct{}) // closed when the reader stops; ga is set then
@@ -359,7 +376,11 @@ func TestE2EGRPCKeepalivePingFlood(t *testing.T) {
 }
 
 func TestE2EGRPCMaxConnectionAge(t *testing.T) {
-	p := start(t, nil, "--grpc-max-connection-age", "300ms", "--grpc-max-connection-age-grace", "300ms")
+	eachGRPCTransport(t, testGRPCMaxConnectionAge)
+}
+
+func testGRPCMaxConnectionAge(t *testing.T, transport ...string) {
+	p := start(t, nil, append(transport, "--grpc-max-connection-age", "300ms", "--grpc-max-connection-age-grace", "300ms")...)
 	h := dialH2(t, p.grpc)
 	begin := time.Now()
 	var away time.Duration
@@ -400,7 +421,11 @@ func TestE2EGRPCMaxConnectionAge(t *testing.T) {
 }
 
 func TestE2EGRPCMaxMessageSize(t *testing.T) {
-	p := start(t, nil, "--grpc-max-message-size", "4KiB")
+	eachGRPCTransport(t, testGRPCMaxMessageSize)
+}
+
+func testGRPCMaxMessageSize(t *testing.T, transport ...string) {
+	p := start(t, nil, append(transport, "--grpc-max-message-size", "4KiB")...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "example", Descriptors: []*rlpb.RateLimitDescriptor{d("generic_key", strings.Repeat("x", 5000))}})
@@ -434,7 +459,11 @@ func services(t *testing.T, conn *grpc.ClientConn) ([]string, error) {
 }
 
 func TestE2EGRPCReflection(t *testing.T) {
-	p := start(t, nil)
+	eachGRPCTransport(t, testGRPCReflection)
+}
+
+func testGRPCReflection(t *testing.T, transport ...string) {
+	p := start(t, nil, transport...)
 	names, err := services(t, p.conn)
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +471,7 @@ func TestE2EGRPCReflection(t *testing.T) {
 	if !strings.Contains(strings.Join(names, " "), "envoy.service.ratelimit.v3.RateLimitService") {
 		t.Errorf("reflection lists %q, want envoy.service.ratelimit.v3.RateLimitService", names)
 	}
-	off := start(t, nil, "--grpc-reflection=false")
+	off := start(t, nil, append(transport, "--grpc-reflection=false")...)
 	if _, err := services(t, off.conn); status.Code(err) != codes.Unimplemented {
 		t.Errorf("reflection with --grpc-reflection=false: %v, want Unimplemented", err)
 	}

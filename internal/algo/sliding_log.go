@@ -89,13 +89,27 @@ func (l *Log) search(lo int, f func(e *logEntry) bool) int {
 	return lo
 }
 
+// after returns the index of the oldest entry after cutoff, l.n when none
+// is. A log trimmed at every decision has few expired entries, usually
+// none: its oldest few are read before the log is bisected, so that a
+// decision on a cold log of many entries reads one cache line, not one per
+// probe.
+func (l *Log) after(cutoff int64) int {
+	const scan = 4
+	for i := 0; i < l.n && i < scan; i++ {
+		if l.entry(i).at > cutoff {
+			return i
+		}
+	}
+	return l.search(min(scan, l.n), func(e *logEntry) bool { return e.at > cutoff })
+}
+
 // expire drops the entries at or before the newest entry's time less the
 // Period P: they are outside (now-P, now] at any now, since now is never
 // before the newest entry. (An entry after that, outside the window of
 // this now, counts again when the clock runs back.)
 func (l *Log) expire(P int64) {
-	cutoff := l.Newest() - P
-	i := l.search(0, func(e *logEntry) bool { return e.at > cutoff })
+	i := l.after(l.Newest() - P)
 	if i == 0 {
 		return
 	}
@@ -106,7 +120,7 @@ func (l *Log) expire(P int64) {
 // live returns the units of the entries after cutoff, and the number of
 // the oldest of them (0 when there is none).
 func (l *Log) live(cutoff int64) (count, first int64) {
-	i := l.search(0, func(e *logEntry) bool { return e.at > cutoff })
+	i := l.after(cutoff)
 	if i == l.n {
 		return 0, 0
 	}

@@ -57,3 +57,39 @@ func IsInput(err error) bool {
 	return errors.Is(err, sluice.ErrInvalidLimit) || errors.Is(err, sluice.ErrInvalidKey) ||
 		errors.Is(err, sluice.ErrInvalidCost) || errors.Is(err, sluice.ErrExceedsCapacity)
 }
+
+// Grant checks a grant request (sluice.Granter) against its bounds: the
+// key, the limit (a window algorithm or a bucket, counting admitted hits),
+// then each field of r, naming the first one out of bounds.
+func Grant(key string, lim sluice.Limit, r sluice.GrantRequest) error {
+	if err := sluice.ValidateKey(key); err != nil {
+		return err
+	}
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	bad := func(field, format string, args ...any) error {
+		return &sluice.LimitError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case lim.Algorithm == sluice.SlidingLog:
+		return bad("Algorithm", "a grant cannot be made of a sliding_log limit (one entry per unit); use sliding_window")
+	case lim.Counting == sluice.CountAll:
+		return bad("Counting", "a grant cannot be made of a limit that counts every hit: its hits must each reach the store")
+	case r.Holder == "" || len(r.Holder) > sluice.MaxGrantHolderLen:
+		return bad("Holder", "holder is %d bytes, want 1 to %d", len(r.Holder), sluice.MaxGrantHolderLen)
+	case r.N < 0:
+		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d must be >= 0", r.N), Err: sluice.ErrInvalidCost}
+	case r.N > lim.Capacity():
+		return &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d, but %v admits at most %d at once", r.N, lim, lim.Capacity()), Err: sluice.ErrExceedsCapacity}
+	case r.Demand < 0 || r.Demand > sluice.MaxCharge:
+		return bad("Demand", "demand = %d, want 0 to %d", r.Demand, sluice.MaxCharge)
+	case r.Allowance < 0 || r.Allowance > lim.Rate:
+		return bad("Allowance", "allowance = %d, want 0 to the Rate (%d)", r.Allowance, lim.Rate)
+	case r.TTL < sluice.MinGrantTTL || r.TTL > sluice.MaxGrantTTL:
+		return bad("TTL", "TTL = %v, want %v to %v", r.TTL, sluice.MinGrantTTL, sluice.MaxGrantTTL)
+	case r.Spent < 0 || r.Spent > lim.Rate:
+		return bad("Spent", "spent = %d, want 0 to the Rate (%d)", r.Spent, lim.Rate)
+	}
+	return nil
+}

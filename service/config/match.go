@@ -72,6 +72,9 @@ func (n *node) addChild(c *node) error {
 		return &childError{"key", fmt.Sprintf("duplicate descriptor %q with value %q at this level (%s%%s)", c.key, c.value, c.path), prev, true}
 	}
 	if c.pat != nil {
+		if len(n.wildcards[c.key]) >= MaxKeyWildcards {
+			return &childError{"value", fmt.Sprintf("more than %d wildcard values of key %q at this level%%s: each request's value is tried against each of them; use fewer, broader patterns", MaxKeyWildcards, c.key), nil, false}
+		}
 		for _, w := range n.wildcards[c.key] {
 			if w.pat.covers(c.pat) {
 				return &childError{"value", fmt.Sprintf("wildcard %q never matches: every value it matches is matched first by %q%%s, an earlier wildcard of key %q; put the narrower pattern first", c.value, w.value, c.key), w, false}

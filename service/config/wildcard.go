@@ -53,6 +53,12 @@ const (
 	MaxWildcardBytes = 1024
 	// MaxWildcardStars bounds the wildcards of one value.
 	MaxWildcardStars = 16
+	// MaxKeyWildcards bounds the wildcard values of one key at one level
+	// of a domain's tree: a request's entry is tried against each of them
+	// in order, and each new one is checked against every earlier one when
+	// the configuration loads (4,000 of them took 0.7 s to load, 16,000
+	// took 5 s).
+	MaxKeyWildcards = 1000
 )
 
 // pattern is a value with wildcards, compiled: the literal segments around

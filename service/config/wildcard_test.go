@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -292,5 +293,26 @@ func BenchmarkWildcardMatch(b *testing.B) {
 				p.match(bb.value)
 			}
 		})
+	}
+}
+
+// TestMaxKeyWildcards: a key holds at most MaxKeyWildcards wildcard values
+// at one level; one more is refused at load, naming the bound.
+func TestMaxKeyWildcards(t *testing.T) {
+	file := func(n int) []byte {
+		var b strings.Builder
+		b.WriteString("domain: d\ndescriptors:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  - key: k\n    value: \"v%d-*\"\n    rate_limit: {unit: second, requests_per_unit: 1}\n", i)
+		}
+		return []byte(b.String())
+	}
+	if _, err := Parse("max.yaml", file(MaxKeyWildcards)); err != nil {
+		t.Fatalf("%d wildcards of one key: %v", MaxKeyWildcards, err)
+	}
+	_, err := Parse("max.yaml", file(MaxKeyWildcards+1))
+	want := fmt.Sprintf("max.yaml:%d: descriptors[%d].value: more than %d wildcard values of key \"k\" at this level", 3*MaxKeyWildcards+4, MaxKeyWildcards, MaxKeyWildcards)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("%d wildcards of one key: %v, want %s", MaxKeyWildcards+1, err, want)
 	}
 }

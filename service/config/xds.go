@@ -27,9 +27,9 @@ const (
 	// configuration holds once converted: at most XDSMemoryFactor times the
 	// resource's size (as protobuf) plus XDSMemorySlack, counted as the
 	// conversion goes. A resource past it is an error. Measured on
-	// resources of 1 MiB, a usual configuration (descriptors of a key, a
-	// value and a limit) allocates 20 times its size converted, one-byte
-	// keys without limits 29 times, chains nested as deep as allowed 85
+	// resources of 256 KiB, a usual configuration (descriptors of a key, a
+	// value and a limit) allocates 26 times its size converted, one-byte
+	// keys without limits 41 times, chains nested as deep as allowed 102
 	// times (docs/bounds.md has the figures).
 	XDSMemoryFactor = 128
 	XDSMemorySlack  = 1 << 20

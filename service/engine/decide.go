@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -35,25 +36,45 @@ type check struct {
 // decided as sent) or a *StoreError (the store made no decision); a denial
 // is a Result.
 func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
+	var res Result
+	if err := e.DecideInto(ctx, req, &res); err != nil {
+		return Result{}, err
+	}
+	return res, nil
+}
+
+// DecideInto is Decide with the Result written to res, whose Statuses'
+// array is reused when it has room: a caller that keeps a Result per
+// request (a pool) decides without allocating it. The engine keeps no
+// reference to req or res once it returns. On an error, res holds nothing
+// of use.
+func (e *Engine) DecideInto(ctx context.Context, req *Request, res *Result) error {
 	if req.Domain == "" {
-		return Result{}, invalid("domain", "rate limit domain must not be empty")
+		return invalid("domain", "rate limit domain must not be empty")
 	}
 	descs := req.Descriptors
 	if len(descs) == 0 {
-		return Result{}, invalid("descriptors", "rate limit descriptor list must not be empty")
+		return invalid("descriptors", "rate limit descriptor list must not be empty")
 	}
 	if err := e.bounds.checkRequest(req); err != nil {
 		re := &RequestError{Msg: err.Error(), Err: err}
 		if be, ok := errors.AsType[*BoundError](err); ok {
 			re.Field = be.Field
 		}
-		return Result{}, re
+		return re
 	}
 	domain := req.Domain
-	res := Result{Code: OK, Statuses: make([]Status, len(descs))}
+	sts := res.Statuses[:0]
+	if cap(sts) < len(descs) {
+		sts = make([]Status, len(descs))
+	} else {
+		sts = sts[:len(descs)]
+		clear(sts)
+	}
+	*res = Result{Code: OK, Statuses: sts}
 	replaced, known, err := e.match(req, res.Statuses)
 	if err != nil {
-		return Result{}, err
+		return err
 	}
 	if !known {
 		// The reference answers OK, with no limit, for a domain it does not
@@ -63,29 +84,31 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 			e.obs.Unmatched("")
 		}
 		if e.tr != nil {
-			e.annotate(ctx, req, &res, false)
+			e.annotate(ctx, req, res, false)
 		}
-		return res, nil
+		return nil
 	}
-	enforced, advisory, refunds := e.checks(domain, descs, res.Statuses, replaced)
+	sc := getScratch()
+	defer putScratch(sc)
+	enforced, advisory, refunds := e.checks(sc, domain, descs, res.Statuses, replaced)
 	if e.multi && len(enforced) > sluice.MaxMultiRequests {
 		// One all-or-nothing decision takes at most MaxMultiRequests limits.
-		return Result{}, invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
+		return invalid("descriptors", fmt.Sprintf("the descriptors apply %d limits, more than %d in one decision", len(enforced), sluice.MaxMultiRequests))
 	}
 	// Refunds first, so that a request that gives back and spends sees
 	// what it gave back.
 	if err := e.refund(ctx, refunds); err != nil {
 		if _, ok := errors.AsType[*RequestError](err); ok {
-			return Result{}, err
+			return err
 		}
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
-	admitted, err := e.decideEnforced(ctx, enforced)
+	admitted, err := e.decideEnforced(ctx, sc, enforced)
 	if err != nil {
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
 	if err := e.decideAdvisory(ctx, advisory, admitted); err != nil {
-		return Result{}, e.storeError(ctx, err)
+		return e.storeError(ctx, err)
 	}
 	e.report(domain, res.Statuses, enforced, advisory, refunds, admitted)
 	if !admitted {
@@ -96,9 +119,42 @@ func (e *Engine) Decide(ctx context.Context, req *Request) (Result, error) {
 		res.Code = OK
 	}
 	if e.tr != nil {
-		e.annotate(ctx, req, &res, true, enforced, advisory, refunds)
+		e.annotate(ctx, req, res, true, enforced, advisory, refunds)
 	}
-	return res, nil
+	return nil
+}
+
+// scratch is a decision's working memory, reused across decisions
+// (sync.Pool): the checks, and the store requests and decisions of the
+// limits decided together.
+type scratch struct {
+	enforced, advisory, refunds []check
+	reqs                        []sluice.Request
+	idx                         []int
+	sums                        map[counter]int // precheck's, empty between uses
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// maxPooledChecks bounds the checks a pooled scratch keeps room for, so
+// that one request of many limits does not pin its memory.
+const maxPooledChecks = 64
+
+func getScratch() *scratch { return scratches.Get().(*scratch) }
+
+func putScratch(sc *scratch) {
+	if cap(sc.enforced) > maxPooledChecks || cap(sc.advisory) > maxPooledChecks || cap(sc.refunds) > maxPooledChecks ||
+		cap(sc.reqs) > maxPooledChecks || cap(sc.idx) > maxPooledChecks {
+		return
+	}
+	// Drop the references to the configuration and the keys.
+	clear(sc.enforced[:cap(sc.enforced)])
+	clear(sc.advisory[:cap(sc.advisory)])
+	clear(sc.refunds[:cap(sc.refunds)])
+	clear(sc.reqs[:cap(sc.reqs)])
+	sc.enforced, sc.advisory, sc.refunds = sc.enforced[:0], sc.advisory[:0], sc.refunds[:0]
+	sc.reqs, sc.idx = sc.reqs[:0], sc.idx[:0]
+	scratches.Put(sc)
 }
 
 // match matches every descriptor of req in the configuration in force and
@@ -155,7 +211,9 @@ func (e *Engine) match(req *Request, sts []Status) (replaced map[string]bool, kn
 // order: the enforcing ones, the shadow and quota-mode ones (advisory), and
 // those of the descriptors that give hits back. An unlimited rule marks its
 // status instead.
-func (e *Engine) checks(domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []Status, replaced map[string]bool) (enforced, advisory, refunds []check) {
+	enforced, advisory, refunds = sc.enforced[:0], sc.advisory[:0], sc.refunds[:0]
+	defer func() { sc.enforced, sc.advisory, sc.refunds = enforced, advisory, refunds }()
 	for i := range sts {
 		st := &sts[i]
 		m := st.m
@@ -213,19 +271,140 @@ func (e *Engine) refund(ctx context.Context, cs []check) error {
 }
 
 // decideEnforced decides the enforcing limits. Those that count all are
-// charged first, each its hits whatever the others decide. Those that count
+// charged, each its hits whatever the others decide. Those that count
 // what they admit are decided together: all admit and count, or none
 // counts; a denial by a counting-all limit denies them too (they then only
 // peek). It reports whether the request is admitted.
-func (e *Engine) decideEnforced(ctx context.Context, cs []check) (bool, error) {
+//
+// With a store that decides AllowMulti, all of them are one store call
+// (decideTogether); otherwise, or when they cannot be one call, the
+// charges come first, one call each, then the others.
+func (e *Engine) decideEnforced(ctx context.Context, sc *scratch, cs []check) (bool, error) {
 	if len(cs) == 0 {
 		return true, nil
+	}
+	if e.multi && !e.chargesApart && foldable(cs) {
+		admitted, err := e.decideTogether(ctx, sc, cs)
+		if !errors.Is(err, sluice.ErrMultiUnsupported) {
+			return admitted, err
+		}
+		// These requests cannot be decided together (keys of different
+		// Redis Cluster slots): nothing was counted; decide them apart.
+		for k := range cs {
+			cs[k].d, cs[k].over, cs[k].counted, cs[k].sum = sluice.Decision{}, false, false, 0
+		}
 	}
 	admitted, err := e.chargeAll(ctx, cs)
 	if err != nil {
 		return false, err
 	}
-	return e.decideAdmitted(ctx, cs, admitted)
+	return e.decideAdmitted(ctx, sc, cs, admitted)
+}
+
+// foldable reports whether the enforcing limits cs can be decided in one
+// AllowMulti with the same result as apart: some count all (else there is
+// nothing to fold); none of those is a requests_per_unit: 0 rule (charged
+// on a limit of its own); none shares its state with a limit counting
+// admitted hits (a store refuses one state of two countings in a call);
+// and all have one failure mode, which a failover store applies to all the
+// requests of a call that it cannot make.
+func foldable(cs []check) bool {
+	all := false
+	for k := range cs {
+		c := &cs[k]
+		if c.lim.Counting != sluice.CountAll {
+			continue
+		}
+		if c.rule.Deny {
+			return false
+		}
+		all = true
+	}
+	if !all {
+		return false
+	}
+	for k := range cs {
+		c := &cs[k]
+		if c.lim.FailureMode != cs[0].lim.FailureMode {
+			return false
+		}
+		if c.lim.Counting != sluice.CountAll || c.rule.Deny {
+			continue
+		}
+		for j := range cs {
+			o := &cs[j]
+			if o.lim.Counting != sluice.CountAll && o.key == c.key && o.lim.Algorithm == c.lim.Algorithm && o.lim.Period == c.lim.Period {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// decideTogether decides the enforcing limits cs (foldable) in one
+// AllowMulti: the charges of the limits counting all, and the limits
+// counting admitted hits, which only peek when a charge, a
+// requests_per_unit: 0 rule or a capacity already denies. The store charges
+// the former whatever it decides and denies the call when one of them
+// denies; a charge's own answer is its RetryAfter (a charge denies with a
+// wait, always). The result is that of charging first and deciding the
+// others after (chargeAll, decideAdmitted): when a charge denied a call
+// whose other limits asked to count, those that blocked too are peeked
+// again, so that they report their state as a peek does.
+func (e *Engine) decideTogether(ctx context.Context, sc *scratch, cs []check) (bool, error) {
+	pre, _ := e.precheck(sc, cs, true)
+	reqs, idx := sc.reqs[:0], sc.idx[:0]
+	for k := range cs {
+		c := &cs[k]
+		if c.rule.Deny {
+			continue // counting admitted hits: decided by precheck
+		}
+		n := c.n
+		if c.lim.Counting != sluice.CountAll && !pre {
+			n = 0
+		}
+		reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.lim, N: n})
+		idx = append(idx, k)
+	}
+	sc.reqs, sc.idx = reqs, idx
+	ds, err := e.store.AllowMulti(ctx, reqs)
+	if err != nil {
+		return false, err
+	}
+	if len(ds) != len(reqs) {
+		return false, fmt.Errorf("engine: the store answered %d decisions for %d requests", len(ds), len(reqs))
+	}
+	charged := true
+	for j, k := range idx {
+		c := &cs[k]
+		if c.lim.Counting != sluice.CountAll {
+			continue
+		}
+		d := ds[j]
+		d.Allowed = d.Allowed || d.RetryAfter == 0
+		c.d, c.counted = d, true
+		if !d.Allowed {
+			c.over, charged = true, false
+		}
+	}
+	st := settler{admitted: pre && charged, shortcut: !(pre && charged)}
+	st.anyBlocker = st.shortcut
+	for j, k := range idx {
+		c := &cs[k]
+		if c.lim.Counting == sluice.CountAll {
+			continue
+		}
+		d := ds[j]
+		if pre && !charged && d.RetryAfter > 0 {
+			// It asked to count and blocked too: what it reports is a peek
+			// at its state, as apart.
+			if d, err = e.store.AllowN(ctx, c.key, c.lim, 0); err != nil {
+				return false, err
+			}
+		}
+		st.settle(c, d)
+	}
+	return st.finish(cs), nil
 }
 
 // chargeAll charges each enforcing limit that counts all its hits, and
@@ -256,15 +435,14 @@ func (e *Engine) chargeAll(ctx context.Context, cs []check) (bool, error) {
 	return admitted, nil
 }
 
-// decideAdmitted decides the enforcing limits that count admitted hits,
-// all or nothing; admitted is false when a limit counting all denied the
-// request, and they then only peek. It reports whether the request is
-// admitted.
-func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) (bool, error) {
-	// Some limits deny without asking the store whether they would admit:
-	// a requests_per_unit: 0 rule asked for a cost above 0, and a cost that
-	// the limit could never admit at once, with the request's earlier costs
-	// on the same counter (a descriptor sent twice): waiting never helps.
+// precheck decides the enforcing limits counting admitted hits that deny
+// without asking the store whether they would admit: a requests_per_unit:
+// 0 rule asked for a cost above 0, and a cost that the limit could never
+// admit at once, with the request's earlier costs on the same counter (a
+// descriptor sent twice): waiting never helps. It sets each one's sum,
+// and reports whether the request is still admitted and how many limits
+// count admitted hits.
+func (e *Engine) precheck(sc *scratch, cs []check, admitted bool) (bool, int) {
 	var sums map[counter]int // the costs so far per counter
 	some := 0                // the limits counting admitted
 	for k := range cs {
@@ -281,41 +459,85 @@ func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) 
 		// The request's earlier costs on the same counter, summed as the
 		// checks go: one map look-up per limit, not a scan of the earlier
 		// ones.
-		sc := counter{c.key, c.lim.Algorithm, c.lim.Period}
+		sc2 := counter{c.key, c.lim.Algorithm, c.lim.Period}
 		if sums == nil && len(cs) > 1 {
-			sums = make(map[counter]int, len(cs))
+			if sc.sums == nil {
+				sc.sums = make(map[counter]int, len(cs))
+			}
+			sums = sc.sums
 		}
 		c.sum = c.n
 		if sums != nil {
-			c.sum += sums[sc]
-			sums[sc] = c.sum
+			c.sum += sums[sc2]
+			sums[sc2] = c.sum
 		}
 		if c.sum > c.lim.Capacity() {
 			c.over, admitted = true, false
 		}
 	}
-	if some == 0 {
-		return admitted, nil
+	if sums != nil {
+		clear(sums)
 	}
-	shortcut := !admitted // then every store call below is a peek
-	anyBlocker := shortcut
-	// settle records the store's decision d of check c.
-	settle := func(c *check, d sluice.Decision) {
-		c.d = d
-		if shortcut {
-			// A peek: a limit that could not admit its own cost now,
-			// after the request's earlier costs on its counter, is over
-			// too, as the reference reports it.
-			c.over = c.over || c.n > 0 && c.d.Remaining < c.sum
-			return
+	return admitted, some
+}
+
+// settler records the store's decisions of the limits counting admitted
+// hits of one request.
+type settler struct {
+	// admitted: the request is admitted so far; shortcut: it was denied
+	// before these were asked, and they only peeked; anyBlocker: a limit
+	// named itself the blocker (a RetryAfter).
+	admitted, shortcut, anyBlocker bool
+}
+
+// settle records the store's decision d of check c.
+func (st *settler) settle(c *check, d sluice.Decision) {
+	c.d = d
+	if st.shortcut {
+		// A peek: a limit that could not admit its own cost now,
+		// after the request's earlier costs on its counter, is over
+		// too, as the reference reports it.
+		c.over = c.over || c.n > 0 && c.d.Remaining < c.sum
+		return
+	}
+	if !d.Allowed {
+		st.admitted = false
+		if d.RetryAfter > 0 {
+			c.over, st.anyBlocker = true, true
 		}
-		if !d.Allowed {
-			admitted = false
-			if d.RetryAfter > 0 {
-				c.over, anyBlocker = true, true
+	}
+}
+
+// finish marks the limits counting admitted hits over when the store
+// denied and named no blocker, every check counted when the request is
+// admitted, and reports whether it is.
+func (st *settler) finish(cs []check) bool {
+	if !st.admitted && !st.anyBlocker { // a store that names no blocker: all are
+		for k := range cs {
+			if cs[k].lim.Counting != sluice.CountAll {
+				cs[k].over = true
 			}
 		}
 	}
+	if st.admitted {
+		for k := range cs {
+			cs[k].counted = true
+		}
+	}
+	return st.admitted
+}
+
+// decideAdmitted decides the enforcing limits that count admitted hits,
+// all or nothing; admitted is false when a limit counting all denied the
+// request, and they then only peek. It reports whether the request is
+// admitted.
+func (e *Engine) decideAdmitted(ctx context.Context, sc *scratch, cs []check, admitted bool) (bool, error) {
+	admitted, some := e.precheck(sc, cs, admitted)
+	if some == 0 {
+		return admitted, nil
+	}
+	st := settler{admitted: admitted, shortcut: !admitted} // shortcut: every store call below is a peek
+	st.anyBlocker = st.shortcut
 	asks, last := 0, -1 // the limits the store decides
 	for k := range cs {
 		if c := &cs[k]; !c.rule.Deny && c.lim.Counting != sluice.CountAll {
@@ -327,49 +549,37 @@ func (e *Engine) decideAdmitted(ctx context.Context, cs []check, admitted bool) 
 		// One limit, the usual request: one store call, nothing to gather.
 		c := &cs[last]
 		n := c.n
-		if shortcut {
+		if st.shortcut {
 			n = 0
 		}
 		d, err := e.store.AllowN(ctx, c.key, c.lim, n)
 		if err != nil {
 			return false, err
 		}
-		settle(c, d)
+		st.settle(c, d)
 	case asks > 1:
-		reqs := make([]sluice.Request, 0, asks)
-		idx := make([]int, 0, asks)
+		reqs, idx := sc.reqs[:0], sc.idx[:0]
 		for k, c := range cs {
 			if c.rule.Deny || c.lim.Counting == sluice.CountAll {
 				continue
 			}
 			n := c.n
-			if shortcut {
+			if st.shortcut {
 				n = 0
 			}
 			reqs = append(reqs, sluice.Request{Key: c.key, Limit: c.lim, N: n})
 			idx = append(idx, k)
 		}
+		sc.reqs, sc.idx = reqs, idx
 		ds, err := e.allowMulti(ctx, reqs)
 		if err != nil {
 			return false, err
 		}
 		for j, k := range idx {
-			settle(&cs[k], ds[j])
+			st.settle(&cs[k], ds[j])
 		}
 	}
-	if !admitted && !anyBlocker { // a store that names no blocker: all are
-		for k := range cs {
-			if cs[k].lim.Counting != sluice.CountAll {
-				cs[k].over = true
-			}
-		}
-	}
-	if admitted {
-		for k := range cs {
-			cs[k].counted = true
-		}
-	}
-	return admitted, nil
+	return st.finish(cs), nil
 }
 
 // decideAdvisory decides the shadow and quota-mode limits, after the

@@ -27,6 +27,10 @@ type Engine struct {
 	nearRatio             float32
 	bounds                Bounds
 	tr                    *tracing.Tracer // nil: no tracing
+	// chargesApart decides the limits counting all hits one store call
+	// each, before the others (tests: the result of deciding them
+	// together must be the same).
+	chargesApart bool
 }
 
 // Option configures an Engine.

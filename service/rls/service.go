@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -105,19 +106,20 @@ func (s *Service) cache() *limitCache {
 
 // ShouldRateLimit implements pb.RateLimitServiceServer.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
-	er := request(req)
-	res, err := s.eng.Decide(ctx, &er)
-	if err != nil {
+	rb := getRequest()
+	defer putRequest(rb)
+	rb.fill(req)
+	res := &rb.res
+	if err := s.eng.DecideInto(ctx, &rb.er, res); err != nil {
 		return nil, grpcError(err)
 	}
-	resp := &pb.RateLimitResponse{
-		OverallCode: code(res.Code),
-		Statuses:    make([]*pb.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
-	}
+	resp, boxes := newResponse(len(res.Statuses))
+	resp.OverallCode = code(res.Code)
 	var limits *limitCache
 	for i := range res.Statuses {
 		st := &res.Statuses[i]
-		ps := &pb.RateLimitResponse_DescriptorStatus{Code: code(st.Code)}
+		ps := &boxes[i].st
+		ps.Code = code(st.Code)
 		switch {
 		case st.Unlimited:
 			ps.LimitRemaining = math.MaxUint32
@@ -128,32 +130,107 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			ps.CurrentLimit = limits.currentLimit(st.Rule)
 			ps.LimitRemaining = st.Remaining
 			if st.HasReset {
-				ps.DurationUntilReset = durationpb.New(st.UntilReset)
+				// durationpb.New, in the status's box.
+				dur := &boxes[i].dur
+				dur.Seconds, dur.Nanos = int64(st.UntilReset/time.Second), int32(st.UntilReset%time.Second)
+				ps.DurationUntilReset = dur
 			}
 		}
-		resp.Statuses[i] = ps
 	}
 	if s.headers {
-		resp.ResponseHeadersToAdd = s.responseHeaders(&res, resp)
+		resp.ResponseHeadersToAdd = s.responseHeaders(res, resp)
 	}
 	return resp, nil
 }
 
-// request translates a RateLimitRequest into the engine's. The entries of
-// all descriptors share one array.
-func request(req *pb.RateLimitRequest) engine.Request {
+// statusBox holds a descriptor's status and its duration_until_reset, so
+// that a response takes one allocation for all its statuses.
+type statusBox struct {
+	st  pb.RateLimitResponse_DescriptorStatus
+	dur durationpb.Duration
+}
+
+// oneResponse is the response of a request of one descriptor, the usual,
+// in one allocation.
+type oneResponse struct {
+	resp pb.RateLimitResponse
+	ptr  [1]*pb.RateLimitResponse_DescriptorStatus
+	box  [1]statusBox
+}
+
+// newResponse returns a response with n empty statuses, and their boxes:
+// in one allocation for one descriptor, in three for more. (Responses are
+// marshalled after ShouldRateLimit returns, so they are never pooled.)
+func newResponse(n int) (*pb.RateLimitResponse, []statusBox) {
+	if n == 1 {
+		o := &oneResponse{}
+		o.ptr[0] = &o.box[0].st
+		o.resp.Statuses = o.ptr[:]
+		return &o.resp, o.box[:]
+	}
+	resp := &pb.RateLimitResponse{Statuses: make([]*pb.RateLimitResponse_DescriptorStatus, n)}
+	boxes := make([]statusBox, n)
+	for i := range boxes {
+		resp.Statuses[i] = &boxes[i].st
+	}
+	return resp, boxes
+}
+
+// requestBuf holds a request's translation and the engine's result,
+// reused across requests (sync.Pool): the engine keeps nothing of either
+// after DecideInto returns.
+type requestBuf struct {
+	er      engine.Request
+	descs   []engine.Descriptor
+	entries []engine.Entry
+	res     engine.Result
+}
+
+var requestBufs = sync.Pool{New: func() any { return new(requestBuf) }}
+
+// maxPooledEntries bounds the entries (and descriptors) a pooled buffer
+// keeps room for: a larger request's buffer is left to the garbage
+// collector, so that one large request does not pin memory.
+const maxPooledEntries = 64
+
+func getRequest() *requestBuf { return requestBufs.Get().(*requestBuf) }
+
+func putRequest(rb *requestBuf) {
+	if cap(rb.entries) > maxPooledEntries || cap(rb.descs) > maxPooledEntries || cap(rb.res.Statuses) > maxPooledEntries {
+		return
+	}
+	// Drop every reference to the request and the configuration.
+	clear(rb.descs[:cap(rb.descs)])
+	clear(rb.entries[:cap(rb.entries)])
+	clear(rb.res.Statuses[:cap(rb.res.Statuses)])
+	rb.er = engine.Request{}
+	rb.res = engine.Result{Statuses: rb.res.Statuses[:0]}
+	requestBufs.Put(rb)
+}
+
+// fill translates req into rb.er, in rb's descriptors and entries. The
+// entries of all descriptors share one array.
+func (rb *requestBuf) fill(req *pb.RateLimitRequest) {
 	descs := req.GetDescriptors()
-	er := engine.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend()}
+	rb.er = engine.Request{Domain: req.GetDomain(), Hits: req.GetHitsAddend()}
 	if len(descs) == 0 {
-		return er
+		return
 	}
 	total := 0
 	for _, d := range descs {
 		total += len(d.GetEntries())
 	}
-	er.Descriptors = make([]engine.Descriptor, len(descs))
-	entries := make([]engine.Entry, 0, total)
+	if cap(rb.descs) < len(descs) {
+		rb.descs = make([]engine.Descriptor, len(descs))
+	}
+	if cap(rb.entries) < total {
+		rb.entries = make([]engine.Entry, 0, total)
+	}
+	rb.er.Descriptors = rb.descs[:len(descs)]
+	entries := rb.entries[:0]
 	for i, d := range descs {
+		ed := &rb.er.Descriptors[i]
+		*ed = engine.Descriptor{}
 		if d == nil {
 			continue
 		}
@@ -161,7 +238,6 @@ func request(req *pb.RateLimitRequest) engine.Request {
 		for _, e := range d.Entries {
 			entries = append(entries, engine.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		ed := &er.Descriptors[i]
 		ed.Entries = entries[start:len(entries):len(entries)]
 		if h := d.HitsAddend; h != nil {
 			ed.Hits, ed.HasHits = h.Value, true
@@ -172,7 +248,6 @@ func request(req *pb.RateLimitRequest) engine.Request {
 			ed.Limit = &engine.Override{RequestsPerUnit: o.RequestsPerUnit, Unit: u.String(), Period: unitPeriod(u)}
 		}
 	}
-	return er
 }
 
 // grpcError is the gRPC status of an engine error: InvalidArgument for a

@@ -1,0 +1,8 @@
+package grpcfast
+
+// NumConns is the number of connections the server holds.
+func (s *Server) NumConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
