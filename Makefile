@@ -21,7 +21,13 @@ BIN ?= $(DIST)/sluice-$(VERSION)-$(GOOS)-$(GOARCH)
 PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: test check-format vet unit bench regions fuzz compat binary release release-check
+# make proto: regenerate the store API's Go code (api/sluice/store/v1) from
+# its .proto, with protoc and the generators at the versions below, built
+# from the Go module proxy into a temporary directory.
+PROTOC_GEN_GO_VERSION ?= v1.36.12
+PROTOC_GEN_GO_GRPC_VERSION ?= v1.6.2
+
+.PHONY: test check-format vet unit bench regions fuzz compat binary release release-check proto
 test: 
 	./scripts/ensure-redis.sh
 	./scripts/ensure-memcached.sh
@@ -70,6 +76,12 @@ compat:
 	echo "building envoyproxy/ratelimit $(REFERENCE_VERSION)" && \
 	GOBIN="$$tmp" $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(REFERENCE_VERSION) && \
 	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 ./compat
+
+proto:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	GOBIN="$$tmp" $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION) && \
+	GOBIN="$$tmp" $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION) && \
+	PATH="$$tmp:$$PATH" $(GO) generate ./api/...
 
 binary:
 	CGO_ENABLED=0 GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sluice

@@ -22,7 +22,7 @@ func checkFailureModes(c *config.Config, f *serveFlags) error {
 	}
 	for _, r := range c.Rules() {
 		if r.Limit.FailureMode == sluice.FailOpen {
-			return fmt.Errorf("rule %s: failure_mode: open needs --replicas N (the number of sluice replicas) with a shared store: each admits rate/N while it is down", r.Name)
+			return fmt.Errorf("rule %s: failure_mode: open needs --replicas N (the number of sluice replicas) with a shared store (--redis, --memcache or --remote-store): each admits rate/N while it is down", r.Name)
 		}
 	}
 	return nil

@@ -58,6 +58,7 @@ type proc struct {
 	cmd        *exec.Cmd
 	stderr     *syncBuffer
 	http, grpc string
+	storeAPI   string // host:port of the store API, with --store-api-addr
 	rls        pb.RateLimitServiceClient
 	conn       *grpc.ClientConn
 	done       chan struct{}
@@ -91,11 +92,14 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	for {
 		b, err := os.ReadFile(ready)
 		if err == nil {
-			var addrs struct{ HTTP, GRPC string }
+			var addrs struct {
+				HTTP, GRPC string
+				StoreAPI   string `json:"store_api"`
+			}
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				t.Fatalf("ready file %s: %v", b, err)
 			}
-			p.http, p.grpc = "http://"+addrs.HTTP, addrs.GRPC
+			p.http, p.grpc, p.storeAPI = "http://"+addrs.HTTP, addrs.GRPC, addrs.StoreAPI
 			break
 		}
 		select {

@@ -24,6 +24,7 @@ type redisFlags struct {
 	memcache  memcacheFlags // memcached instead of Redis
 	failover  failoverFlags
 	tiered    tieredFlags
+	remote    remoteFlags // --remote-store: another sluice's store API instead
 }
 
 // maxKeyPrefix bounds --redis-key-prefix: it is in every key name.
@@ -39,11 +40,12 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 	g.memcache.register(fs)
 	g.failover.register(fs)
 	g.tiered.register(fs)
+	g.remote.register(fs)
 }
 
-// shared reports whether decisions go through a shared store, Redis or
-// memcached, rather than the memory store.
-func (g *redisFlags) shared() bool { return g.url != "" || g.memcache.set() }
+// shared reports whether decisions go through a shared store (Redis,
+// memcached or another sluice's store API) rather than the memory store.
+func (g *redisFlags) shared() bool { return g.url != "" || g.memcache.set() || g.remote.addr != "" }
 
 func (g *redisFlags) validate() error {
 	if g.timeout <= 0 {
@@ -64,11 +66,17 @@ func (g *redisFlags) validate() error {
 	if err := g.failover.validate(); err != nil {
 		return err
 	}
+	if err := g.remote.validate(); err != nil {
+		return err
+	}
+	if g.remote.addr != "" && (g.url != "" || g.memcache.set()) {
+		return errors.New("--remote-store, --redis and --memcache are alternatives: one shared store")
+	}
 	if g.failover.mode == sluice.FailOpen && g.shared() && g.failover.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")
 	}
 	if g.tiered.set() && !g.shared() {
-		return errors.New("--tiered and --lease-max apply to a shared store (--redis or --memcache) only")
+		return errors.New("--tiered and --lease-max apply to a shared store (--redis, --memcache or --remote-store) only")
 	}
 	if err := g.tiered.validate(); err != nil {
 		return err

@@ -37,12 +37,13 @@ import (
 // their own; validate adds the rules across groups.
 type serveFlags struct {
 	listen    listenFlags    // --http, --grpc, --admin, --ready-file
+	storeAPI  storeAPIFlags  // --store-api-*: the store API's listener
 	admin     adminFlags     // --admin-token-file, --admin-client-ca, --admin-auth-metrics
 	transport transportFlags // the HTTP and gRPC servers' limits and workers
 	tls       tlsFlags       // --tls-*, --redis-tls-*
 	config    configFlags    // --config, --reload-interval
 	xds       xdsFlags       // --xds-*: the configuration over xDS instead of files
-	redis     redisFlags     // --redis*, --failure-mode, --replicas, --readyz-breaker, --tiered, --lease-*
+	redis     redisFlags     // --redis*, --remote-store*, --failure-mode, --replicas, --readyz-breaker, --tiered, --lease-*
 	service   serviceFlags   // --response-headers, --*-header, --shadow-mode, --quota-mode
 	auth      authFlags      // --auth-*, --trusted-proxies
 	limits    limitsFlags    // --max-*, --memory-max-keys
@@ -77,7 +78,7 @@ type flagGroup interface {
 // groups are f's groups, in the order validate checks them.
 func (f *serveFlags) groups() []flagGroup {
 	return []flagGroup{&f.redis, &f.service, &f.auth, &f.config, &f.xds, &f.shutdown,
-		&f.listen, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime, &f.tracing, &f.stats}
+		&f.listen, &f.storeAPI, &f.admin, &f.transport, &f.tls, &f.limits, &f.runtime, &f.tracing, &f.stats}
 }
 
 // validate checks each group, then the rule across groups: the TLS flags
@@ -97,6 +98,9 @@ func (f *serveFlags) validate() error {
 	}
 	if f.tls.redisSet() && !strings.HasPrefix(f.redis.url, "rediss") && !strings.HasPrefix(f.redis.perSecond, "rediss") {
 		return errors.New("--redis-tls-* need a rediss:// --redis (or --redis-persecond) URL")
+	}
+	if err := f.storeAPI.check(&f.tls); err != nil {
+		return err
 	}
 	return f.admin.check(&f.tls)
 }
@@ -233,7 +237,7 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	log.Info("sluice listening", "http", srv.ls.http.Addr().String(), "grpc", srv.ls.grpc.Addr().String(), "tls", certs != nil,
 		"store", st.name, "config", f.configName(), "domains", strings.Join(c.eng.Config().Domains(), ","))
 	if f.listen.readyFile != "" {
-		if err := writeReadyFile(f.listen.readyFile, srv.ls.addrs()); err != nil {
+		if err := writeReadyFile(f.listen.readyFile, srv.addrs()); err != nil {
 			log.Error("writing ready file", "err", err)
 		}
 	}
@@ -285,6 +289,8 @@ type servers struct {
 	http   []*http.Server // the data plane's, then the admin listener's
 	grpc   grpcServer
 	errc   chan error // a server that stopped serving
+	// storeAPI is the store API's server, nil without --store-api-addr.
+	storeAPI *storeAPIServer
 	// stopPage stops the status page's sampling (a no-op without --admin).
 	stopPage func()
 }
@@ -336,7 +342,12 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 		return nil, err
 	}
 	_, split := f.listen.adminAddr()
-	s := &servers{ls: ls, api: api, errc: make(chan error, 4), stopPage: stopPage}
+	s := &servers{ls: ls, api: api, errc: make(chan error, 5), stopPage: stopPage}
+	if s.storeAPI, err = startStoreAPI(f, c, srvCerts, cm, s.errc); err != nil {
+		ls.close()
+		stopPage()
+		return nil, err
+	}
 	dataPlane := tf.httpServer(tf.dataPlane(api, c.log, c.metrics, split), c.log, false)
 	s.http = []*http.Server{dataPlane}
 	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
@@ -430,7 +441,7 @@ func (s *servers) drain(g *shutdownFlags, log *slog.Logger) (deadline time.Time)
 	s.health.Drain()
 	time.Sleep(g.drainDelay)
 	deadline = time.Now().Add(g.timeout)
-	if err := shutdown(s.http, s.grpc, deadline); err != nil {
+	if err := shutdown(s.http, deadline, s.grpcServers()...); err != nil {
 		log.Warn("drain incomplete", "err", err)
 	}
 	s.stopPage()

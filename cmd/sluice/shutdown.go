@@ -27,20 +27,20 @@ func (g *shutdownFlags) validate() error {
 	return nil
 }
 
-// grpcServer is the gRPC server: grpc-go's, or grpcfast's in front of it.
+// grpcServer is a gRPC server: grpc-go's, or grpcfast's in front of it.
 type grpcServer interface {
 	GracefulStop()
 	Stop()
 }
 
-// shutdown drains the HTTP servers and the gRPC server at once until
+// shutdown drains the HTTP servers and the gRPC servers at once until
 // deadline; past it, the remaining connections are closed, and shutdown
 // returns even if handlers are still stuck (the process exits anyway).
-func shutdown(hs []*http.Server, g grpcServer, deadline time.Time) error {
+func shutdown(hs []*http.Server, deadline time.Time, gs ...grpcServer) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make([]error, len(hs)+1)
+	errs := make([]error, len(hs)+len(gs))
 	for i, h := range hs {
 		wg.Go(func() {
 			errs[i] = h.Shutdown(ctx)
@@ -49,7 +49,9 @@ func shutdown(hs []*http.Server, g grpcServer, deadline time.Time) error {
 			}
 		})
 	}
-	wg.Go(func() { errs[len(hs)] = stopGRPC(ctx, g) })
+	for i, g := range gs {
+		wg.Go(func() { errs[len(hs)+i] = stopGRPC(ctx, g) })
+	}
 	wg.Wait()
 	return errors.Join(errs...)
 }

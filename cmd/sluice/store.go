@@ -37,8 +37,8 @@ func (st *storeSet) wrapForTest() {
 	}
 }
 
-// openStore returns the memory store, or, when --redis (or --memcache) is
-// set, the shared store in the stack of package stack: failover (a
+// openStore returns the memory store, or, when --redis (or --memcache, or
+// --remote-store: another sluice's store API) is set, the shared store in the stack of package stack: failover (a
 // deadline on every call, a breaker, and the --failure-mode default, which
 // a rule's failure_mode overrides), with --redis-persecond a second Redis
 // (with its own failover) for the limits of a second or less, and with
@@ -51,9 +51,13 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
 	mode := f.redis.failover.mode
+	timeout := f.redis.timeout
+	if f.redis.remote.addr != "" {
+		timeout = f.redis.remote.timeout
+	}
 	fopts := []failover.Option{
 		failover.WithDefaultMode(mode),
-		failover.WithTimeout(f.redis.timeout),
+		failover.WithTimeout(timeout),
 		failover.WithObserver(m),
 		failover.WithLogger(log),
 	}
@@ -70,14 +74,22 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		name     string
 		opts     []stack.Option
 	)
-	if f.redis.memcache.set() {
+	switch {
+	case f.redis.remote.addr != "":
+		rs, rdown, err := openRemote(ctx, &f.redis.remote, log)
+		if err != nil {
+			return nil, err
+		}
+		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
+		name = "remote " + f.redis.remote.addr + " (failover fail_" + mode.String()
+	case f.redis.memcache.set():
 		ms, mdown, err := openMemcache(ctx, &f.redis.memcache, f.redis.keyPrefix, f.redis.timeout, log)
 		if err != nil {
 			return nil, err
 		}
 		raw, down, closeRaw = ms, mdown, func() { ms.Close() }
 		name = "memcache (failover fail_" + mode.String()
-	} else {
+	default:
 		ropts := []redisstore.Option{redisstore.WithPrefix(f.redis.keyPrefix)}
 		tc, err := f.tls.redis(log)
 		if err != nil {
@@ -144,7 +156,7 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		name:      name + ")",
 		ready:     st.Ready,
 		close:     func() { st.Close(); closeRaw() },
-		waitBound: f.redis.timeout,
+		waitBound: timeout,
 	}, nil
 }
 

@@ -47,7 +47,7 @@ func New(o Options) (_ http.Handler, err error) {
 	if o.Engine != nil && o.Store == nil {
 		return nil, errors.New("admin: an engine needs its store")
 	}
-	a, err := newAuthenticator(o.Auth, o.Log)
+	a, err := newAuthenticator(o.Auth, "the admin endpoints", o.Log)
 	if err != nil {
 		return nil, err
 	}

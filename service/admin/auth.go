@@ -48,10 +48,11 @@ func Caller(ctx context.Context) string {
 type authenticator struct {
 	tokens *tokenFile // nil without a token file
 	ca     *caFile    // nil without a client CA
+	what   string     // what it guards, in messages: "the admin endpoints"
 }
 
-func newAuthenticator(o Auth, log *slog.Logger) (*authenticator, error) {
-	a := &authenticator{}
+func newAuthenticator(o Auth, what string, log *slog.Logger) (*authenticator, error) {
+	a := &authenticator{what: what}
 	if o.TokenFile != "" {
 		t, err := openTokenFile(o.TokenFile, log)
 		if err != nil {
@@ -72,7 +73,11 @@ func newAuthenticator(o Auth, log *slog.Logger) (*authenticator, error) {
 // wrap answers h's requests from authenticated callers only.
 func (a *authenticator) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who, code, msg := a.authenticate(r)
+		c := Credentials{Authorization: r.Header.Get("Authorization"), RemoteAddr: r.RemoteAddr}
+		if r.TLS != nil {
+			c.PeerCertificates = r.TLS.PeerCertificates
+		}
+		who, code, msg := a.authenticate(c)
 		if code != 0 {
 			if code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
@@ -86,22 +91,22 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 
 // authenticate returns the caller's name, or the status and message of a
 // refusal.
-func (a *authenticator) authenticate(r *http.Request) (who string, code int, msg string) {
+func (a *authenticator) authenticate(c Credentials) (who string, code int, msg string) {
 	if a.tokens == nil && a.ca == nil {
-		if loopback(r.RemoteAddr) {
+		if loopback(c.RemoteAddr) {
 			return "loopback", 0, ""
 		}
-		return "", http.StatusForbidden, "the admin endpoints answer only loopback callers when neither a token file nor a client CA is configured"
+		return "", http.StatusForbidden, a.what + " answer only loopback callers when neither a token file nor a client CA is configured"
 	}
-	if a.ca != nil && r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-		if subject, err := a.ca.verify(r.TLS.PeerCertificates); err == nil {
+	if a.ca != nil && len(c.PeerCertificates) > 0 {
+		if subject, err := a.ca.verify(c.PeerCertificates); err == nil {
 			return subject, 0, ""
 		} else if a.tokens == nil {
 			return "", http.StatusUnauthorized, "client certificate: " + err.Error()
 		}
 	}
 	if a.tokens != nil {
-		h := r.Header.Get("Authorization")
+		h := c.Authorization
 		scheme, tok, ok := strings.Cut(h, " ")
 		if h == "" {
 			return "", http.StatusUnauthorized, a.want()
@@ -147,9 +152,9 @@ type caFile struct {
 
 func openCAFile(path string, log *slog.Logger) (*caFile, error) {
 	v, err := livefile.New([]string{path}, func() (*x509.CertPool, error) { return certs.LoadPool(path) }, livefile.Hooks[*x509.CertPool]{
-		Loaded: func(*x509.CertPool) { log.Info("admin client CA file reloaded", "file", path) },
+		Loaded: func(*x509.CertPool) { log.Info("client CA file reloaded", "file", path) },
 		Failed: func(err error) {
-			log.Error("admin client CA file changed but does not load; keeping the previous CAs", "err", err)
+			log.Error("client CA file changed but does not load; keeping the previous CAs", "err", err)
 		},
 	})
 	if err != nil {

@@ -55,9 +55,9 @@ func openTokenFile(path string, log *slog.Logger) (*tokenFile, error) {
 		}
 		return readTokens(path)
 	}, livefile.Hooks[[]token]{
-		Loaded: func(ts []token) { log.Info("admin token file reloaded", "file", path, "tokens", len(ts)) },
+		Loaded: func(ts []token) { log.Info("token file reloaded", "file", path, "tokens", len(ts)) },
 		Failed: func(err error) {
-			log.Error("admin token file changed but does not load; keeping the previous tokens", "err", err)
+			log.Error("token file changed but does not load; keeping the previous tokens", "err", err)
 		},
 	})
 	if err != nil {

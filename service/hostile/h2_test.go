@@ -93,12 +93,16 @@ func (c *h2conn) write(fn func() error) error {
 
 // openStreams opens n ShouldRateLimit streams that never send their
 // request message.
-func (c *h2conn) openStreams(n int) error {
+func (c *h2conn) openStreams(n int) error { return c.openStreamsOn(rlsPath, n) }
+
+// openStreamsOn opens n streams of the gRPC method path that never send
+// their request message.
+func (c *h2conn) openStreamsOn(path string, n int) error {
 	for range n {
 		err := c.write(func() error {
 			c.hbuf.Reset()
 			for _, hf := range [][2]string{
-				{":method", "POST"}, {":scheme", "http"}, {":path", rlsPath}, {":authority", c.nc.RemoteAddr().String()},
+				{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", c.nc.RemoteAddr().String()},
 				{"content-type", "application/grpc"}, {"te", "trailers"},
 			} {
 				c.enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})

@@ -21,6 +21,8 @@ type class struct {
 	peakGoroutines int
 	// panics: the class provokes panics on purpose, so the log has them.
 	panics bool
+	// setup, when not nil, returns more flags, made for the test (files).
+	setup func(t *testing.T) []flagArg
 	// start starts the process (nil: start, with the configuration file
 	// of proc_test.go).
 	start func(t *testing.T, flags []flagArg) *proc
@@ -36,6 +38,7 @@ var classes = []class{
 	identityClass,
 	utf8Class,
 	panicClass,
+	storeAPIClass,
 	permitsClass,
 }
 
@@ -68,6 +71,9 @@ func runClass(t *testing.T, c class, f *figures) {
 	store := f.store
 	h := &harness{t: t, store: store, sameKey: "key-" + c.name}
 	flags := c.flags
+	if c.setup != nil {
+		flags = append(append([]flagArg{}, flags...), c.setup(t)...)
+	}
 	if store == "redis" {
 		// A generous --redis-timeout, as cmd/sluice's end-to-end tests
 		// have: on a loaded machine a starved Redis must show as a slow

@@ -83,8 +83,10 @@ type proc struct {
 	httpAddr string // host:port
 	grpcAddr string
 	admin    string // the admin listener's host:port, "" when off
-	done     chan struct{}
-	exitErr  error
+	// storeAPIAddr is the store API's host:port, with --store-api-addr.
+	storeAPIAddr string
+	done         chan struct{}
+	exitErr      error
 
 	// Clients opened right after start and kept warm: the probes' and the
 	// sampler's, as Envoy's and Prometheus' long-lived connections are.
@@ -150,12 +152,15 @@ func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
 	for {
 		b, err := os.ReadFile(ready)
 		if err == nil {
-			var addrs struct{ HTTP, GRPC, Admin string }
+			var addrs struct {
+				HTTP, GRPC, Admin string
+				StoreAPI          string `json:"store_api"`
+			}
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				p.kill("bad ready file")
 				t.Fatalf("ready file %s: %v", b, err)
 			}
-			p.httpAddr, p.grpcAddr, p.admin = addrs.HTTP, addrs.GRPC, addrs.Admin
+			p.httpAddr, p.grpcAddr, p.admin, p.storeAPIAddr = addrs.HTTP, addrs.GRPC, addrs.Admin, addrs.StoreAPI
 			break
 		}
 		select {

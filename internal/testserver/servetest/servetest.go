@@ -79,8 +79,11 @@ type Server struct {
 	GRPC string // host:port of the gRPC listener
 	// Admin is host:port of the admin listener, when args have --admin.
 	Admin string
-	cmd   *exec.Cmd
-	out   *Output
+	// StoreAPI is host:port of the store API, when args have
+	// --store-api-addr.
+	StoreAPI string
+	cmd      *exec.Cmd
+	out      *Output
 }
 
 // Log returns what the server wrote to stderr so far.
@@ -116,11 +119,14 @@ func StartIn(t testing.TB, dir string, args ...string) *Server {
 	})
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if b, err := os.ReadFile(ready); err == nil {
-			var addrs struct{ HTTP, GRPC, Admin string }
+			var addrs struct {
+				HTTP, GRPC, Admin string
+				StoreAPI          string `json:"store_api"`
+			}
 			if err := json.Unmarshal(b, &addrs); err != nil {
 				t.Fatalf("ready file %q: %v", b, err)
 			}
-			s.HTTP, s.GRPC, s.Admin = addrs.HTTP, addrs.GRPC, addrs.Admin
+			s.HTTP, s.GRPC, s.Admin, s.StoreAPI = addrs.HTTP, addrs.GRPC, addrs.Admin, addrs.StoreAPI
 			return s
 		}
 		select {
