@@ -7,21 +7,24 @@ import (
 	"github.com/sluicehq/sluice/service/rls"
 )
 
-// configHealth is --ready-needs-config (the reference's
-// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED): /readyz, /healthcheck and gRPC
-// health report not ready until a configuration with at least one domain
-// is in force, and again while one with none is.
+// configHealth makes /readyz, /healthcheck and gRPC health agree on the
+// configuration: with needDomain (--ready-needs-config, the reference's
+// HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED) they report not ready until a
+// configuration with at least one domain is in force, and again while one
+// with none is; without (--xds-force-start), until a first configuration
+// is in force.
 type configHealth struct {
-	mu     sync.Mutex
-	ok     bool
-	health *rls.Health // nil until the gRPC server exists
+	mu         sync.Mutex
+	needDomain bool
+	ok         bool
+	health     *rls.Health // nil until the gRPC server exists
 }
 
 // applied follows the configuration put in force (source.Applier.Applied).
 func (h *configHealth) applied(c *config.Config) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ok = len(c.Domains()) > 0
+	h.ok = !h.needDomain || len(c.Domains()) > 0
 	if h.health != nil {
 		h.health.SetServing(h.ok)
 	}
@@ -39,8 +42,11 @@ func (h *configHealth) attach(g *rls.Health) {
 func (h *configHealth) ready() (bool, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ok {
+	switch {
+	case h.ok:
 		return true, ""
+	case h.needDomain:
+		return false, "no configuration with a domain loaded (--ready-needs-config)"
 	}
-	return false, "no configuration with a domain loaded (--ready-needs-config)"
+	return false, "no configuration from xDS yet (--xds-force-start)"
 }

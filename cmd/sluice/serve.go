@@ -163,8 +163,15 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		Log:     log,
 	}
 	var cfgHealth *configHealth
-	if f.config.readyNeeds {
+	switch {
+	case f.config.readyNeeds:
+		cfgHealth = &configHealth{needDomain: true}
+	case f.xds.server != "" && f.xds.forceStart:
+		// Serving before a first configuration: gRPC health says so as
+		// /readyz does.
 		cfgHealth = &configHealth{}
+	}
+	if cfgHealth != nil {
 		ap.Applied = cfgHealth.applied
 	}
 	files := f.config.files()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -164,6 +165,19 @@ func TestServeXDSForceStart(t *testing.T) {
 	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "xDS") {
 		t.Fatalf("/readyz before a configuration: %d %q", code, body)
 	}
+	// gRPC health agrees with /readyz.
+	hc := healthpb.NewHealthClient(p.conn)
+	serving := func() bool {
+		t.Helper()
+		r, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status == healthpb.HealthCheckResponse_SERVING
+	}
+	if serving() {
+		t.Fatal("gRPC health SERVING before a configuration, while /readyz is 503")
+	}
 	// No domain yet: answered as an unknown domain, OK with no limit.
 	before, err := p.rls.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "xds", Descriptors: []*rlpb.RateLimitDescriptor{d("k", "a")}, HitsAddend: 1})
 	if err != nil || before.GetOverallCode() != pb.RateLimitResponse_OK || before.GetStatuses()[0].GetCurrentLimit() != nil {
@@ -172,11 +186,11 @@ func TestServeXDSForceStart(t *testing.T) {
 	cp.Set(t, "sluice-test", "v1", xdsDomain("r1", 1))
 	cp.WaitRequest(t, xdsWait, xdstest.IsACK("v1"))
 	for deadline := time.Now().Add(xdsWait); ; time.Sleep(5 * time.Millisecond) {
-		if code, _ := get("/readyz"); code == http.StatusOK {
+		if code, _ := get("/readyz"); code == http.StatusOK && serving() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("/readyz not ready after the first configuration")
+			t.Fatal("/readyz or gRPC health not ready after the first configuration")
 		}
 	}
 	resp, err := p.rls.ShouldRateLimit(t.Context(), &pb.RateLimitRequest{Domain: "xds", Descriptors: []*rlpb.RateLimitDescriptor{d("k", "a")}, HitsAddend: 1})
