@@ -45,7 +45,7 @@ func (g *xdsFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.backoffJitter, "xds-backoff-jitter", xds.DefaultBackoff.Jitter, "randomize the reconnection delays by --xds-backoff-random-factor")
 	g.maxMessageSize = xds.DefaultMaxMessageSize
 	fs.Var(&g.maxMessageSize, "xds-max-message-size", "the largest response accepted from the control plane (`bytes`, e.g. 16MiB)")
-	fs.BoolVar(&g.forceStart, "xds-force-start", false, "serve before the first configuration arrives from the control plane (with no domain configured, /readyz failing until it does) instead of waiting for it")
+	fs.BoolVar(&g.forceStart, "xds-force-start", false, "serve before the first configuration arrives from the control plane (with no domain configured, /readyz and gRPC health not ready until it does) instead of waiting for it")
 }
 
 func (g *xdsFlags) validate() error {
