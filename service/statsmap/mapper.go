@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -23,8 +24,19 @@ const (
 	Observer Type = "observer" // a timer
 )
 
-// MaxMappingBytes bounds a mapping file.
-const MaxMappingBytes = 1 << 20
+// The bounds of a mapping file, checked by Parse: each keeps what one file
+// may cost at start and per statistic within reach of its size.
+const (
+	MaxMappingBytes = 1 << 20 // the file
+	MaxMappings     = 1000    // its mappings; an unmapped statistic tries each
+	MaxRegexBytes   = 1024    // a regex mapping's match
+	MaxLabels       = 32      // a mapping's labels
+	MaxBuckets      = 256     // a histogram's buckets, at the top or in histogram_options
+	MaxQuantiles    = 32      // a summary's quantiles
+	MaxNativeMax    = 4096    // native_histogram_max_buckets
+	MaxAgeBuckets   = 64      // summary_options' age_buckets
+	MaxBufCap       = 65536   // summary_options' buf_cap
+)
 
 var (
 	// A glob's components: the first cannot start with a digit; '*' is a
@@ -167,6 +179,12 @@ func Parse(data []byte) (*Mapper, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("mapping file: %v", err)
 	}
+	if len(f.Mappings) > MaxMappings {
+		return nil, fmt.Errorf("mappings: %d, more than %d", len(f.Mappings), MaxMappings)
+	}
+	if err := checkDefaults(&f.Defaults); err != nil {
+		return nil, fmt.Errorf("defaults: %v", err)
+	}
 	m := &Mapper{unordered: f.Defaults.GlobDisableOrdering}
 	d := &m.defaults
 	var err error
@@ -226,9 +244,20 @@ func (m *Mapper) mapping(y *mappingYAML, defMatch string) (*mapping, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, l := range labels {
+	if len(labels) > MaxLabels {
+		return nil, fmt.Errorf("labels: %d, more than %d", len(labels), MaxLabels)
+	}
+	for i, l := range labels {
 		if !labelRE.MatchString(l[0]) {
 			return nil, fmt.Errorf("label name %q: want [a-zA-Z_][a-zA-Z0-9_]+", l[0])
+		}
+		if strings.HasPrefix(l[0], "__") {
+			return nil, fmt.Errorf("label name %q: names starting with __ are Prometheus's own", l[0])
+		}
+		for _, o := range labels[:i] {
+			if o[0] == l[0] {
+				return nil, fmt.Errorf("label name %q: twice", l[0])
+			}
 		}
 	}
 	mp.labels = labels
@@ -246,6 +275,8 @@ func (m *Mapper) mapping(y *mappingYAML, defMatch string) (*mapping, error) {
 				mp.captures++
 			}
 		}
+	} else if len(y.Match) > MaxRegexBytes {
+		return nil, fmt.Errorf("regex of %d bytes, more than %d", len(y.Match), MaxRegexBytes)
 	} else if mp.re, err = regexp.Compile(y.Match); err != nil {
 		return nil, fmt.Errorf("regex: %v", err)
 	}
@@ -277,7 +308,106 @@ func (m *Mapper) mapping(y *mappingYAML, defMatch string) (*mapping, error) {
 	if mp.observer == "" {
 		mp.observer = m.defaults.observer
 	}
-	return mp, m.observerOptions(mp, y)
+	if err := checkOptions(y.Buckets, y.Quantiles, y.HistogramOptions, y.SummaryOptions); err != nil {
+		return nil, err
+	}
+	if err := m.observerOptions(mp, y); err != nil {
+		return nil, err
+	}
+	// A timer of this mapping is a histogram's or a summary's observation,
+	// whose own label le or quantile it cannot have.
+	if mp.mtype == "" || mp.mtype == Observer {
+		own := "quantile"
+		if mp.observer == "histogram" {
+			own = "le"
+		}
+		for _, l := range mp.labels {
+			if l[0] == own {
+				return nil, fmt.Errorf("label name %q: the %s's own", own, observerName(mp.observer))
+			}
+		}
+	}
+	return mp, nil
+}
+
+// observerName is the kind of observer a timer of a mapping with observer
+// o makes.
+func observerName(o string) string {
+	if o == "histogram" {
+		return "histogram"
+	}
+	return "summary"
+}
+
+func checkDefaults(d *defaultsYAML) error {
+	return checkOptions(d.Buckets, d.Quantiles, &d.HistogramOptions, &d.SummaryOptions)
+}
+
+// checkOptions checks the values of a histogram's or a summary's options
+// that Prometheus would refuse, or that would cost beyond the bounds.
+func checkOptions(buckets []float64, quantiles []Objective, h *histogramYAML, s *summaryYAML) error {
+	if err := checkBuckets("buckets", buckets); err != nil {
+		return err
+	}
+	if err := checkQuantiles("quantiles", quantiles); err != nil {
+		return err
+	}
+	if h != nil {
+		if err := checkBuckets("histogram_options.buckets", h.Buckets); err != nil {
+			return err
+		}
+		if h.NativeMax > MaxNativeMax {
+			return fmt.Errorf("histogram_options.native_histogram_max_buckets %d: more than %d", h.NativeMax, MaxNativeMax)
+		}
+		if math.IsNaN(h.NativeFactor) || math.IsInf(h.NativeFactor, 0) || h.NativeFactor < 0 {
+			return fmt.Errorf("histogram_options.native_histogram_bucket_factor %v: want a finite number, 0 or more", h.NativeFactor)
+		}
+	}
+	if s != nil {
+		if err := checkQuantiles("summary_options.quantiles", s.Quantiles); err != nil {
+			return err
+		}
+		if s.MaxAge < 0 {
+			return fmt.Errorf("summary_options.max_age %v: negative", s.MaxAge)
+		}
+		if s.AgeBuckets > MaxAgeBuckets {
+			return fmt.Errorf("summary_options.age_buckets %d: more than %d", s.AgeBuckets, MaxAgeBuckets)
+		}
+		if s.BufCap > MaxBufCap {
+			return fmt.Errorf("summary_options.buf_cap %d: more than %d", s.BufCap, MaxBufCap)
+		}
+	}
+	return nil
+}
+
+func checkBuckets(field string, b []float64) error {
+	if len(b) > MaxBuckets {
+		return fmt.Errorf("%s: %d, more than %d", field, len(b), MaxBuckets)
+	}
+	for i, x := range b {
+		if math.IsNaN(x) {
+			return fmt.Errorf("%s[%d]: not a number", field, i)
+		}
+		if i > 0 && x <= b[i-1] {
+			return fmt.Errorf("%s[%d] %v: want each bucket above the one before", field, i, x)
+		}
+	}
+	return nil
+}
+
+func checkQuantiles(field string, q []Objective) error {
+	if len(q) > MaxQuantiles {
+		return fmt.Errorf("%s: %d, more than %d", field, len(q), MaxQuantiles)
+	}
+	for i, o := range q {
+		if !(o.Quantile >= 0 && o.Quantile <= 1) {
+			return fmt.Errorf("%s[%d].quantile %v: want 0 to 1", field, i, o.Quantile)
+		}
+		if !(o.Error >= 0 && o.Error <= 1) {
+			return fmt.Errorf("%s[%d].error %v: want 0 to 1", field, i, o.Error)
+		}
+	}
+	return nil
 }
 
 // observerOptions completes a mapping's histogram or summary options with

@@ -1,6 +1,8 @@
 package statsmap
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -125,6 +127,27 @@ func TestParseErrors(t *testing.T) {
 		{"defaults:\n  match_type: fuzzy\n", `match_type "fuzzy"`},
 		{"defaults:\n  ttl: forever\n", "forever"},
 		{"mappings: 3\n", "cannot unmarshal"},
+		// Bounds, and values Prometheus would panic on when a statistic
+		// first comes.
+		{"mappings:\n  - match: '" + strings.Repeat("a", MaxRegexBytes+1) + "'\n    match_type: regex\n    name: x\n", "regex of 1025 bytes, more than 1024"},
+		{"mappings:\n  - match: a\n    name: x\n    labels: {" + manyLabels(MaxLabels+1) + "}\n", "labels: 33, more than 32"},
+		{"mappings:\n  - match: a\n    name: x\n    labels: {ab: x, ab: y}\n", `label name "ab": twice`},
+		{"mappings:\n  - match: a\n    name: x\n    labels: {__ab: x}\n", `label name "__ab": names starting with __`},
+		{"mappings:\n  - match: a\n    name: x\n    observer_type: histogram\n    labels: {le: x}\n", `label name "le": the histogram's own`},
+		{"mappings:\n  - match: a\n    name: x\n    labels: {quantile: x}\n", `label name "quantile": the summary's own`},
+		{"defaults:\n  observer_type: histogram\nmappings:\n  - match: a\n    name: x\n    labels: {le: x}\n", `mappings[0] (match "a"): label name "le": the histogram's own`},
+		{"mappings:\n  - match: a\n    name: x\n    observer_type: histogram\n    buckets: [3, 2]\n", "buckets[1] 2: want each bucket above the one before"},
+		{"mappings:\n  - match: a\n    name: x\n    histogram_options: {buckets: [1, 1]}\n", "histogram_options.buckets[1] 1"},
+		{"defaults:\n  buckets: [.nan]\n", "defaults: buckets[0]: not a number"},
+		{"defaults:\n  buckets: [" + strings.Repeat("1,", MaxBuckets) + "1]\n", "buckets: 257, more than 256"},
+		{"defaults:\n  quantiles: [{quantile: 1.5, error: 0.1}]\n", "quantiles[0].quantile 1.5: want 0 to 1"},
+		{"defaults:\n  summary_options: {quantiles: [{quantile: 0.5, error: -1}]}\n", "summary_options.quantiles[0].error -1"},
+		{"defaults:\n  summary_options: {max_age: -1s}\n", "summary_options.max_age -1s: negative"},
+		{"defaults:\n  summary_options: {age_buckets: 65}\n", "age_buckets 65: more than 64"},
+		{"mappings:\n  - match: a\n    name: x\n    observer_type: summary\n    summary_options: {buf_cap: 4294967295}\n", "buf_cap 4294967295: more than 65536"},
+		{"defaults:\n  histogram_options: {native_histogram_max_buckets: 4097}\n", "native_histogram_max_buckets 4097: more than 4096"},
+		{"defaults:\n  histogram_options: {native_histogram_bucket_factor: .inf}\n", "native_histogram_bucket_factor +Inf"},
+		{"mappings:\n" + strings.Repeat("  - match: a\n    name: x\n", MaxMappings+1), "mappings: 1001, more than 1000"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.give))
@@ -138,6 +161,35 @@ func TestParseErrors(t *testing.T) {
 	if m, err := Parse(nil); err != nil || len(m.globs)+len(m.regexes) != 0 {
 		t.Errorf("Parse(nil) = %v, %v; want no mappings", m, err)
 	}
+}
+
+// manyLabels is n labels in YAML's flow style.
+func manyLabels(n int) string {
+	l := make([]string, n)
+	for i := range l {
+		l[i] = fmt.Sprintf("l%d: x", i)
+	}
+	return strings.Join(l, ", ")
+}
+
+// TestParseBoundsAccepted parses a file at every bound: it loads, and a
+// statistic of each kind makes its metric.
+func TestParseBoundsAccepted(t *testing.T) {
+	buckets := make([]string, MaxBuckets)
+	for i := range buckets {
+		buckets[i] = strconv.Itoa(i)
+	}
+	file := "defaults:\n  observer_type: histogram\n  histogram_options: {native_histogram_max_buckets: " + strconv.Itoa(MaxNativeMax) + ", buckets: [" + strings.Join(buckets, ",") + "]}\n" +
+		"  summary_options: {age_buckets: " + strconv.Itoa(MaxAgeBuckets) + ", buf_cap: " + strconv.Itoa(MaxBufCap) + ", quantiles: [" + strings.Repeat("{quantile: 0.5, error: 0.1},", MaxQuantiles-1) + "{quantile: 1, error: 0}]}\n" +
+		"mappings:\n  - match: '" + strings.Repeat("a", MaxRegexBytes) + "'\n    match_type: regex\n    name: r\n    labels: {" + manyLabels(MaxLabels) + "}\n" +
+		"  - match: a\n    name: s\n    observer_type: summary\n    labels: {le: x}\n" +
+		"  - match: b\n    name: c\n    match_metric_type: counter\n    labels: {le: x, quantile: y}\n" +
+		strings.Repeat("  - match: c\n    name: x\n", MaxMappings-3)
+	m, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exercise(t, m)
 }
 
 func TestEscapeName(t *testing.T) {
