@@ -62,8 +62,8 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			}
 		}
 		if it.sum > it.p.Cap && !it.p.Charge {
-			return nil, fmt.Errorf("request %d: %w: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
-				i, sluice.ErrExceedsCapacity, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)
+			return nil, &sluice.LimitError{Field: "N", Err: sluice.ErrExceedsCapacity, Reason: fmt.Sprintf("request %d: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
+				i, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)}
 		}
 		shards = append(shards, it.rf.si)
 	}

@@ -70,8 +70,8 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 			}
 		}
 		if c := rq.Limit.Capacity(); sum > c && rq.Limit.Counting != sluice.CountAll {
-			return nil, fmt.Errorf("request %d: %w: n = %d on key %q after %d earlier in the call, but %v admits at most %d at once",
-				i, sluice.ErrExceedsCapacity, rq.N, rq.Key, sum-rq.N, rq.Limit, c)
+			return nil, &sluice.LimitError{Field: "N", Err: sluice.ErrExceedsCapacity, Reason: fmt.Sprintf("request %d: n = %d on key %q after %d earlier in the call, but %v admits at most %d at once",
+				i, rq.N, rq.Key, sum-rq.N, rq.Limit, c)}
 		}
 	}
 	args := s.clockArgs(mb.args[:0])

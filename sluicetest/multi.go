@@ -168,8 +168,9 @@ func (s *suite) testMultiSameState(t *testing.T) {
 	// admitted: ErrExceedsCapacity, as for one request.
 	k3 := newKey(t)
 	ds, err := e.f.AllowMulti(context.Background(), []sluice.Request{{Key: k3, Limit: sl, N: 2}, {Key: k3, Limit: sl, N: 2}})
-	if !errors.Is(err, sluice.ErrExceedsCapacity) {
-		t.Errorf("AllowMulti(2, 2 on one state of capacity 3) = %+v, %v, want ErrExceedsCapacity", ds, err)
+	var le *sluice.LimitError
+	if !errors.Is(err, sluice.ErrExceedsCapacity) || !errors.As(err, &le) || le.Field != "N" {
+		t.Errorf("AllowMulti(2, 2 on one state of capacity 3) = %+v, %v, want a *sluice.LimitError on N wrapping ErrExceedsCapacity", ds, err)
 	}
 	// One key with two periods: two states.
 	day := sl
