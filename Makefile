@@ -47,13 +47,15 @@ vet:
 # internal/testserver/redistest, listed as they run) then run a second time
 # on Valkey when valkey-server is present (VALKEY_SERVER, else
 # ../shared/valkey/, else PATH), and are skipped with one line when it is not.
+# That second pass is about the server: it runs without the race detector,
+# which the first pass ran over the same code.
 unit:
 	@rec=$$(mktemp) && trap 'rm -f "$$rec"' EXIT && \
 	echo "$(GO) test -race -shuffle=on -count=1 -timeout 20m ./..." && \
 	REDISTEST_RECORD="$$rec" $(GO) test -race -shuffle=on -count=1 -timeout 20m ./... && \
 	echo "cd bench && $(GO) test -race -count=1 ./loadgen ./deviation ./regions/..." && \
 	(cd bench && REDISTEST_RECORD="$$rec" $(GO) test -race -count=1 ./loadgen ./deviation ./regions/...) && \
-	GO="$(GO)" ./scripts/valkey-tests.sh "$$rec" -race -shuffle=on -count=1 -timeout 20m
+	GO="$(GO)" ./scripts/valkey-tests.sh "$$rec" -shuffle=on -count=1 -timeout 20m
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
