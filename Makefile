@@ -34,7 +34,9 @@ test:
 	./scripts/ensure-nginx.sh
 	./scripts/ensure-prometheus.sh
 	./scripts/ensure-chromium.sh
-	$(MAKE) check-format vet unit compat release-check
+	$(MAKE) check-format vet
+	$(MAKE) -j2 unit compat
+	$(MAKE) release-check
 
 check-format:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -49,13 +51,18 @@ vet:
 # ../shared/valkey/, else PATH), and are skipped with one line when it is not.
 # That second pass is about the server: it runs without the race detector,
 # which the first pass ran over the same code.
+# Four test binaries run at a time (go test's default is one per core):
+# most of a package's time is spent waiting on real servers and windows of
+# the clock, not computing, so two cores keep four busy. make test runs
+# make compat beside it, for the same reason.
+TESTP ?= 4
 unit:
 	@rec=$$(mktemp) && trap 'rm -f "$$rec"' EXIT && \
-	echo "$(GO) test -race -shuffle=on -count=1 -timeout 20m ./..." && \
-	REDISTEST_RECORD="$$rec" $(GO) test -race -shuffle=on -count=1 -timeout 20m ./... && \
+	echo "$(GO) test -race -p $(TESTP) -shuffle=on -count=1 -timeout 20m ./..." && \
+	REDISTEST_RECORD="$$rec" $(GO) test -race -p $(TESTP) -shuffle=on -count=1 -timeout 20m ./... && \
 	echo "cd bench && $(GO) test -race -count=1 ./loadgen ./deviation ./regions/..." && \
 	(cd bench && REDISTEST_RECORD="$$rec" $(GO) test -race -count=1 ./loadgen ./deviation ./regions/...) && \
-	GO="$(GO)" ./scripts/valkey-tests.sh "$$rec" -shuffle=on -count=1 -timeout 20m
+	GO="$(GO)" ./scripts/valkey-tests.sh "$$rec" -p $(TESTP) -shuffle=on -count=1 -timeout 20m
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
