@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
+	"github.com/sluicehq/sluice/internal/testserver/reexec"
 	"github.com/sluicehq/sluice/memcachestore"
 )
 
@@ -29,13 +26,12 @@ import (
 // aligned window, and never more than Burst + Rate·t/Period in any
 // interval t for the buckets.
 //
-// The children start together once all have their store open. Defaults
-// keep it near 3 s. Longer runs:
+// The children start together once all have their store open, and each
+// runs for the run's duration. Defaults keep it near 3 s. Longer runs:
 //
 //	SLUICE_MC_PROCS=8 SLUICE_MC_GOROUTINES=16 SLUICE_MC_DURATION=30s \
 //	  go test -run TestMultiProcessExactness -v ./memcachestore
 const (
-	envChild = "SLUICE_MC_CHILD" // set in children: the JSON config
 	envProcs = "SLUICE_MC_PROCS"
 	envGor   = "SLUICE_MC_GOROUTINES"
 	envDur   = "SLUICE_MC_DURATION"
@@ -63,24 +59,6 @@ type mpConfig struct {
 	Prefix     string
 	Duration   time.Duration
 	Goroutines int
-	Out        string
-	Ready      string // the child creates it once its store is open
-	Go         string // the parent writes the start time there once all are ready
-}
-
-// waitFile returns the contents of path once it exists, or fails t after a
-// minute (only a broken machine takes that long).
-func waitFile(t *testing.T, path string) []byte {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(path); err == nil {
-			return b
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within a minute", path)
-	return nil
 }
 
 type mpResult struct {
@@ -89,41 +67,11 @@ type mpResult struct {
 	FirstErr string
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		t.Fatalf("%s=%q: want a positive duration", name, v)
-	}
-	return d
-}
-
 // TestMultiProcessHelper is a child's body; it skips unless started by
 // TestMultiProcessExactness.
 func TestMultiProcessHelper(t *testing.T) {
-	raw := os.Getenv(envChild)
-	if raw == "" {
-		t.Skip("helper process of TestMultiProcessExactness")
-	}
 	var cfg mpConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		t.Fatalf("%s: %v", envChild, err)
-	}
+	child := reexec.Helper(t, &cfg)
 	store, err := memcachestore.Open(context.Background(), memcachestore.Options{
 		Servers: []string{cfg.Addr}, Prefix: cfg.Prefix, MaxIdleConns: cfg.Goroutines * len(mpCases()),
 		Timeout: 5 * time.Second,
@@ -132,25 +80,20 @@ func TestMultiProcessHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if err := os.WriteFile(cfg.Ready, nil, 0o600); err != nil {
-		t.Fatal(err)
+	if !child.Ready() {
+		return
 	}
-	var start time.Time
-	if err := start.UnmarshalText(waitFile(t, cfg.Go)); err != nil {
-		t.Fatal(err)
-	}
+	end := time.Now().Add(cfg.Duration)
 	res := mpResult{Stamps: map[string][]int64{}}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	end := start.Add(cfg.Duration)
 	for _, c := range mpCases() {
 		for range cfg.Goroutines {
 			wg.Go(func() {
 				var stamps []int64
 				var errs int
 				var firstErr error
-				time.Sleep(time.Until(start))
-				for time.Now().Before(end) {
+				for time.Now().Before(end) && !child.Stopped() {
 					d, at, err := store.Reserve(context.Background(), c.Name, c.Limit, 1)
 					switch {
 					case err != nil:
@@ -181,87 +124,31 @@ func TestMultiProcessHelper(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	b, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg.Out, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	child.Send(res)
 }
 
 func TestMultiProcessExactness(t *testing.T) {
-	if os.Getenv(envChild) != "" {
-		t.Skip("in a helper process")
-	}
-	procs := envInt(t, envProcs, 4)
-	gor := envInt(t, envGor, 4)
-	dur := envDuration(t, envDur, 1500*time.Millisecond)
+	procs := reexec.EnvInt(t, envProcs, 4)
+	gor := reexec.EnvInt(t, envGor, 4)
+	dur := reexec.EnvDuration(t, envDur, 1500*time.Millisecond)
 	m := memcachedtest.Server(t)
-	dir := t.TempDir()
-	goFile := filepath.Join(dir, "go")
 	prefix := fmt.Sprintf("mp%d:", rand.Uint32())
-
-	type child struct {
-		cmd *exec.Cmd
-		out string
-		log string
+	var cfgs []any
+	for range procs {
+		cfgs = append(cfgs, mpConfig{Addr: m.Addr, Prefix: prefix, Duration: dur, Goroutines: gor})
 	}
-	var children []child
-	for p := range procs {
-		cfg := mpConfig{Addr: m.Addr, Prefix: prefix, Duration: dur, Goroutines: gor,
-			Out: filepath.Join(dir, fmt.Sprintf("child%d.json", p)), Ready: filepath.Join(dir, fmt.Sprintf("child%d.ready", p)), Go: goFile}
-		raw, err := json.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		logName := filepath.Join(dir, fmt.Sprintf("child%d.log", p))
-		logf, err := os.Create(logName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer logf.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), dur+3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestMultiProcessHelper$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), envChild+"="+string(raw))
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start child %d: %v", p, err)
-		}
-		children = append(children, child{cmd: cmd, out: cfg.Out, log: logName})
-		defer func() { _ = cmd.Process.Kill() }() // a child left waiting when the parent fails
-	}
-	// Start together, once every child has its store open.
-	for p := range procs {
-		waitFile(t, filepath.Join(dir, fmt.Sprintf("child%d.ready", p)))
-	}
-	start := time.Now().Add(100 * time.Millisecond)
-	startText, _ := start.MarshalText()
-	if err := os.WriteFile(goFile+".tmp", startText, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(goFile+".tmp", goFile); err != nil { // appears whole
-		t.Fatal(err)
-	}
+	g := reexec.Start(t, "TestMultiProcessHelper", cfgs)
+	g.Go() // together, once every child has its store open
+	start := time.Now()
 	merged := map[string][]int64{}
 	took := 0
-	for p, c := range children {
-		err := c.cmd.Wait()
-		logText, _ := os.ReadFile(c.log)
-		if err != nil {
-			t.Fatalf("child %d: %v\n%s", p, err, logText)
-		}
-		raw, err := os.ReadFile(c.out)
-		if err != nil {
-			t.Fatalf("child %d wrote no result: %v\n%s", p, err, logText)
-		}
+	for msg := range g.Messages() {
 		var res mpResult
-		if err := json.Unmarshal(raw, &res); err != nil {
-			t.Fatalf("child %d: %v", p, err)
+		if err := json.Unmarshal(msg.Data, &res); err != nil {
+			t.Fatalf("child %d: %v", msg.Child, err)
 		}
 		if res.Errors > 0 {
-			t.Errorf("child %d: %d failed decisions, first: %s", p, res.Errors, res.FirstErr)
+			t.Errorf("child %d: %d failed decisions, first: %s", msg.Child, res.Errors, res.FirstErr)
 		}
 		total := 0
 		for name, s := range res.Stamps {
@@ -272,6 +159,7 @@ func TestMultiProcessExactness(t *testing.T) {
 			took++
 		}
 	}
+	g.Wait()
 	for _, c := range mpCases() {
 		t.Run(c.Name, func(t *testing.T) {
 			s := merged[c.Name]

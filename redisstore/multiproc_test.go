@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -137,30 +135,6 @@ type mpReport struct {
 	FirstErr      string
 }
 
-func envInt(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		t.Fatalf("%s=%q: want a duration", name, v)
-	}
-	return d
-}
-
 // childStore is a child's store on the client its configuration names.
 func childStore(t *testing.T, addr, client string) *redisstore.Store {
 	t.Helper()
@@ -242,12 +216,8 @@ func (c *mpCollector) take() mpReport {
 // TestMultiProcessHelper is a child's body; it skips unless started by
 // TestMultiProcessExactness.
 func TestMultiProcessHelper(t *testing.T) {
-	child := reexec.Child(t)
-	if child == nil {
-		t.Skip("helper process of TestMultiProcessExactness")
-	}
 	var cfg mpConfig
-	child.Config(&cfg)
+	child := reexec.Helper(t, &cfg)
 	store := childStore(t, cfg.Addr, cfg.Client)
 	col := &mpCollector{rounds: map[int]int{}}
 	col.take()
@@ -326,19 +296,7 @@ func TestMultiProcessHelper(t *testing.T) {
 		wg.Go(f)
 	}
 	// Report every few milliseconds until the goroutines have stopped.
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			child.Send(col.take())
-			continue
-		case <-stopped:
-		}
-		break
-	}
+	child.SendUntil(&wg, 20*time.Millisecond, func() any { return col.take() })
 	child.Send(col.take())
 }
 
@@ -435,9 +393,9 @@ func (r *mpRun) add(child int, rep mpReport) {
 }
 
 func TestMultiProcessExactness(t *testing.T) {
-	procs := envInt(t, envProcs, 4)
-	gor := envInt(t, envGor, 4)
-	atLeast := envDuration(t, envDur, 0)
+	procs := reexec.EnvInt(t, envProcs, 4)
+	gor := reexec.EnvInt(t, envGor, 4)
+	atLeast := reexec.EnvDuration(t, envDur, 0)
 	srv := redistest.Server(t)
 	prefix := fmt.Sprintf("mp%d:", rand.Uint32())
 	clients := []string{"rueidis", "go-redis"}

@@ -76,12 +76,8 @@ func (r *semResult) add(o semResult) {
 // TestSemaphoreHelper is a child's body; it skips unless started by the
 // tests below.
 func TestSemaphoreHelper(t *testing.T) {
-	child := reexec.Child(t)
-	if child == nil {
-		t.Skip("helper process of the semaphore's multi-process tests")
-	}
 	var cfg semConfig
-	child.Config(&cfg)
+	child := reexec.Helper(t, &cfg)
 	s := childStore(t, cfg.Addr, cfg.Client)
 	ctx := context.Background()
 	lease := cfg.Limit.TTL.Microseconds()
@@ -164,19 +160,7 @@ func TestSemaphoreHelper(t *testing.T) {
 		res = semResult{}
 		return r
 	}
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			child.Send(take())
-			continue
-		case <-stopped:
-		}
-		break
-	}
+	child.SendUntil(&wg, 20*time.Millisecond, func() any { return take() })
 	child.Send(take())
 }
 
@@ -216,9 +200,9 @@ func TestMaxConcurrent(t *testing.T) {
 }
 
 func TestSemaphoreMultiProcessExactness(t *testing.T) {
-	procs := envInt(t, envProcs, 4)
-	gor := envInt(t, envGor, 4)
-	atLeast := envDuration(t, envDur, 0)
+	procs := reexec.EnvInt(t, envProcs, 4)
+	gor := reexec.EnvInt(t, envGor, 4)
+	atLeast := reexec.EnvDuration(t, envDur, 0)
 	srv := redistest.Server(t)
 	lim := sluice.ConcurrencyLimit{Max: 3, TTL: time.Minute}
 	key := fmt.Sprintf("semmp%d", rand.Uint32())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -115,12 +114,8 @@ func (r *recorder) Return(ctx context.Context, key string, lim sluice.Limit, n i
 }
 
 func TestMultiProcessLeasesHelper(t *testing.T) {
-	child := reexec.Child(t)
-	if child == nil {
-		t.Skip("helper process of TestMultiProcessLeases")
-	}
 	var cfg mpChildConfig
-	child.Config(&cfg)
+	child := reexec.Helper(t, &cfg)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{cfg.Addr}, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
@@ -172,19 +167,7 @@ func TestMultiProcessLeasesHelper(t *testing.T) {
 		defer mu.Unlock()
 		return mpChildResult{Attempts: res.Attempts, Admitted: maps.Clone(res.Admitted), Errors: res.Errors, FirstErr: res.FirstErr}
 	}
-	stopped := make(chan struct{})
-	go func() { wg.Wait(); close(stopped) }()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-tick.C:
-			child.Send(progress())
-			continue
-		case <-stopped:
-		}
-		break
-	}
+	child.SendUntil(&wg, 20*time.Millisecond, func() any { return progress() })
 	if err := s.Close(); err != nil { // returns the unspent units
 		res.Errors++
 		res.FirstErr = err.Error()
@@ -200,18 +183,8 @@ func TestMultiProcessLeases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts several processes and a redis-server; skipped with -short")
 	}
-	procs := 4
-	if v := os.Getenv(mpEnvProcs); v != "" {
-		fmt.Sscan(v, &procs)
-	}
-	var atLeast time.Duration
-	if v := os.Getenv(mpEnvDur); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", mpEnvDur, v, err)
-		}
-		atLeast = d
-	}
+	procs := reexec.EnvInt(t, mpEnvProcs, 4)
+	atLeast := reexec.EnvDuration(t, mpEnvDur, 0)
 	srv := redistest.Server(t)
 	prefix := fmt.Sprintf("tiered-mp/%016x/", rand.Uint64())
 	var cfgs []any

@@ -26,7 +26,7 @@ func sluiceImpl(client string, lim sluice.Limit, opts ...redisstore.Option) impl
 			c := newRueidis(tb, s)
 			st, closeClient = redisstore.NewRueidis(c, opts...), c.Close
 		case "goredis":
-			c := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1})
+			c := goredis.NewClient(&goredis.Options{Addr: s.Addr, MaxRetries: -1})
 			st, closeClient = redisstore.NewGoRedis(c, opts...), func() { c.Close() }
 		default:
 			tb.Fatalf("unknown client %q", client)

@@ -18,14 +18,14 @@ import (
 
 func newGoRedis(tb testing.TB, s *server) *goredis.Client {
 	tb.Helper()
-	return goredis.NewClient(&goredis.Options{Addr: s.addr})
+	return goredis.NewClient(&goredis.Options{Addr: s.Addr})
 }
 
 func newRueidis(tb testing.TB, s *server) rueidis.Client {
 	tb.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.addr}, DisableCache: true})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr}, DisableCache: true})
 	if err != nil {
-		tb.Fatalf("rueidis.NewClient(%s): %v", s.addr, err)
+		tb.Fatalf("rueidis.NewClient(%s): %v", s.Addr, err)
 	}
 	return c
 }

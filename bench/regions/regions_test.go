@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/bench/internal/redisserver"
 	"github.com/sluicehq/sluice/bench/regions/proxy"
 )
 
@@ -30,12 +30,7 @@ func TestMain(m *testing.M) {
 
 func needRedis(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server not found")
-		}
-		t.Skip("redis-server not found; install Debian's redis-server (scripts/ensure-redis.sh)")
-	}
+	redisserver.Require(t)
 }
 
 // smoke is a short scenario: three regions of two processes, 20 ms away,

@@ -10,100 +10,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/internal/redisserver"
 	"github.com/sluicehq/sluice/bench/regions/proxy"
 )
-
-// redisServer is the home store: a redis-server the harness started on a
-// free loopback port, stopped by its pid.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{}
-}
-
-func startRedis() (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("redis-server not found (%w); install Debian's redis-server (scripts/ensure-redis.sh)", err)
-	}
-	dir, err := os.MkdirTemp("", "sluice-regions-")
-	if err != nil {
-		return nil, err
-	}
-	var last error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
-			"--protected-mode", "no", "--dir", dir, "--logfile", dir+"/redis.log")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, done: make(chan struct{})}
-		go func() { cmd.Wait(); close(s.done) }()
-		if last = s.waitPing(10 * time.Second); last == nil {
-			return s, nil
-		}
-		s.kill()
-	}
-	os.RemoveAll(dir)
-	return nil, fmt.Errorf("start redis-server: %w", last)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func (s *redisServer) waitPing(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		select {
-		case <-s.done:
-			return fmt.Errorf("redis-server on %s exited", s.addr)
-		default:
-		}
-		c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond)
-		if err == nil {
-			c.SetDeadline(time.Now().Add(time.Second))
-			buf := make([]byte, 7)
-			_, err = c.Write([]byte("PING\r\n"))
-			if err == nil {
-				_, err = io.ReadFull(c, buf)
-			}
-			c.Close()
-			if err == nil && string(buf[:5]) == "+PONG" {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer PING: %v", s.addr, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// kill stops the server by its pid (SIGKILL) and removes its directory.
-func (s *redisServer) kill() {
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.done
-	os.RemoveAll(s.dir)
-}
 
 // child is one child process of the harness.
 type child struct {
@@ -239,14 +153,14 @@ func runScenario(ctx context.Context, sc Scenario, name string) (_ *outcome, err
 	if err != nil {
 		return nil, err
 	}
-	rs, err := startRedis()
+	rs, err := redisserver.Start() // the home store
 	if err != nil {
 		return nil, err
 	}
 	var redisCPU time.Duration
 	defer func() {
 		if redisCPU == 0 {
-			rs.kill()
+			rs.Kill()
 		}
 	}()
 
@@ -261,7 +175,7 @@ func runScenario(ctx context.Context, sc Scenario, name string) (_ *outcome, err
 		cfg := sc.Link
 		cfg.RTT = r.RTT
 		cfg.Seed = sc.Seed + uint64(i)
-		l, err := proxy.Listen(rs.addr, cfg)
+		l, err := proxy.Listen(rs.Addr, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -357,7 +271,7 @@ func runScenario(ctx context.Context, sc Scenario, name string) (_ *outcome, err
 	start := time.UnixMicro(t0)
 	end := start.Add(sc.Duration())
 	mach := startMachine()
-	mach.redisPid = rs.cmd.Process.Pid
+	mach.redisPid = rs.Pid()
 	mach.redis0 = procCPU(mach.redisPid)
 	for _, c := range members {
 		fmt.Fprintf(c.stdin, "start %d\n", t0)
@@ -434,8 +348,8 @@ func runScenario(ctx context.Context, sc Scenario, name string) (_ *outcome, err
 	for _, c := range children {
 		c.cmd.Wait()
 	}
-	redisCPU = procCPU(rs.cmd.Process.Pid) - mach.redis0
-	rs.kill()
+	redisCPU = procCPU(rs.Pid()) - mach.redis0
+	rs.Kill()
 
 	mu.Lock()
 	for i := range links {

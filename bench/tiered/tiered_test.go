@@ -127,7 +127,7 @@ func overAdmitted(c hotCount) int {
 
 func BenchmarkTieredLeases(b *testing.B) {
 	srv := startRedis(b)
-	c := newClient(b, srv.addr)
+	c := newClient(b, srv.Addr)
 	s, err := tiered.New(redisstore.NewRueidis(c), tiered.WithLeases(1000, 0.5, time.Second))
 	if err != nil {
 		b.Fatal(err)
@@ -152,7 +152,7 @@ func BenchmarkFailoverTieredLeases(b *testing.B) {
 	for _, timeout := range []time.Duration{failover.DefaultTimeout, time.Second} {
 		b.Run("timeout="+timeout.String(), func(b *testing.B) {
 			srv := startRedis(b)
-			c := newClient(b, srv.addr)
+			c := newClient(b, srv.Addr)
 			s, err := stack.New(redisstore.NewRueidis(c),
 				stack.WithFailover(failover.WithReplicas(4), failover.WithTimeout(timeout)),
 				stack.WithTiered(tiered.WithLeases(1000, 0.5, time.Second)))
@@ -177,13 +177,13 @@ func BenchmarkFailoverTieredLeases(b *testing.B) {
 
 func BenchmarkOutageBreakerOpen(b *testing.B) {
 	srv := startRedis(b)
-	c := newClient(b, srv.addr)
+	c := newClient(b, srv.Addr)
 	s, err := failover.New(redisstore.NewRueidis(c), failover.WithReplicas(4), failover.WithProbeInterval(100*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	srv.kill()
+	srv.Kill()
 	ctx := context.Background()
 	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 1000, Period: time.Second}
 	for i := 0; !s.Stats().Open; i++ {

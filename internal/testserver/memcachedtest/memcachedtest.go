@@ -22,10 +22,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testserver/proc"
 )
 
 // StartTimeout bounds how long a memcached may take to answer.
@@ -76,10 +76,7 @@ type Instance struct {
 	tls     *TLSFiles
 	tlsPort int
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	done chan struct{} // closed when cmd has been reaped
+	proc proc.Process // the current memcached
 }
 
 // Server starts a memcached on a free 127.0.0.1 port, waits until it
@@ -179,29 +176,15 @@ func (i *Instance) start() error {
 	args := append(i.listenArgs(), i.args...)
 	cmd := exec.Command(i.bin, args...)
 	cmd.Dir = i.Dir
-	out := &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done, err := i.proc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", i.bin, err)
 	}
-	done := make(chan struct{})
-	i.mu.Lock()
-	i.cmd, i.out, i.done = cmd, out, done
-	i.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
 	if err := i.waitReady(cmd, done); err != nil {
-		select {
-		case <-done:
-		default:
-			i.kill(cmd, done)
-		}
-		i.mu.Lock()
+		i.proc.Kill() // reaped: out is complete
 		text := out.String()
-		i.mu.Unlock()
 		if errors.Is(err, errPortRace) || strings.Contains(text, "in use") {
 			return fmt.Errorf("%w: %s (pid %d): %v: %s", errPortRace, i.Addr, cmd.Process.Pid, err, text)
 		}
@@ -244,96 +227,33 @@ func statField(stats, name string) string {
 	return ""
 }
 
-func (i *Instance) current() (*exec.Cmd, chan struct{}) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.cmd, i.done
-}
-
 // Pid is the process id of the running (or last) memcached.
-func (i *Instance) Pid() int {
-	cmd, _ := i.current()
-	if cmd == nil || cmd.Process == nil {
-		return 0
-	}
-	return cmd.Process.Pid
-}
+func (i *Instance) Pid() int { return i.proc.Pid() }
 
 // Running reports whether the process has not exited yet (a paused process
 // is running).
-func (i *Instance) Running() bool {
-	_, done := i.current()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
+func (i *Instance) Running() bool { return i.proc.Running() }
 
 // Kill sends SIGKILL and waits until the process is reaped: a crash. Its
 // items are gone.
-func (i *Instance) Kill() {
-	cmd, done := i.current()
-	if cmd != nil {
-		i.kill(cmd, done)
-	}
-}
-
-func (i *Instance) kill(cmd *exec.Cmd, done <-chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
+func (i *Instance) Kill() { i.proc.Kill() }
 
 // Pause stops the process with SIGSTOP, and returns once every thread of
 // it has stopped (where /proc tells): connections stay open and requests
 // hang.
 func (i *Instance) Pause() {
 	i.t.Helper()
-	i.signal(syscall.SIGSTOP)
-	i.waitStopped(true)
+	if err := i.proc.Pause(); err != nil {
+		i.t.Fatalf("memcachedtest: pause %s: %v", i.Addr, err)
+	}
 }
 
 // Resume continues a paused process with SIGCONT, and returns once it
 // runs again (where /proc tells).
 func (i *Instance) Resume() {
 	i.t.Helper()
-	i.signal(syscall.SIGCONT)
-	i.waitStopped(false)
-}
-
-// waitStopped waits until every thread of the process is stopped (or,
-// with stopped false, until one is not), as /proc/<pid>/task/*/stat says;
-// without /proc it returns at once.
-func (i *Instance) waitStopped(stopped bool) {
-	i.t.Helper()
-	deadline := time.Now().Add(StartTimeout)
-	for time.Now().Before(deadline) {
-		all, ok := threadsStopped(i.Pid())
-		if !ok || all == stopped {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	i.t.Fatalf("memcachedtest: pid %d: threads not all %s within %v", i.Pid(), map[bool]string{true: "stopped", false: "running"}[stopped], StartTimeout)
-}
-
-func (i *Instance) signal(sig syscall.Signal) {
-	i.t.Helper()
-	cmd, done := i.current()
-	if cmd == nil {
-		i.t.Fatalf("memcachedtest: %v to %s: not started", sig, i.Addr)
-	}
-	select {
-	case <-done:
-		i.t.Fatalf("memcachedtest: %v to %s: pid %d has exited", sig, i.Addr, cmd.Process.Pid)
-	default:
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		i.t.Fatalf("memcachedtest: %v to pid %d: %v", sig, cmd.Process.Pid, err)
+	if err := i.proc.Resume(); err != nil {
+		i.t.Fatalf("memcachedtest: resume %s: %v", i.Addr, err)
 	}
 }
 
@@ -341,10 +261,7 @@ func (i *Instance) signal(sig syscall.Signal) {
 // same ports, empty, and waits until it answers.
 func (i *Instance) Restart() {
 	i.t.Helper()
-	if cmd, done := i.current(); cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		i.kill(cmd, done)
-	}
+	i.proc.Kill()
 	var err error
 	for range 50 {
 		if err = i.start(); err == nil {
@@ -362,13 +279,7 @@ func (i *Instance) Start() { i.t.Helper(); i.Restart() }
 
 // stop ends the process with SIGKILL (memcached keeps nothing to save,
 // and takes most of a second to exit on SIGTERM) and reaps it.
-func (i *Instance) stop() {
-	cmd, done := i.current()
-	if cmd == nil {
-		return
-	}
-	i.kill(cmd, done)
-}
+func (i *Instance) stop() { i.proc.Kill() }
 
 // Do sends one text-protocol command (without its final "\r\n"; a storage
 // command's data follows after "\r\n") on a fresh plain connection and

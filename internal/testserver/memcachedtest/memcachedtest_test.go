@@ -1,29 +1,12 @@
 package memcachedtest
 
 import (
-	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// alive reports whether pid is a live process that is not a zombie.
-func alive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true // no /proc: kill(0) said it exists
-	}
-	s := string(b)
-	if k := strings.LastIndexByte(s, ')'); k >= 0 && k+2 < len(s) {
-		return s[k+2] != 'Z'
-	}
-	return true
-}
+	"github.com/sluicehq/sluice/internal/testserver/proc"
+)
 
 func TestServerStartsAndStops(t *testing.T) {
 	var pid int
@@ -45,7 +28,7 @@ func TestServerStartsAndStops(t *testing.T) {
 	}) {
 		t.FailNow()
 	}
-	if alive(pid) {
+	if proc.Alive(pid) {
 		t.Fatalf("memcached pid %d still runs after its test ended", pid)
 	}
 }
@@ -55,8 +38,8 @@ func TestRestartEmptiesAndKeepsThePort(t *testing.T) {
 	addr, pid := s.Addr, s.Pid()
 	s.MustDo("set k 0 60 1\r\nv")
 	s.Restart()
-	if s.Addr != addr || s.Pid() == pid || alive(pid) {
-		t.Fatalf("after Restart: %s pid %d (old pid alive %v), want %s and a new pid", s.Addr, s.Pid(), alive(pid), addr)
+	if s.Addr != addr || s.Pid() == pid || proc.Alive(pid) {
+		t.Fatalf("after Restart: %s pid %d (old pid alive %v), want %s and a new pid", s.Addr, s.Pid(), proc.Alive(pid), addr)
 	}
 	if got := s.MustDo("get k"); got != "END" {
 		t.Fatalf("get after Restart = %q, want END (empty)", got)
@@ -77,7 +60,7 @@ func TestRestartEmptiesAndKeepsThePort(t *testing.T) {
 func TestPauseResume(t *testing.T) {
 	s := Server(t)
 	s.Pause()
-	if all, ok := threadsStopped(s.Pid()); ok && !all {
+	if all, ok := proc.ThreadsStopped(s.Pid()); ok && !all {
 		t.Fatal("Pause returned with a thread still running")
 	}
 	if _, err := s.do(200*time.Millisecond, "version"); err == nil {

@@ -34,10 +34,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/testserver/proc"
 )
 
 // StartTimeout bounds how long a redis-server may take to answer PING.
@@ -102,10 +102,7 @@ type Instance struct {
 	args    []string // without --port
 	version string   // "redis 7.0.15", "valkey 8.0.1": set at the first start
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been reaped
-	err  error         // cmd.Wait's result, valid after done
+	proc proc.Process // the current redis-server
 }
 
 // Server starts a redis-server on a free 127.0.0.1 port, waits until it
@@ -297,30 +294,17 @@ func (i *Instance) start(extra []string) error {
 	cmd.Dir = i.Dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	done, err := i.proc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", i.bin, err)
 	}
-	done := make(chan struct{})
-	i.mu.Lock()
-	i.cmd, i.done, i.err = cmd, done, nil
-	i.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		i.mu.Lock()
-		if i.cmd == cmd {
-			i.err = err
-		}
-		i.mu.Unlock()
-		close(done)
-	}()
 	if err := i.waitReady(cmd, done); err != nil {
 		exited := false
 		select {
 		case <-done:
 			exited = true
 		default:
-			i.kill(cmd, done)
+			i.proc.Kill()
 		}
 		// Retry on another port only when someone else won the port.
 		if errors.Is(err, errPortRace) || exited && strings.Contains(out.String()+i.logSince(logStart), "already in use") {
@@ -399,77 +383,32 @@ func (i *Instance) logTail() string {
 	return "\nredis.log:\n" + string(b)
 }
 
-func (i *Instance) current() (*exec.Cmd, chan struct{}) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.cmd, i.done
-}
-
 // Pid is the process id of the running (or last) redis-server.
-func (i *Instance) Pid() int {
-	cmd, _ := i.current()
-	if cmd == nil || cmd.Process == nil {
-		return 0
-	}
-	return cmd.Process.Pid
-}
+func (i *Instance) Pid() int { return i.proc.Pid() }
 
 // Running reports whether the process has not exited yet (a paused process
 // is running).
-func (i *Instance) Running() bool {
-	_, done := i.current()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
+func (i *Instance) Running() bool { return i.proc.Running() }
 
 // Kill sends SIGKILL and waits until the process is reaped: a crash.
-func (i *Instance) Kill() {
-	i.t.Helper()
-	cmd, done := i.current()
-	if cmd == nil {
-		return
-	}
-	i.kill(cmd, done)
-}
+func (i *Instance) Kill() { i.proc.Kill() }
 
-func (i *Instance) kill(cmd *exec.Cmd, done <-chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
-
-// Pause stops the process with SIGSTOP: connections stay open and
-// requests hang, like a server stuck in a long command or a GC pause.
+// Pause stops the process with SIGSTOP, and returns once every thread of
+// it has stopped (where /proc tells): connections stay open and requests
+// hang, like a server stuck in a long command or a GC pause.
 func (i *Instance) Pause() {
 	i.t.Helper()
-	i.signal(syscall.SIGSTOP)
+	if err := i.proc.Pause(); err != nil {
+		i.t.Fatalf("redistest: pause %s: %v", i.Addr, err)
+	}
 }
 
-// Resume continues a paused process with SIGCONT.
+// Resume continues a paused process with SIGCONT, and returns once it
+// runs again (where /proc tells).
 func (i *Instance) Resume() {
 	i.t.Helper()
-	i.signal(syscall.SIGCONT)
-}
-
-func (i *Instance) signal(sig syscall.Signal) {
-	i.t.Helper()
-	cmd, done := i.current()
-	if cmd == nil {
-		i.t.Fatalf("redistest: %v to %s: not started", sig, i.Addr)
-	}
-	select {
-	case <-done:
-		i.t.Fatalf("redistest: %v to %s: pid %d has exited", sig, i.Addr, cmd.Process.Pid)
-	default:
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		i.t.Fatalf("redistest: %v to pid %d: %v", sig, cmd.Process.Pid, err)
+	if err := i.proc.Resume(); err != nil {
+		i.t.Fatalf("redistest: resume %s: %v", i.Addr, err)
 	}
 }
 
@@ -478,10 +417,7 @@ func (i *Instance) signal(sig syscall.Signal) {
 // A cluster node keeps its nodes.conf and so rejoins its cluster.
 func (i *Instance) Restart() {
 	i.t.Helper()
-	if cmd, done := i.current(); cmd != nil {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		i.kill(cmd, done)
-	}
+	i.proc.Kill()
 	var err error
 	for attempt := 0; attempt < 50; attempt++ {
 		if err = i.start(nil); err == nil {
@@ -495,25 +431,7 @@ func (i *Instance) Restart() {
 
 // stop ends the process: SIGTERM (plus SIGCONT, in case it is paused),
 // then SIGKILL after stopTimeout, and reaps it.
-func (i *Instance) stop() {
-	cmd, done := i.current()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-done:
-		return
-	default:
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Process.Signal(syscall.SIGCONT)
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-	}
-}
+func (i *Instance) stop() { i.proc.Stop(stopTimeout) }
 
 // URL is a redis:// URL for the server, with credentials when it has any.
 func (i *Instance) URL() string {

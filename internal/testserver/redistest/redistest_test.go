@@ -2,33 +2,12 @@ package redistest
 
 import (
 	"errors"
-	"os"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// alive reports whether pid is a live process that is not a zombie.
-func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	if err := syscall.Kill(pid, 0); err != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true // no /proc: kill(0) said it exists
-	}
-	// pid (comm) state ...: a reaped process has no stat, a zombie is Z.
-	s := string(b)
-	if k := strings.LastIndexByte(s, ')'); k >= 0 && k+2 < len(s) {
-		return s[k+2] != 'Z'
-	}
-	return true
-}
+	"github.com/sluicehq/sluice/internal/testserver/proc"
+)
 
 // inSubtest runs f in a subtest and returns once the subtest's clean-ups
 // have run, so that the caller can check what they left behind.
@@ -70,11 +49,11 @@ func TestServerStartsAndStops(t *testing.T) {
 		if !strings.HasPrefix(addr, "127.0.0.1:") {
 			t.Fatalf("Addr = %q, want 127.0.0.1:port", addr)
 		}
-		if !alive(pid) {
+		if !proc.Alive(pid) {
 			t.Fatalf("pid %d not alive while the test runs", pid)
 		}
 	})
-	if alive(pid) {
+	if proc.Alive(pid) {
 		t.Fatalf("redis-server pid %d still alive after the test", pid)
 	}
 	if _, err := (&Instance{Addr: addr}).do(200*time.Millisecond, "PING"); err == nil {
@@ -90,7 +69,7 @@ func TestServerKillRestart(t *testing.T) {
 		pids = append(pids, first)
 		s.MustDo("SET", "k", "v")
 		s.Kill()
-		if alive(first) {
+		if proc.Alive(first) {
 			t.Fatalf("pid %d alive after Kill", first)
 		}
 		if s.Running() {
@@ -115,7 +94,7 @@ func TestServerKillRestart(t *testing.T) {
 		before := s.Pid()
 		s.Restart()
 		pids = append(pids, s.Pid())
-		if alive(before) {
+		if proc.Alive(before) {
 			t.Fatalf("pid %d alive after Restart", before)
 		}
 		if got := s.MustDo("PING"); got != "PONG" {
@@ -123,7 +102,7 @@ func TestServerKillRestart(t *testing.T) {
 		}
 	})
 	for _, pid := range pids {
-		if alive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("redis-server pid %d still alive after the test", pid)
 		}
 	}
@@ -145,7 +124,7 @@ func TestServerPauseResume(t *testing.T) {
 		// A server left paused is still stopped at the end.
 		s.Pause()
 	})
-	if alive(pid) {
+	if proc.Alive(pid) {
 		t.Fatalf("paused redis-server pid %d still alive after the test", pid)
 	}
 }
@@ -299,7 +278,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("rejoined after %v", time.Since(start))
 	})
 	for _, pid := range pids {
-		if alive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("cluster node pid %d still alive after the test", pid)
 		}
 	}
@@ -353,7 +332,7 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	})
 	for _, pid := range pids {
-		if alive(pid) {
+		if proc.Alive(pid) {
 			t.Errorf("pid %d still alive after the test", pid)
 		}
 	}

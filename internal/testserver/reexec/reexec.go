@@ -21,14 +21,16 @@
 //
 // The child side, in the helper test named above:
 //
-//	c := reexec.Child(t)
-//	if c == nil {
-//		t.Skip("helper process")
-//	}
 //	var cfg config
-//	c.Config(&cfg)
+//	c := reexec.Helper(t, &cfg) // skips t in the parent's own run
 //	c.Ready() // returns when the parent says go
 //	for !c.Stopped() { ... c.Send(observations) }
+//
+// or, with the work in goroutines, c.SendUntil(&wg, every, take) sends
+// what take returns at that pace until they have all returned.
+//
+// EnvInt and EnvDuration read the knobs of a longer run (more children,
+// more goroutines, more time) from the environment.
 //
 // The package is a normal package so that tests of any package in the
 // module can import it; nothing outside tests should.
@@ -45,6 +47,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The environment of a child.
@@ -296,6 +299,19 @@ func Child(t testing.TB) *C {
 	return c
 }
 
+// Helper is Child for the body of a helper test: it skips t when this
+// process is not its child (in the parent's run a helper test has nothing
+// to do), and decodes the child's configuration into cfg.
+func Helper(t testing.TB, cfg any) *C {
+	t.Helper()
+	c := Child(t)
+	if c == nil {
+		t.Skip("reexec: a helper test, run only in the children its parent test starts")
+	}
+	c.Config(cfg)
+	return c
+}
+
 // Config decodes the child's configuration into v.
 func (c *C) Config(v any) {
 	c.t.Helper()
@@ -352,4 +368,54 @@ func (c *C) write(l line) {
 	if err := c.enc.Encode(l); err != nil {
 		c.t.Fatalf("reexec: report to the parent: %v", err)
 	}
+}
+
+// SendUntil sends report() every interval (its observations since the
+// last) until every goroutine of wg has returned, and then returns: the
+// caller sends what is left, its last report. The interval only paces
+// the reports; nothing waits on it.
+func (c *C) SendUntil(wg *sync.WaitGroup, every time.Duration, report func() any) {
+	c.t.Helper()
+	stopped := make(chan struct{})
+	go func() { wg.Wait(); close(stopped) }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			c.Send(report())
+		case <-stopped:
+			return
+		}
+	}
+}
+
+// EnvInt is the positive integer in the environment variable name, or
+// def when it is unset; anything else fails the test.
+func EnvInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// EnvDuration is the duration (0 or more) in the environment variable
+// name, or def when it is unset; anything else fails the test.
+func EnvDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		t.Fatalf("%s=%q: want a duration", name, v)
+	}
+	return d
 }
