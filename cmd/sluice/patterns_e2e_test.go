@@ -57,13 +57,14 @@ func TestE2EPatterns(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
-		// settle is how long the local tier may hold units it leased
-		// and did not spend before it gives them back (its lease
-		// lifetime and a sweep); 0 without a tier.
+		// settle is how long the test waits for the local tier to give
+		// back the units it leased and did not spend (its lease lifetime,
+		// 200ms, and a sweep: the wait only ends a tier that never gives
+		// them back); 0 without a tier.
 		settle time.Duration
 	}{
 		{"redis", nil, 0},
-		{"redis-tiered", []string{"--tiered", "--lease-max", "10", "--lease-fraction", "0.5", "--lease-lifetime", "200ms"}, 10 * time.Second},
+		{"redis-tiered", []string{"--tiered", "--lease-max", "10", "--lease-fraction", "0.5", "--lease-lifetime", "200ms"}, time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := redistest.Server(t)
@@ -84,7 +85,9 @@ func TestE2EPatterns(t *testing.T) {
 // included, and once the budget is overdrawn no check admits.
 func testTokenBudget(t *testing.T, p *proc) {
 	const budget, workers = 1000000, 16
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// The run ends on counts (the budget overdrawn, 50 denials); the
+	// deadline only ends a hung one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var (
 		charged   atomic.Int64 // sum of all charges sent and answered
@@ -170,8 +173,10 @@ func testTokenBudget(t *testing.T, p *proc) {
 // A local tier leases units ahead and spends them locally: until it gives
 // back those it did not spend (within settle), they count as taken.
 func testInFlight(t *testing.T, p *proc, settle time.Duration) {
-	const limit, workers, streams = 5, 16, 40
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	const limit, workers, streams = 5, 16, 20
+	// The run ends on counts (every worker's streams); the deadline only
+	// ends a hung one.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var inFlight, peak, started, refused atomic.Int64
 	var wg sync.WaitGroup
@@ -192,7 +197,7 @@ func testInFlight(t *testing.T, p *proc, settle time.Duration) {
 						t.Errorf("refund of a refused start: %v", err)
 						return
 					}
-					time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 					continue
 				}
 				done++
