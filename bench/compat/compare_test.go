@@ -411,8 +411,11 @@ func alignResponse(r, s *pb.RateLimitResponse, slack time.Duration) {
 			s.Statuses[i].DurationUntilReset = proto.Clone(rd).(*durationpb.Duration)
 		}
 	}
-	rv, sv := header(r, "RateLimit-Reset"), header(s, "RateLimit-Reset")
-	if rv != nil && sv != nil {
+	for _, name := range resetHeaders {
+		rv, sv := header(r, name), header(s, name)
+		if rv == nil || sv == nil {
+			continue
+		}
 		a, errA := strconv.ParseInt(rv.Value, 10, 64)
 		b, errB := strconv.ParseInt(sv.Value, 10, 64)
 		secs := int64((tolerance + time.Second - 1) / time.Second)
@@ -421,6 +424,10 @@ func alignResponse(r, s *pb.RateLimitResponse, slack time.Duration) {
 		}
 	}
 }
+
+// resetHeaders are the names the tests give the reset header: the
+// default, and TestCompatModes' LIMIT_RESET_HEADER.
+var resetHeaders = []string{"RateLimit-Reset", "X-RL-Reset"}
 
 func absDuration(d time.Duration) time.Duration {
 	if d < 0 {
