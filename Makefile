@@ -84,7 +84,7 @@ compat:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	echo "building envoyproxy/ratelimit $(REFERENCE_VERSION)" && \
 	GOBIN="$$tmp" $(GO) install github.com/envoyproxy/ratelimit/src/service_cmd@$(REFERENCE_VERSION) && \
-	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 ./compat
+	cd bench && SLUICE_REFERENCE="$$tmp/service_cmd" $(GO) test -count=1 -timeout 30m ./compat
 
 proto:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \

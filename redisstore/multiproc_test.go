@@ -148,7 +148,7 @@ func childStore(t *testing.T, addr, client string) *redisstore.Store {
 		t.Cleanup(c.Close)
 		store = redisstore.NewRueidis(c)
 	case "go-redis":
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
 		t.Cleanup(func() { c.Close() })
 		store = redisstore.NewGoRedis(c)
 	default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -26,18 +27,24 @@ func newRueidis(t testing.TB, addrs ...string) rueidis.Client {
 }
 
 // newGoRedis returns a go-redis client (a ClusterClient for a cluster),
-// with retries off, closed when t ends.
+// with retries off, closed when t ends. Its read and write timeouts
+// (goRedisTimeout) are ones a starved machine cannot reach: calls that
+// must end sooner carry a context deadline.
 func newGoRedis(t testing.TB, cluster bool, addrs ...string) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient
 	if cluster {
-		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1})
+		c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: -1, ReadTimeout: goRedisTimeout, WriteTimeout: goRedisTimeout})
 	} else {
-		c = redis.NewClient(&redis.Options{Addr: addrs[0], MaxRetries: -1})
+		c = redis.NewClient(&redis.Options{Addr: addrs[0], MaxRetries: -1, ReadTimeout: goRedisTimeout, WriteTimeout: goRedisTimeout})
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// goRedisTimeout is the tests' go-redis read and write timeout (go-redis's
+// default, 3 s, was reached by a reply at load 50).
+const goRedisTimeout = 30 * time.Second
 
 func runConformance(t *testing.T, mk func(t *testing.T, opts ...Option) *Store) {
 	sluicetest.Run(t, func(t *testing.T) sluice.Store {

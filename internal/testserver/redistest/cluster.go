@@ -11,8 +11,10 @@ import (
 )
 
 // ClusterTimeout bounds cluster creation and each wait for a healthy
-// cluster (after a failover, for example).
-const ClusterTimeout = 30 * time.Second
+// cluster (after a failover, for example): it only ends a cluster that
+// never forms or heals, so it is far beyond what a starved machine takes
+// (the nodes' gossip took more than 30 s at load 50).
+const ClusterTimeout = 2 * time.Minute
 
 // NodeTimeout is the cluster-node-timeout of every node: a master that
 // stops answering for this long is failed over to one of its replicas.
