@@ -568,9 +568,15 @@ func userInfo(auth string) *url.Userinfo {
 func (e *refEnv) service() {
 	// While its Redis fails the reference answers an error (gRPC
 	// Unknown), and Envoy's failure_mode_deny decides: --failure-mode
-	// error, unless SLUICE_FAILURE_MODE says otherwise (a rule's
-	// failure_mode still wins).
-	e.assign("failure-mode", "error", nil)
+	// error. While its memcached fails, a count it cannot read is 0: each
+	// request is decided as if nothing had been counted, and nothing is
+	// (--failure-mode uncounted). SLUICE_FAILURE_MODE says otherwise; a
+	// rule's failure_mode still wins.
+	if strings.EqualFold(e.str("BACKEND_TYPE", "redis"), "memcache") {
+		e.assign("failure-mode", "uncounted", nil, "BACKEND_TYPE")
+	} else {
+		e.assign("failure-mode", "error", nil)
+	}
 	// The reference counts every hit, also a denied one, unless
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 	counting := "all"

@@ -10,8 +10,6 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
@@ -119,8 +117,9 @@ descriptors:
 `
 
 // TestE2EReferenceEnvMemcache: BACKEND_TYPE=memcache with
-// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it answers
-// the reference's error (gRPC Unknown) under the reference's environment.
+// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it decides as
+// the reference does then: each request as if nothing had been counted
+// (--failure-mode uncounted).
 func TestE2EReferenceEnvMemcache(t *testing.T) {
 	mc := memcachedtest.Server(t)
 	p := start(t, envList(map[string]string{
@@ -134,7 +133,7 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	}))
 	p.waitLog(t, "sluice listening")
 	log := p.stderr.String()
-	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_error)"`, "var=REDIS_URL"} {
+	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_uncounted)"`, "var=REDIS_URL"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -163,8 +162,10 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	mc.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
-	if status.Code(err) != codes.Unknown {
-		t.Errorf("memcached stopped: ShouldRateLimit error %v, want gRPC Unknown (the reference's environment's failure answer)", err)
+	for i := range 3 {
+		resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
+		if err != nil || resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 999 {
+			t.Errorf("memcached stopped, hit %d: ShouldRateLimit = %v, %v; want OK, 999 remaining (nothing counted)", i+1, resp, err)
+		}
 	}
 }
