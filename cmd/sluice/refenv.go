@@ -779,6 +779,9 @@ type refMode struct {
 	applied   []refAssign
 	overruled []refAssign // dropped: the user set the flag
 	ignored   []refNote
+	// keyPrefix: --redis-key-prefix was given (by CACHE_KEY_PREFIX, a
+	// flag or a SLUICE_* variable), not its default.
+	keyPrefix bool
 }
 
 func (m *refMode) String() string {
@@ -816,6 +819,7 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 		return nil
 	}
 	m.on = true
+	m.keyPrefix = set["redis-key-prefix"]
 	plan := referencePlan(lookup)
 	isSet := func(flags []string) bool { return slices.ContainsFunc(flags, func(f string) bool { return set[f] }) }
 	var errs []string
@@ -840,6 +844,7 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 			continue
 		}
 		m.applied = append(m.applied, a)
+		m.keyPrefix = m.keyPrefix || a.Flag == "redis-key-prefix"
 	}
 	m.ignored = plan.Ignored
 	if len(errs) > 0 {
@@ -889,4 +894,20 @@ func redactValue(flagName, v string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// referenceKeys reports whether the fixed windows of whole seconds count
+// under envoyproxy/ratelimit's item names in memcached: under its
+// environment with memcached as the store, so that a fleet moving between
+// the two in either direction keeps its counts. prefix starts each name,
+// as the reference's CACHE_KEY_PREFIX does (empty unless
+// --redis-key-prefix was given).
+func (f *serveFlags) referenceKeys() (prefix string, on bool) {
+	if !f.runtime.refEnv.on || !f.redis.memcache.set() {
+		return "", false
+	}
+	if f.runtime.refEnv.keyPrefix {
+		prefix = f.redis.keyPrefix
+	}
+	return prefix, true
 }

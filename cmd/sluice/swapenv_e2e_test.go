@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,9 +152,18 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	if got := p.should(t, "eg", 1, d("fw", "y")).OverallCode; got != pb.RateLimitResponse_OK {
 		t.Fatalf("fw=y: %v, want OK", got)
 	}
-	// The bucket's state is memcached's item: its TAT, in µs.
-	if v := mc.MustDo("get sluice:eg/tb=x:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg/tb=x:B2s0 ") {
-		t.Errorf("get sluice:eg/tb=x:B2s0 = %q, want the bucket's item", v)
+	// The bucket's state is memcached's item: its TAT, in µs, under the
+	// store's prefix and the reference's name of the key.
+	if v := mc.MustDo("get sluice:eg_tb_x_:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg_tb_x_:B2s0 ") {
+		t.Errorf("get sluice:eg_tb_x_:B2s0 = %q, want the bucket's item", v)
+	}
+	// The fixed window's is the reference's item: the key, then the
+	// window's start in Unix seconds (this minute's, or the one before if
+	// a minute began since), holding the count.
+	now := time.Now().Truncate(time.Minute)
+	fw := mc.MustDo(fmt.Sprintf("get eg_fw_y_%d", now.Unix())) + mc.MustDo(fmt.Sprintf("get eg_fw_y_%d", now.Add(-time.Minute).Unix()))
+	if !strings.Contains(fw, "VALUE eg_fw_y_") || !strings.Contains(fw, "\n1\n") {
+		t.Errorf("memcached's items eg_fw_y_<window> = %q, want the count 1", fw)
 	}
 	if v := mc.MustDo("stats"); !strings.Contains(v, "STAT curr_items 2") {
 		t.Errorf("memcached holds other than 2 items:\n%s", v)

@@ -238,7 +238,7 @@ func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []St
 				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Metric: m.Metric, MetricValues: m.Detailed, Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
-			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
+			c := check{desc: i, rule: r, lim: e.limit(r), key: e.stateKey(m, j), n: st.hits}
 			switch {
 			case descs[i].NegativeHits:
 				refunds = append(refunds, c)
