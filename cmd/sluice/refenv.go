@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/service/engine"
 	"log/slog"
 	"net"
 	"net/url"
@@ -58,7 +59,14 @@ type refPlan struct {
 	Assign  []refAssign
 	Ignored []refNote
 	Errors  []refNote
+	// LocalCacheKeys is the size of the local cache of over-limit keys
+	// (LOCAL_CACHE_SIZE_IN_BYTES), in keys; 0: none.
+	LocalCacheKeys int
 }
+
+// localCacheKeyBytes is what LOCAL_CACHE_SIZE_IN_BYTES counts for each key
+// of the local cache of over-limit keys.
+const localCacheKeyBytes = 256
 
 // refEnv reads the reference's variables through lookup.
 type refEnv struct {
@@ -359,9 +367,10 @@ func (e *refEnv) store() {
 			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
 		case n > 0:
 			// The reference's local cache remembers over-limit keys until
-			// their window ends, without asking its backend: sluice's
-			// local tier.
-			e.assign("tiered", "true", shared, "LOCAL_CACHE_SIZE_IN_BYTES")
+			// their window ends, and denies them without asking its
+			// backend: the engine's (engine.WithLocalCache), a key for
+			// each localCacheKeyBytes.
+			e.plan.LocalCacheKeys = int(min(max(n/localCacheKeyBytes, 1), engine.MaxLocalCacheKeys))
 		}
 	}
 	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
@@ -782,6 +791,8 @@ type refMode struct {
 	// keyPrefix: --redis-key-prefix was given (by CACHE_KEY_PREFIX, a
 	// flag or a SLUICE_* variable), not its default.
 	keyPrefix bool
+	// localCacheKeys: the plan's LocalCacheKeys.
+	localCacheKeys int
 }
 
 func (m *refMode) String() string {
@@ -847,6 +858,7 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 		m.keyPrefix = m.keyPrefix || a.Flag == "redis-key-prefix"
 	}
 	m.ignored = plan.Ignored
+	m.localCacheKeys = plan.LocalCacheKeys
 	if len(errs) > 0 {
 		return fmt.Errorf("envoyproxy/ratelimit's environment variables (--reference-env %s): %s", m, strings.Join(errs, "; "))
 	}
@@ -867,6 +879,9 @@ func (m *refMode) log(log *slog.Logger) {
 		} else {
 			applied = append(applied, a.Var+" → "+s)
 		}
+	}
+	if m.localCacheKeys > 0 {
+		applied = append(applied, fmt.Sprintf("LOCAL_CACHE_SIZE_IN_BYTES → a local cache of up to %d over-limit keys", m.localCacheKeys))
 	}
 	attrs := []any{"applied", strings.Join(applied, "; ")}
 	if len(defaults) > 0 {

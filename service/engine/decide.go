@@ -28,6 +28,9 @@ type check struct {
 	sum  int // n and the request's earlier costs on the same counter (enforced, counting admitted)
 	d    sluice.Decision
 	over bool // this limit denied (or could never admit n)
+	// cached: denied by the local cache of over-limit keys, without a
+	// store call (WithLocalCache)
+	cached bool
 	// counted: the store recorded n (an admitted request, or a limit
 	// counting all)
 	counted bool
@@ -114,7 +117,7 @@ func (e *Engine) decideInto(ctx context.Context, req *Request, res *Result, rr *
 		}
 		return e.storeError(ctx, err)
 	}
-	admitted, err := e.decideEnforced(ctx, sc, enforced)
+	admitted, err := e.decideCached(ctx, sc, enforced)
 	if err != nil {
 		return e.storeError(ctx, err)
 	}

@@ -31,6 +31,7 @@ type Engine struct {
 	// keys, starting with refPrefix (WithReferenceKeys).
 	refKeys   bool
 	refPrefix string
+	lc        *localCache // WithLocalCache; nil: none
 	// chargesApart decides the limits counting all hits one store call
 	// each, before the others (tests: the result of deciding them
 	// together must be the same).
