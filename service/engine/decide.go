@@ -618,8 +618,15 @@ func (e *Engine) decideAdmitted(ctx context.Context, sc *scratch, cs []check, ad
 // enforcing ones: a limit counting admitted hits counts them only when the
 // request is admitted, one counting all always.
 func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) error {
+	var now int64
+	if e.lc != nil {
+		now = e.now().UnixMicro()
+	}
 	for k := range cs {
 		c := &cs[k]
+		if e.lc != nil && cacheable(c) && e.lc.lookup(c, now) {
+			continue
+		}
 		all := c.lim.Counting == sluice.CountAll
 		n := c.n
 		if !admitted && !all {
@@ -644,6 +651,9 @@ func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) 
 		}
 		c.d, c.counted = d, n > 0 && (all || d.Allowed)
 		c.over = c.over || !d.Allowed
+		if e.lc != nil && cacheable(c) {
+			e.lc.remember(cs[k:k+1], now)
+		}
 	}
 	return nil
 }

@@ -42,15 +42,16 @@ type LocalCacheStats struct {
 
 // WithLocalCache keeps envoyproxy/ratelimit's local cache of over-limit
 // keys (its LOCAL_CACHE_SIZE_IN_BYTES), holding at most maxKeys keys
-// (1 to MaxLocalCacheKeys; another value leaves it off): when an enforced
-// fixed window that counts every hit denies, its key is remembered until
+// (1 to MaxLocalCacheKeys; another value leaves it off): when a fixed
+// window that counts every hit denies, its key is remembered until
 // the window ends, and until then each request on it is denied (remaining
 // 0) without a store call, its hits counted in no store, as the reference
 // does. Reports of such limits have LocalCache set. It applies to the
 // requests whose enforced limits all count every hit (another limit that
 // counts admitted hits must not count when one denies: such requests are
-// decided by the store alone); shadow_mode and quota_mode limits are
-// always asked. A full cache remembers no new key until windows end.
+// decided by the store alone). shadow_mode and quota_mode limits are
+// cached alike (a shadow_mode one still answers OK). A full cache
+// remembers no new key until windows end.
 func WithLocalCache(maxKeys int) Option {
 	return func(e *Engine) {
 		if maxKeys >= 1 && maxKeys <= MaxLocalCacheKeys {
@@ -97,23 +98,11 @@ func (e *Engine) decideCached(ctx context.Context, sc *scratch, cs []check) (boo
 			return e.decideEnforced(ctx, sc, cs)
 		}
 	}
-	now := e.now()
-	µs := now.UnixMicro()
+	µs := e.now().UnixMicro()
 	hit := false
-	lc.mu.Lock()
 	for k := range cs {
-		c := &cs[k]
-		end, ok := lc.m[windowOf(c, µs)]
-		if ok && end > µs {
-			left := time.Duration(end-µs) * time.Microsecond
-			c.d = sluice.Decision{Limit: c.lim, RetryAfter: left, ResetAfter: left}
-			c.over, c.cached, hit = true, true, true
-			lc.hits.Add(1)
-		} else {
-			lc.misses.Add(1)
-		}
+		hit = lc.lookup(&cs[k], µs) || hit
 	}
-	lc.mu.Unlock()
 	if !hit {
 		admitted, err := e.decideEnforced(ctx, sc, cs)
 		if err == nil && !admitted {
@@ -141,6 +130,23 @@ func (e *Engine) decideCached(ctx context.Context, sc *scratch, cs []check) (boo
 	}
 	lc.remember(cs, µs)
 	return false, nil
+}
+
+// lookup decides c from the cache: denied, until its window ends, when its
+// window is cached.
+func (lc *localCache) lookup(c *check, now int64) bool {
+	lc.mu.Lock()
+	end, ok := lc.m[windowOf(c, now)]
+	lc.mu.Unlock()
+	if !ok || end <= now {
+		lc.misses.Add(1)
+		return false
+	}
+	lc.hits.Add(1)
+	left := time.Duration(end-now) * time.Microsecond
+	c.d = sluice.Decision{Limit: c.lim, RetryAfter: left, ResetAfter: left}
+	c.over, c.cached = true, true
+	return true
 }
 
 // remember caches the limits of cs that the store denied, until their
