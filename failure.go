@@ -23,6 +23,13 @@ const (
 	// own policy decides, as Envoy's rate-limit filter does with its
 	// failure_mode_deny when its rate-limit service answers an error.
 	FailError
+	// FailUncounted decides each request as if nothing had been counted
+	// for its key, and counts nothing: a request within the limit's
+	// capacity is admitted, with the Remaining and resets of an untouched
+	// state. It is envoyproxy/ratelimit's answer while its memcached does
+	// not answer (a count that cannot be read is 0); with several
+	// replicas or many requests it admits far more than the limit.
+	FailUncounted
 )
 
 var failureModes = enum[FailureMode]{
@@ -34,17 +41,18 @@ var failureModes = enum[FailureMode]{
 		FailOpen:          "open",
 		FailOpenUnbounded: "open_unbounded",
 		FailError:         "error",
+		FailUncounted:     "uncounted",
 	},
-	want: "closed, error, open or open_unbounded",
+	want: "closed, error, open, uncounted or open_unbounded",
 }
 
 func (m FailureMode) valid() bool { return failureModes.valid(m) }
 
 // String returns the mode's configuration name: default, closed, error,
-// open or open_unbounded.
+// open, uncounted or open_unbounded.
 func (m FailureMode) String() string { return failureModes.String(m) }
 
-// ParseFailureMode parses closed, error, open or open_unbounded (and
+// ParseFailureMode parses closed, error, open, uncounted or open_unbounded (and
 // default, or the empty string, for FailDefault).
 func ParseFailureMode(s string) (FailureMode, error) {
 	if s == "" {
@@ -67,10 +75,12 @@ func (m *FailureMode) UnmarshalText(b []byte) error {
 
 // Stricter returns the stricter of m and o, for a decision that several
 // limits share (AllowMulti): FailClosed before FailError before FailOpen
-// before FailOpenUnbounded; FailDefault only when both are. FailError
-// comes after FailClosed, which denies for certain, and before the open
-// modes, which admit by themselves: an error admits nothing unless the
-// caller's policy does.
+// before FailUncounted before FailOpenUnbounded; FailDefault only when
+// both are. FailError comes after FailClosed, which denies for certain,
+// and before the modes that admit by themselves: an error admits nothing
+// unless the caller's policy does. FailUncounted admits each request up
+// to the limit's capacity, more than FailOpen's share and less than
+// FailOpenUnbounded.
 func (m FailureMode) Stricter(o FailureMode) FailureMode {
 	switch {
 	case m == FailDefault:
@@ -93,6 +103,8 @@ func strictness(m FailureMode) int {
 		return 1
 	case FailOpen:
 		return 2
+	case FailUncounted:
+		return 3
 	}
-	return 3 // FailOpenUnbounded, or a mode that is not valid
+	return 4 // FailOpenUnbounded, or a mode that is not valid
 }

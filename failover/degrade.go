@@ -28,6 +28,8 @@ func (s *Store) degrade(ctx context.Context, key string, lim sluice.Limit, n int
 	switch {
 	case m == sluice.FailError:
 		return sluice.Decision{}, s.undecided(ctx, key, lim, cause)
+	case m == sluice.FailUncounted:
+		d = s.uncounted(ctx, []sluice.Request{{Key: key, Limit: lim, N: n}})[0]
 	case n == 0 && lim.Counting != sluice.CountAll:
 		// A peek admits nothing: allowed in every mode, Remaining 0
 		// (unknown). A cost of 0 of a limit that counts every hit is a
@@ -90,6 +92,8 @@ func (s *Store) degradeMulti(ctx context.Context, reqs []sluice.Request, cause e
 	switch {
 	case m == sluice.FailError:
 		return nil, s.undecided(ctx, reqs[0].Key, reqs[0].Limit, cause)
+	case m == sluice.FailUncounted:
+		ds = s.uncounted(ctx, reqs)
 	case m == sluice.FailOpenUnbounded:
 		ds = make([]sluice.Decision, len(reqs))
 		for i, rq := range reqs {
@@ -110,6 +114,26 @@ func (s *Store) degradeMulti(ctx context.Context, reqs []sluice.Request, cause e
 		s.account(ctx, rq.Key, rq.Limit, m, ds[0].Allowed, cause)
 	}
 	return ds, nil
+}
+
+// uncounted is FailUncounted's answer: reqs decided as if nothing had been
+// counted for their keys (memstore's Untouched), counting nothing; the
+// denials of FailClosed if it cannot (reqs were checked as the shared store
+// would have checked them, so only a cancelled ctx).
+func (s *Store) uncounted(ctx context.Context, reqs []sluice.Request) []sluice.Decision {
+	ds, err := s.local.Untouched(ctx, reqs)
+	if err != nil {
+		ds = make([]sluice.Decision, len(reqs))
+		for i, rq := range reqs {
+			ds[i] = s.denial(rq.Limit)
+		}
+		return ds
+	}
+	for i := range ds {
+		ds[i].Limit = reqs[i].Limit
+		ds[i].Degraded = true
+	}
+	return ds
 }
 
 // localMulti decides reqs through the strict local limiter, or returns nil

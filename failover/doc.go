@@ -45,6 +45,12 @@
 //     the fleet as a whole stays within the quota during an outage. Without
 //     WithReplicas, FailOpen denies (with cause ErrNoReplicas): the full
 //     quota per process is exactly what it must never admit.
+//   - FailUncounted decides each request as if nothing had been counted
+//     for its key (memstore's Untouched) and counts nothing: a request
+//     within the limit's capacity is admitted, with the Remaining and
+//     resets of an untouched state. It is envoyproxy/ratelimit's answer
+//     while its memcached does not answer; it bounds a request, not the
+//     traffic. Only ever used when named.
 //   - FailOpenUnbounded admits everything. It is only ever used when named.
 //
 // The shared store validates the requests it is given (its errors are
@@ -76,7 +82,8 @@
 // While degraded, FailOpen charges it to the strict local share as
 // memstore does (a charge above the share's capacity is recorded and
 // denied, and a cost of 0 checks the local debt); FailClosed denies it,
-// a cost of 0 included; FailOpenUnbounded admits it. A charge decided
+// a cost of 0 included; FailUncounted charges it to an untouched state
+// (above the capacity: denied); FailOpenUnbounded admits it. A charge decided
 // without the shared store is not recorded there.
 //
 // # Observing
@@ -125,8 +132,8 @@
 //   - FailOpen admits through a local semaphore of max(Max/Replicas, 1)
 //     permits per key (WithReplicas), so that the fleet as a whole stays
 //     near Max; without WithReplicas it denies (cause ErrNoReplicas).
-//   - FailOpenUnbounded admits through a local semaphore of
-//     sluice.MaxPermits permits per key.
+//   - FailOpenUnbounded and FailUncounted admit through a local semaphore
+//     of sluice.MaxPermits permits per key.
 //
 // A permit taken locally is marked Degraded, and the Store remembers its
 // holder: its Release and Extend are made locally, also once the shared

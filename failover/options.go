@@ -174,15 +174,15 @@ func WithProbeKey(key string) Option {
 
 // WithDefaultMode sets the failure mode of the limits whose FailureMode is
 // sluice.FailDefault (default sluice.FailClosed). m must be FailClosed,
-// FailError, FailOpen or FailOpenUnbounded.
+// FailError, FailOpen, FailUncounted or FailOpenUnbounded.
 func WithDefaultMode(m sluice.FailureMode) Option {
 	return func(c *config) error {
 		switch m {
-		case sluice.FailClosed, sluice.FailError, sluice.FailOpen, sluice.FailOpenUnbounded:
+		case sluice.FailClosed, sluice.FailError, sluice.FailOpen, sluice.FailUncounted, sluice.FailOpenUnbounded:
 			c.mode = m
 			return nil
 		}
-		return optionError("WithDefaultMode(%v): want closed, error, open or open_unbounded", m)
+		return optionError("WithDefaultMode(%v): want closed, error, open, uncounted or open_unbounded", m)
 	}
 }
 

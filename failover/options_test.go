@@ -27,7 +27,7 @@ func TestInvalidOptions(t *testing.T) {
 		{failover.WithErrorRate(0.5, time.Second, 0), "want minCalls >= 1"},
 		{failover.WithProbeInterval(0), "WithProbeInterval(0s): want > 0"},
 		{failover.WithProbeKey(""), `WithProbeKey("")`},
-		{failover.WithDefaultMode(sluice.FailDefault), "WithDefaultMode(default): want closed, error, open or open_unbounded"},
+		{failover.WithDefaultMode(sluice.FailDefault), "WithDefaultMode(default): want closed, error, open, uncounted or open_unbounded"},
 		{failover.WithDefaultMode(9), "WithDefaultMode(FailureMode(9))"},
 		{failover.WithReplicas(0), "WithReplicas(0): want >= 1"},
 		{failover.WithObserver(nil), "WithObserver(nil)"},

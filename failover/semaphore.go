@@ -155,10 +155,11 @@ func (s *Store) localAcquire(ctx context.Context, key string, lim sluice.Concurr
 
 // localShare is the local semaphore of lim under the store's default
 // failure mode: max(Max/Replicas, 1) for FailOpen, sluice.MaxPermits for
-// FailOpenUnbounded; false when the mode admits nothing locally.
+// FailOpenUnbounded and FailUncounted (no permit held counts); false when
+// the mode admits nothing locally.
 func (s *Store) localShare(lim sluice.ConcurrencyLimit) (sluice.ConcurrencyLimit, bool) {
 	switch {
-	case s.cfg.mode == sluice.FailOpenUnbounded:
+	case s.cfg.mode == sluice.FailOpenUnbounded, s.cfg.mode == sluice.FailUncounted:
 		lim.Max = sluice.MaxPermits
 	case s.cfg.mode == sluice.FailOpen && s.cfg.replicas > 0:
 		lim.Max = max(lim.Max/s.cfg.replicas, 1)

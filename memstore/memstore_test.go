@@ -401,3 +401,30 @@ func TestInvalidOption(t *testing.T) {
 		})
 	}
 }
+
+// Untouched decides as AllowMulti would on keys with nothing counted, and
+// neither reads nor changes the store's states.
+func TestUntouched(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	defer s.Close()
+	lim := sluice.Limit{Algorithm: sluice.GCRA, Rate: 4, Period: time.Second}
+	if _, err := s.AllowN(ctx, "k", lim, 4); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ds, err := s.Untouched(ctx, []sluice.Request{{Key: "k", Limit: lim, N: 3}})
+		if err != nil || len(ds) != 1 || !ds[0].Allowed || ds[0].Remaining != 1 {
+			t.Fatalf("Untouched(3 of 4) on a full key = %+v, %v; want admitted, Remaining 1", ds, err)
+		}
+	}
+	if d, err := s.AllowN(ctx, "k", lim, 1); err != nil || d.Allowed {
+		t.Errorf("AllowN on the full key after Untouched = %+v, %v; want still denied", d, err)
+	}
+	if s.Len() != 1 {
+		t.Errorf("Len() = %d after Untouched, want 1", s.Len())
+	}
+	if _, err := s.Untouched(ctx, []sluice.Request{{Key: "x", Limit: lim, N: 5}}); !errors.Is(err, sluice.ErrExceedsCapacity) {
+		t.Errorf("Untouched(5 of 4) = %v, want ErrExceedsCapacity", err)
+	}
+}

@@ -42,35 +42,94 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	// Small calls, the usual, keep their bookkeeping on the stack.
 	var itemBuf [8]item
 	var shardBuf [8]int
-	items, shards := itemBuf[:0], shardBuf[:0]
-	if len(reqs) > len(itemBuf) {
+	items, shards, err := s.items(reqs, itemBuf[:0], shardBuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	// Lock in shard order so that concurrent calls cannot deadlock.
+	slices.Sort(shards)
+	shards = slices.Compact(shards)
+	return s.decideLocked(reqs, items, shards), nil
+}
+
+// items makes the items of reqs (validated) in items, and lists their
+// shards in shards, or reports requests on one state that ask more than
+// its capacity or count hits differently.
+func (s *Store) items(reqs []sluice.Request, items []item, shards []int) ([]item, []int, error) {
+	if len(reqs) > cap(items) {
 		items, shards = make([]item, 0, len(reqs)), make([]int, 0, len(reqs))
 	}
 	items = items[:len(reqs)]
 	for i, rq := range reqs {
 		it := &items[i]
-		it.p, _ = s.limits.Params(rq.Limit) // validated above
+		it.p, _ = s.limits.Params(rq.Limit) // validated by the caller
 		it.rf = s.ref(rq.Key, it.p)
 		it.first, it.sum = i, int64(rq.N)
 		for j := range i {
 			if sameState(&items[j].rf, &it.rf) {
 				if items[j].p.Charge != it.p.Charge {
-					return nil, &sluice.LimitError{Field: "Counting", Reason: fmt.Sprintf("requests %d and %d on key %q (%v) count hits differently; requests on one state must share their Counting", j, i, rq.Key, rq.Limit.Algorithm)}
+					return nil, nil, &sluice.LimitError{Field: "Counting", Reason: fmt.Sprintf("requests %d and %d on key %q (%v) count hits differently; requests on one state must share their Counting", j, i, rq.Key, rq.Limit.Algorithm)}
 				}
 				it.first = items[j].first
 				it.sum = items[j].sum + int64(rq.N)
 			}
 		}
 		if it.sum > it.p.Cap && !it.p.Charge {
-			return nil, &sluice.LimitError{Field: "N", Err: sluice.ErrExceedsCapacity, Reason: fmt.Sprintf("request %d: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
+			return nil, nil, &sluice.LimitError{Field: "N", Err: sluice.ErrExceedsCapacity, Reason: fmt.Sprintf("request %d: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
 				i, rq.Key, rq.Limit.Algorithm, it.sum, rq.Limit, it.p.Cap)}
 		}
 		shards = append(shards, it.rf.si)
 	}
-	// Lock in shard order so that concurrent calls cannot deadlock.
-	slices.Sort(shards)
-	shards = slices.Compact(shards)
-	return s.decideLocked(reqs, items, shards), nil
+	return items, shards, nil
+}
+
+// Untouched decides reqs as AllowMulti would if none of their keys had
+// anything counted, at the store's clock, and counts nothing: the answer
+// of a store that has lost its counts, which failover gives under
+// sluice.FailUncounted. The store's own states are neither read nor
+// changed. Its errors are AllowMulti's.
+func (s *Store) Untouched(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
+	if s.closed.Load() {
+		return nil, s.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, rq := range reqs {
+		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
+			return nil, fmt.Errorf("request %d: %w", i, err)
+		}
+	}
+	if err := validate.Multi(reqs); err != nil {
+		return nil, err
+	}
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	var itemBuf [8]item
+	var shardBuf [8]int
+	items, _, err := s.items(reqs, itemBuf[:0], shardBuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	// Every state is looked up in an empty shard of the call's own: none
+	// is found, and nothing is written where another call could see it.
+	empty := new(shard)
+	for i := range items {
+		items[i].rf.sh = empty
+	}
+	now := s.nowMicro()
+	out := make([]sluice.Decision, len(reqs))
+	allowed := true
+	for i := range items {
+		r := decideItem(items, i, now, int64(reqs[i].N))
+		out[i] = decision(reqs[i].Limit, r)
+		allowed = allowed && r.Allowed
+	}
+	if !allowed {
+		peekUnblocked(reqs, items, out, now)
+	}
+	return out, nil
 }
 
 // decideLocked runs decideMulti under the locks of shards (sorted, unique),

@@ -45,16 +45,21 @@
 // reference: the answer with Redis stopped (gRPC Unknown for both),
 // RESPONSE_DYNAMIC_METADATA's dynamic_metadata, gRPC on a Unix socket
 // (GRPC_UDS), and memcached (BACKEND_TYPE=memcache, each on its own real
-// memcached: the decisions on fresh keys; with memcached stopped the
-// reference admits and sluice answers Unknown, a documented difference).
+// memcached: the decisions on fresh keys; with memcached stopped, the
+// answers compared in full, each request decided as if nothing had been
+// counted). memcache_swap_test.go runs both on one memcached with
+// CACHE_KEY_PREFIX: hits counted by one are counted by the other when it
+// takes over within the window, either way.
 //
 // TestCompatStats (stats_test.go) compares the statistics: the reference
 // and sluice, both configured by the reference's environment only, get the
 // same traffic (testdata/stats.yaml: every way the reference names a
 // limit's statistics), and a receiver of the test's for each compares
 // their statsd streams (TCP; UDP with EXTRA_TAGS; DogStatsD with a
-// mogrifier: counters name for name and value for value, no counter sent
-// at 0, gauges by name, timings by count) and their Prometheus endpoints
+// mogrifier; TCP with LOCAL_CACHE_SIZE_IN_BYTES, whose cache's gauges are
+// compared by value too: counters name for name and value for value, no
+// counter sent at 0, gauges by name, timings by count) and their
+// Prometheus endpoints (also with LOCAL_CACHE_SIZE_IN_BYTES)
 // (the default mapping; a mapping file at another PROMETHEUS_PATH:
 // families, label values and the limits', errors', calls' and
 // configuration loads' values). It waits for counts, never for a time:

@@ -64,10 +64,11 @@ func (g *memcacheFlags) validate() error {
 }
 
 // options are memcachestore's Options of the flags; prefix starts every
-// item name and timeout bounds every call.
-func (g *memcacheFlags) options(prefix string, timeout time.Duration, log *slog.Logger) (memcachestore.Options, error) {
+// item name, timeout bounds every call, and refKeys keeps fixed windows
+// under envoyproxy/ratelimit's item names (Options.ReferenceKeys).
+func (g *memcacheFlags) options(prefix string, timeout time.Duration, refKeys bool, log *slog.Logger) (memcachestore.Options, error) {
 	o := memcachestore.Options{SRV: g.srv, SRVRefresh: g.srvRefresh, MaxIdleConns: g.maxIdleConns,
-		Prefix: prefix, Timeout: timeout}
+		Prefix: prefix, Timeout: timeout, ReferenceKeys: refKeys}
 	if g.maxIdleConns > memcachestore.DefaultMaxConns {
 		o.MaxConns = g.maxIdleConns
 	}
@@ -90,8 +91,8 @@ func (g *memcacheFlags) options(prefix string, timeout time.Duration, log *slog.
 // not answer at start is logged, and the store returned with the error
 // (down), for failover to start with its breaker open: its first call to
 // each server dials again.
-func openMemcache(ctx context.Context, g *memcacheFlags, prefix string, timeout time.Duration, log *slog.Logger) (st *memcachestore.Store, down, err error) {
-	o, err := g.options(prefix, timeout, log)
+func openMemcache(ctx context.Context, g *memcacheFlags, prefix string, timeout time.Duration, refKeys bool, log *slog.Logger) (st *memcachestore.Store, down, err error) {
+	o, err := g.options(prefix, timeout, refKeys, log)
 	if err != nil {
 		return nil, nil, err
 	}

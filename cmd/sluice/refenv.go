@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sluicehq/sluice/service/engine"
 	"log/slog"
 	"net"
 	"net/url"
@@ -58,7 +59,14 @@ type refPlan struct {
 	Assign  []refAssign
 	Ignored []refNote
 	Errors  []refNote
+	// LocalCacheKeys is the size of the local cache of over-limit keys
+	// (LOCAL_CACHE_SIZE_IN_BYTES), in keys; 0: none.
+	LocalCacheKeys int
 }
+
+// localCacheKeyBytes is what LOCAL_CACHE_SIZE_IN_BYTES counts for each key
+// of the local cache of over-limit keys.
+const localCacheKeyBytes = 256
 
 // refEnv reads the reference's variables through lookup.
 type refEnv struct {
@@ -359,9 +367,10 @@ func (e *refEnv) store() {
 			e.fail("LOCAL_CACHE_SIZE_IN_BYTES", "%q: want a number of bytes", v)
 		case n > 0:
 			// The reference's local cache remembers over-limit keys until
-			// their window ends, without asking its backend: sluice's
-			// local tier.
-			e.assign("tiered", "true", shared, "LOCAL_CACHE_SIZE_IN_BYTES")
+			// their window ends, and denies them without asking its
+			// backend: the engine's (engine.WithLocalCache), a key for
+			// each localCacheKeyBytes.
+			e.plan.LocalCacheKeys = int(min(max(n/localCacheKeyBytes, 1), engine.MaxLocalCacheKeys))
 		}
 	}
 	e.ignore("EXPIRATION_JITTER_MAX_SECONDS", "sluice's keys expire exactly when their state is back to full")
@@ -568,9 +577,15 @@ func userInfo(auth string) *url.Userinfo {
 func (e *refEnv) service() {
 	// While its Redis fails the reference answers an error (gRPC
 	// Unknown), and Envoy's failure_mode_deny decides: --failure-mode
-	// error, unless SLUICE_FAILURE_MODE says otherwise (a rule's
-	// failure_mode still wins).
-	e.assign("failure-mode", "error", nil)
+	// error. While its memcached fails, a count it cannot read is 0: each
+	// request is decided as if nothing had been counted, and nothing is
+	// (--failure-mode uncounted). SLUICE_FAILURE_MODE says otherwise; a
+	// rule's failure_mode still wins.
+	if strings.EqualFold(e.str("BACKEND_TYPE", "redis"), "memcache") {
+		e.assign("failure-mode", "uncounted", nil, "BACKEND_TYPE")
+	} else {
+		e.assign("failure-mode", "error", nil)
+	}
 	// The reference counts every hit, also a denied one, unless
 	// STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT.
 	counting := "all"
@@ -773,6 +788,11 @@ type refMode struct {
 	applied   []refAssign
 	overruled []refAssign // dropped: the user set the flag
 	ignored   []refNote
+	// keyPrefix: --redis-key-prefix was given (by CACHE_KEY_PREFIX, a
+	// flag or a SLUICE_* variable), not its default.
+	keyPrefix bool
+	// localCacheKeys: the plan's LocalCacheKeys.
+	localCacheKeys int
 }
 
 func (m *refMode) String() string {
@@ -810,6 +830,7 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 		return nil
 	}
 	m.on = true
+	m.keyPrefix = set["redis-key-prefix"]
 	plan := referencePlan(lookup)
 	isSet := func(flags []string) bool { return slices.ContainsFunc(flags, func(f string) bool { return set[f] }) }
 	var errs []string
@@ -834,8 +855,10 @@ func (m *refMode) apply(fs *flag.FlagSet, set map[string]bool, lookup func(strin
 			continue
 		}
 		m.applied = append(m.applied, a)
+		m.keyPrefix = m.keyPrefix || a.Flag == "redis-key-prefix"
 	}
 	m.ignored = plan.Ignored
+	m.localCacheKeys = plan.LocalCacheKeys
 	if len(errs) > 0 {
 		return fmt.Errorf("envoyproxy/ratelimit's environment variables (--reference-env %s): %s", m, strings.Join(errs, "; "))
 	}
@@ -856,6 +879,9 @@ func (m *refMode) log(log *slog.Logger) {
 		} else {
 			applied = append(applied, a.Var+" → "+s)
 		}
+	}
+	if m.localCacheKeys > 0 {
+		applied = append(applied, fmt.Sprintf("LOCAL_CACHE_SIZE_IN_BYTES → a local cache of up to %d over-limit keys", m.localCacheKeys))
 	}
 	attrs := []any{"applied", strings.Join(applied, "; ")}
 	if len(defaults) > 0 {
@@ -883,4 +909,20 @@ func redactValue(flagName, v string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// referenceKeys reports whether the fixed windows of whole seconds count
+// under envoyproxy/ratelimit's item names in memcached: under its
+// environment with memcached as the store, so that a fleet moving between
+// the two in either direction keeps its counts. prefix starts each name,
+// as the reference's CACHE_KEY_PREFIX does (empty unless
+// --redis-key-prefix was given).
+func (f *serveFlags) referenceKeys() (prefix string, on bool) {
+	if !f.runtime.refEnv.on || !f.redis.memcache.set() {
+		return "", false
+	}
+	if f.runtime.refEnv.keyPrefix {
+		prefix = f.redis.keyPrefix
+	}
+	return prefix, true
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/sluicehq/sluice/service/engine"
 	"io"
 	"maps"
 	"os"
@@ -217,8 +218,7 @@ func TestReferencePlan(t *testing.T) {
 		{"redis timeout", map[string]string{"REDIS_TIMEOUT": "2s"}, map[string]string{"redis-timeout": "2s"}, nil},
 		{"redis health", map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, map[string]string{"readyz-breaker": "true"}, nil},
 		{"cache key prefix", map[string]string{"CACHE_KEY_PREFIX": "eg_"}, map[string]string{"redis-key-prefix": "eg_"}, nil},
-		{"local cache", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, map[string]string{"tiered": "true"}, nil},
-		{"local cache off", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "0"}, nil, []string{"tiered"}},
+		{"local cache", map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "1048576"}, nil, []string{"tiered"}},
 		{"stop increment", map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, map[string]string{"counting": "admitted"}, nil},
 		{"count all", map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "false"}, map[string]string{"counting": "all"}, nil},
 		{"near limit", map[string]string{"NEAR_LIMIT_RATIO": "0.9"}, map[string]string{"near-limit-ratio": "0.9"}, nil},
@@ -275,7 +275,7 @@ func TestReferencePlanMemcache(t *testing.T) {
 		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}))
 	got := flagsOf(p)
 	want := map[string]string{"memcache": "m1:11211,m2:11211", "memcache-max-idle-conns": "8", "memcache-tls": "true",
-		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_", "tiered": "true"}
+		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("--%s = %q, want %q", k, got[k], v)
@@ -498,6 +498,9 @@ func TestReferencePlanEveryVariable(t *testing.T) {
 		if slices.Contains(varsOf(p.Ignored), v) || slices.Contains(varsOf(p.Errors), v) {
 			handled = true
 		}
+		if v == "LOCAL_CACHE_SIZE_IN_BYTES" && p.LocalCacheKeys > 0 { // the engine's local cache
+			handled = true
+		}
 		if !handled {
 			t.Errorf("%s (env %v): neither applied, ignored nor an error: %+v", v, env, p)
 		}
@@ -718,6 +721,19 @@ func TestReferencePlanTracing(t *testing.T) {
 		}
 		if errs := varsOf(p.Errors); !slices.Equal(errs, tc.errs) {
 			t.Errorf("%v: errors %v, want %v", tc.env, errs, tc.errs)
+		}
+	}
+}
+
+// TestReferencePlanLocalCache: LOCAL_CACHE_SIZE_IN_BYTES sizes the local
+// cache of over-limit keys, a key for each 256 bytes (at least one).
+func TestReferencePlanLocalCache(t *testing.T) {
+	for _, tt := range []struct {
+		give string
+		want int
+	}{{"1048576", 4096}, {"100", 1}, {"0", 0}, {"1099511627776", engine.MaxLocalCacheKeys}} {
+		if got := referencePlan(envOf(map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": tt.give})).LocalCacheKeys; got != tt.want {
+			t.Errorf("LOCAL_CACHE_SIZE_IN_BYTES=%s: %d keys, want %d", tt.give, got, tt.want)
 		}
 	}
 }

@@ -220,8 +220,18 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 	}
 	// Every store call of the service, timed and traced in this one layer.
 	st.store = metrics.Observe(st.store, m, c.tr)
-	c.eng = engine.New(st.store, cfg, append(f.service.engineOptions(),
-		engine.WithObserver(obs), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))...)
+	eopts := append(f.service.engineOptions(),
+		engine.WithObserver(obs), engine.WithLogger(log), engine.WithBounds(f.limits.bounds()), engine.WithTracer(c.tr))
+	if prefix, ok := f.referenceKeys(); ok {
+		eopts = append(eopts, engine.WithReferenceKeys(prefix))
+	}
+	if n := f.runtime.refEnv.localCacheKeys; n > 0 && f.redis.shared() {
+		eopts = append(eopts, engine.WithLocalCache(n))
+	}
+	c.eng = engine.New(st.store, cfg, eopts...)
+	if rs != nil && f.runtime.refEnv.localCacheKeys > 0 && f.redis.shared() {
+		rs.LocalCache(c.eng.LocalCacheStats)
+	}
 	ap.Engine = c.eng
 	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *source.XDS

@@ -143,11 +143,12 @@ func TestServeFlagFailureMode(t *testing.T) {
 		{"open with replicas", nil, append([]string{"--failure-mode", "open", "--replicas", "3"}, redis...), sluice.FailOpen, 0, ""},
 		{"env", map[string]string{"SLUICE_FAILURE_MODE": "open"}, nil, sluice.FailOpen, 0, ""},
 		{"error", nil, append([]string{"--failure-mode", "error"}, redis...), sluice.FailError, 0, ""},
+		{"uncounted", nil, append([]string{"--failure-mode", "uncounted"}, redis...), sluice.FailUncounted, 0, ""},
 		{"open without replicas", nil, append([]string{"--failure-mode", "open"}, redis...), 0, 2, "--failure-mode open needs --replicas N"},
-		{"unknown", nil, []string{"--failure-mode", "maybe"}, 0, 2, `--failure-mode "maybe": want closed, error or open`},
-		{"open_unbounded", nil, []string{"--failure-mode", "open_unbounded"}, 0, 2, `--failure-mode "open_unbounded": want closed, error or open`},
-		{"default by name", nil, []string{"--failure-mode", "default"}, 0, 2, `--failure-mode "default": want closed, error or open`},
-		{"empty", nil, []string{"--failure-mode="}, 0, 2, `--failure-mode "": want closed, error or open`},
+		{"unknown", nil, []string{"--failure-mode", "maybe"}, 0, 2, `--failure-mode "maybe": want closed, error, open or uncounted`},
+		{"open_unbounded", nil, []string{"--failure-mode", "open_unbounded"}, 0, 2, `--failure-mode "open_unbounded": want closed, error, open or uncounted`},
+		{"default by name", nil, []string{"--failure-mode", "default"}, 0, 2, `--failure-mode "default": want closed, error, open or uncounted`},
+		{"empty", nil, []string{"--failure-mode="}, 0, 2, `--failure-mode "": want closed, error, open or uncounted`},
 		{"replicas negative", nil, []string{"--replicas=-1"}, 0, 2, "--replicas -1: must be >= 0"},
 	})
 }

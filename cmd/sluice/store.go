@@ -83,7 +83,8 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
 		name = "remote " + f.redis.remote.addr + " (failover fail_" + mode.String()
 	case f.redis.memcache.set():
-		ms, mdown, err := openMemcache(ctx, &f.redis.memcache, f.redis.keyPrefix, f.redis.timeout, log)
+		_, refKeys := f.referenceKeys()
+		ms, mdown, err := openMemcache(ctx, &f.redis.memcache, f.redis.keyPrefix, f.redis.timeout, refKeys, log)
 		if err != nil {
 			return nil, err
 		}

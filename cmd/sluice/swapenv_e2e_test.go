@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,8 +12,6 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/testserver/memcachedtest"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
@@ -132,8 +131,9 @@ descriptors:
 `
 
 // TestE2EReferenceEnvMemcache: BACKEND_TYPE=memcache with
-// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it answers
-// the reference's error (gRPC Unknown) under the reference's environment.
+// MEMCACHE_HOST_PORT decides in a real memcached; stopped, it decides as
+// the reference does then: each request as if nothing had been counted
+// (--failure-mode uncounted).
 func TestE2EReferenceEnvMemcache(t *testing.T) {
 	mc := memcachedtest.Server(t)
 	p := start(t, envList(map[string]string{
@@ -147,7 +147,7 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	}))
 	p.waitLog(t, "sluice listening")
 	log := p.stderr.String()
-	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_error)"`, "var=REDIS_URL"} {
+	for _, want := range []string{"--memcache=" + mc.Addr, "--memcache-max-idle-conns=4", `store="memcache (failover fail_uncounted)"`, "var=REDIS_URL"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -165,9 +165,18 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	if got := p.should(t, "eg", 1, d("fw", "y")).OverallCode; got != pb.RateLimitResponse_OK {
 		t.Fatalf("fw=y: %v, want OK", got)
 	}
-	// The bucket's state is memcached's item: its TAT, in µs.
-	if v := mc.MustDo("get sluice:eg/tb=x:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg/tb=x:B2s0 ") {
-		t.Errorf("get sluice:eg/tb=x:B2s0 = %q, want the bucket's item", v)
+	// The bucket's state is memcached's item: its TAT, in µs, under the
+	// store's prefix and the reference's name of the key.
+	if v := mc.MustDo("get sluice:eg_tb_x_:B2s0"); !strings.HasPrefix(v, "VALUE sluice:eg_tb_x_:B2s0 ") {
+		t.Errorf("get sluice:eg_tb_x_:B2s0 = %q, want the bucket's item", v)
+	}
+	// The fixed window's is the reference's item: the key, then the
+	// window's start in Unix seconds (this minute's, or the one before if
+	// a minute began since), holding the count.
+	now := time.Now().Truncate(time.Minute)
+	fw := mc.MustDo(fmt.Sprintf("get eg_fw_y_%d", now.Unix())) + mc.MustDo(fmt.Sprintf("get eg_fw_y_%d", now.Add(-time.Minute).Unix()))
+	if !strings.Contains(fw, "VALUE eg_fw_y_") || !strings.Contains(fw, "\n1\n") {
+		t.Errorf("memcached's items eg_fw_y_<window> = %q, want the count 1", fw)
 	}
 	if v := mc.MustDo("stats"); !strings.Contains(v, "STAT curr_items 2") {
 		t.Errorf("memcached holds other than 2 items:\n%s", v)
@@ -176,8 +185,10 @@ func TestE2EReferenceEnvMemcache(t *testing.T) {
 	mc.Kill()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
-	if status.Code(err) != codes.Unknown {
-		t.Errorf("memcached stopped: ShouldRateLimit error %v, want gRPC Unknown (the reference's environment's failure answer)", err)
+	for i := range 3 {
+		resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "eg", Descriptors: []*rlpb.RateLimitDescriptor{d("fw", "y")}, HitsAddend: 1})
+		if err != nil || resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 999 {
+			t.Errorf("memcached stopped, hit %d: ShouldRateLimit = %v, %v; want OK, 999 remaining (nothing counted)", i+1, resp, err)
+		}
 	}
 }

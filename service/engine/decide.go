@@ -28,6 +28,9 @@ type check struct {
 	sum  int // n and the request's earlier costs on the same counter (enforced, counting admitted)
 	d    sluice.Decision
 	over bool // this limit denied (or could never admit n)
+	// cached: denied by the local cache of over-limit keys, without a
+	// store call (WithLocalCache)
+	cached bool
 	// counted: the store recorded n (an admitted request, or a limit
 	// counting all)
 	counted bool
@@ -114,7 +117,7 @@ func (e *Engine) decideInto(ctx context.Context, req *Request, res *Result, rr *
 		}
 		return e.storeError(ctx, err)
 	}
-	admitted, err := e.decideEnforced(ctx, sc, enforced)
+	admitted, err := e.decideCached(ctx, sc, enforced)
 	if err != nil {
 		return e.storeError(ctx, err)
 	}
@@ -238,7 +241,7 @@ func (e *Engine) checks(sc *scratch, domain string, descs []Descriptor, sts []St
 				e.obs.Decided(Report{Domain: domain, Rule: r.Name, Detail: detail(m), Metric: m.Metric, MetricValues: m.Detailed, Outcome: OutcomeUnlimited, Hits: st.hits})
 				continue
 			}
-			c := check{desc: i, rule: r, lim: e.limit(r), key: stateKey(m, j), n: st.hits}
+			c := check{desc: i, rule: r, lim: e.limit(r), key: e.stateKey(m, j), n: st.hits}
 			switch {
 			case descs[i].NegativeHits:
 				refunds = append(refunds, c)
@@ -615,8 +618,15 @@ func (e *Engine) decideAdmitted(ctx context.Context, sc *scratch, cs []check, ad
 // enforcing ones: a limit counting admitted hits counts them only when the
 // request is admitted, one counting all always.
 func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) error {
+	var now int64
+	if e.lc != nil {
+		now = e.now().UnixMicro()
+	}
 	for k := range cs {
 		c := &cs[k]
+		if e.lc != nil && cacheable(c) && e.lc.lookup(c, now) {
+			continue
+		}
 		all := c.lim.Counting == sluice.CountAll
 		n := c.n
 		if !admitted && !all {
@@ -641,6 +651,9 @@ func (e *Engine) decideAdvisory(ctx context.Context, cs []check, admitted bool) 
 		}
 		c.d, c.counted = d, n > 0 && (all || d.Allowed)
 		c.over = c.over || !d.Allowed
+		if e.lc != nil && cacheable(c) {
+			e.lc.remember(cs[k:k+1], now)
+		}
 	}
 	return nil
 }

@@ -27,6 +27,11 @@ type Engine struct {
 	nearRatio             float32
 	bounds                Bounds
 	tr                    *tracing.Tracer // nil: no tracing
+	// refKeys names the states as envoyproxy/ratelimit names its cache
+	// keys, starting with refPrefix (WithReferenceKeys).
+	refKeys   bool
+	refPrefix string
+	lc        *localCache // WithLocalCache; nil: none
 	// chargesApart decides the limits counting all hits one store call
 	// each, before the others (tests: the result of deciding them
 	// together must be the same).
@@ -74,6 +79,18 @@ func WithNearLimitRatio(r float64) Option {
 			e.nearRatio = float32(r)
 		}
 	}
+}
+
+// WithReferenceKeys names every state as envoyproxy/ratelimit names its
+// cache keys: prefix (its CACHE_KEY_PREFIX), the domain, "_", and each of
+// the descriptor's entries as key_value_ (a share_threshold wildcard's
+// pattern as its value, as for every counter). A store that keeps the
+// reference's item names for such keys (memcachestore's ReferenceKeys)
+// then counts on the reference's own items, so that a fleet moving between
+// the two keeps its counts. As in the reference, descriptors whose names
+// join alike ("a_b" and "a", "b") share a state.
+func WithReferenceKeys(prefix string) Option {
+	return func(e *Engine) { e.refKeys, e.refPrefix = true, prefix }
 }
 
 // WithBounds sets the bounds of what callers send (default DefaultBounds).

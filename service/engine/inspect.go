@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -86,7 +87,7 @@ func (e *Engine) Inspect(ctx context.Context, domain string, entries []Entry) (I
 			continue
 		}
 		rs.Limit = e.limit(r)
-		rs.Key = stateKey(m, j)
+		rs.Key = e.stateKey(m, j)
 		if err := e.peek(ctx, &rs); err != nil {
 			return Inspection{}, err
 		}
@@ -136,17 +137,46 @@ func retryAfter(lim sluice.Limit, d sluice.Decision) time.Duration {
 }
 
 // stateKey is the counter key of the j-th rule of match m: the match's
-// key, told apart when an earlier rule of the same node has the same
-// algorithm and period (two limits of one node would otherwise share a
-// state).
-func stateKey(m config.Match, j int) string {
+// key (envoyproxy/ratelimit's name of it under WithReferenceKeys), told
+// apart when an earlier rule of the same node has the same algorithm and
+// period (two limits of one node would otherwise share a state).
+func (e *Engine) stateKey(m config.Match, j int) string {
+	key := m.Key
+	if e.refKeys {
+		key = referenceKey(e.refPrefix, key)
+	}
 	r := m.Rules[j]
 	for _, p := range m.Rules[:j] {
 		if p.Limit.Algorithm == r.Limit.Algorithm && p.Limit.Period == r.Limit.Period {
-			return m.Key + "#" + strconv.Itoa(j)
+			return key + "#" + strconv.Itoa(j)
 		}
 	}
-	return m.Key
+	return key
+}
+
+// referenceKey is envoyproxy/ratelimit's cache key (without its window) of
+// the counting key key (config.Match's "domain/k=v/k2=v2", '\\', '/', '='
+// and '*' escaped): prefix, the domain, "_", and each entry as key_value_.
+func referenceKey(prefix, key string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + len(key) + 1)
+	b.WriteString(prefix)
+	escaped := false
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; {
+		case escaped:
+			b.WriteByte(c)
+			escaped = false
+		case c == '\\':
+			escaped = true
+		case c == '/' || c == '=':
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('_')
+	return b.String()
 }
 
 // InspectKey peeks at the state of key under lim in the engine's store,

@@ -57,6 +57,10 @@ type Report struct {
 	// threshold (WithNearLimitRatio of its capacity) and not above the
 	// limit; Over the part above the limit.
 	Hits, Within, Near, Over int
+	// LocalCache reports a limit denied by the local cache of over-limit
+	// keys, without a store call (WithLocalCache): its hits are all Over,
+	// and counted in no store.
+	LocalCache bool
 }
 
 // Observer receives every decision, for metrics (service/metrics holds the

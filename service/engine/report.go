@@ -48,7 +48,7 @@ func (e *Engine) report(domain string, sts []Status, enforced, advisory, refunds
 func (e *Engine) observe(domain string, sts []Status, c *check, o Outcome) {
 	m := &sts[c.desc].m
 	r := Report{Domain: domain, Rule: c.rule.Name, Detail: detail(*m), Key: m.Key, Metric: m.Metric, MetricValues: m.Detailed || c.rule.Override,
-		Outcome: o, Hits: c.n}
+		Outcome: o, Hits: c.n, LocalCache: c.cached}
 	if o != OutcomeNotCounted {
 		r.Within, r.Near, r.Over = split(c.lim.Capacity(), c.before(), c.n, c.over, e.nearRatio)
 	}

@@ -1,5 +1,7 @@
 package refstats
 
+import "github.com/sluicehq/sluice/service/engine"
+
 // loaderStats are the reference's runtime loader's statistics (its
 // configuration files under RUNTIME_ROOT): runtime.load_attempts,
 // runtime.load_failures and the gauge runtime.num_values.
@@ -59,4 +61,23 @@ func (p *Pool) Opened() {
 func (p *Pool) Closed() {
 	p.closes.Inc()
 	p.active.Sub(1)
+}
+
+// LocalCache sends the counts of the local cache of over-limit keys as the
+// reference's ratelimit.localcache gauges, read before each flush:
+// entryCount (the keys held), hitCount (lookups that found their key:
+// limits denied without a store call), missCount and lookupCount (both).
+// The reference's other gauges there (evacuateCount, expiredCount,
+// overwriteCount, averageAccessTime) are figures of its cache library's
+// memory that sluice's cache does not have: they are not sent.
+func (s *Stats) LocalCache(read func() engine.LocalCacheStats) {
+	g := func(name string) *Gauge { return s.st.Gauge(s.tags.Name("ratelimit.localcache." + name)) }
+	entries, hits, misses, lookups := g("entryCount"), g("hitCount"), g("missCount"), g("lookupCount")
+	s.st.generate(func() {
+		c := read()
+		entries.Set(uint64(max(c.Entries, 0)))
+		hits.Set(uint64(max(c.Hits, 0)))
+		misses.Set(uint64(max(c.Misses, 0)))
+		lookups.Set(uint64(max(c.Hits+c.Misses, 0)))
+	})
 }

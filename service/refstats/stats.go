@@ -56,7 +56,7 @@ type ruleKey struct{ domain, rule string }
 
 // limitStats are the statistics of one limit's name.
 type limitStats struct {
-	total, within, near, over, shadow *Counter
+	total, within, near, over, shadow, overLocal *Counter
 }
 
 type serviceStats struct {
@@ -93,6 +93,9 @@ func (s *Stats) newLimit(key string) *limitStats {
 		near:   s.counter(p + "near_limit"),
 		over:   s.counter(p + "over_limit"),
 		shadow: s.counter(p + "shadow_mode"),
+		// The limits denied by the local cache of over-limit keys,
+		// counted in over_limit too.
+		overLocal: s.counter(p + "over_limit_with_local_cache"),
 	}
 }
 
@@ -146,6 +149,9 @@ func (s *Stats) Decided(r engine.Report) {
 	add(ls.over, r.Over)
 	if r.Outcome == engine.OutcomeShadowOverLimit {
 		add(ls.shadow, r.Over)
+	}
+	if r.LocalCache {
+		add(ls.overLocal, r.Over)
 	}
 }
 
