@@ -84,6 +84,16 @@ func (f *faulty) fault() error {
 	return nil
 }
 
+// Ping is the breaker's probe, not counted in calls: probes run on the
+// wall clock's ticker, so how many fall in a phase of a test depends on
+// how fast the machine runs it.
+func (f *faulty) Ping(context.Context) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
 func (f *faulty) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
 	if err := f.fault(); err != nil {
 		return sluice.Decision{}, err
