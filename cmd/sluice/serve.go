@@ -458,6 +458,9 @@ func (s *servers) drain(g *shutdownFlags, log *slog.Logger) (deadline time.Time)
 // storeSet is the store serve decides through and how to close it.
 type storeSet struct {
 	store sluice.Store
+	// granter answers the store API's Grant: the memory store, or the
+	// shared store under failover (nil: it cannot grant, or --region).
+	granter sluice.Granter
 	name  string
 	ready func() bool // nil without a breaker
 	close func()
