@@ -238,6 +238,7 @@ type run struct {
 var tables = map[string][]run{
 	"standard": {
 		{Scenario: "saturate", Strategy: "remote"},
+		{Scenario: "saturate", Strategy: "remote-adaptive"},
 		{Scenario: "saturate", Strategy: "remote-default"},
 		{Scenario: "saturate", Strategy: "remote-default", Fail: sluice.FailClosed},
 		{Scenario: "saturate", Strategy: "tiered-leases"},
@@ -249,6 +250,7 @@ var tables = map[string][]run{
 		{Scenario: "shift", Strategy: "sync-100ms"},
 		{Scenario: "shift", Strategy: "hierarchical"},
 		{Scenario: "partition", Strategy: "remote"},
+		{Scenario: "partition", Strategy: "remote-adaptive"},
 		{Scenario: "partition", Strategy: "tiered-leases"},
 		{Scenario: "partition", Strategy: "sync-100ms"},
 		{Scenario: "partition", Strategy: "hierarchical"},
