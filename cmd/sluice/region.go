@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/region"
+	"github.com/sluicehq/sluice/remotestore"
 )
 
 // regionFlags make the shared store a home store that grants this process
@@ -92,6 +93,24 @@ func (g *redisFlags) validateRegion() error {
 		return errors.New("--region and --tiered (--lease-*): with --region each process already decides locally from its grants")
 	case g.failover.mode == sluice.FailError:
 		return errors.New("--failure-mode error with --region: a process cut off from the home store decides closed or open (from its allowance)")
+	}
+	return nil
+}
+
+// checkGrants refuses to start --region over a home sluice that answered
+// that it cannot grant (it serves memcached, or counts per-second limits
+// in a second Redis); one that did not answer is found out by the first
+// grants, which fail.
+func checkGrants(ctx context.Context, r *regionFlags, addr string, st sluice.FullStore, down error) error {
+	rs, ok := st.(*remotestore.Store)
+	if !r.on() || down != nil || !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.timeoutMax)
+	defer cancel()
+	caps, err := rs.Capabilities(cctx)
+	if err == nil && !caps.Grant {
+		return fmt.Errorf("--region: the home sluice at --remote-store %s cannot grant (its store is memcached, or it counts per-second limits in --redis-persecond)", addr)
 	}
 	return nil
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -206,4 +208,17 @@ func TestE2ERegionCutOff(t *testing.T) {
 			f.Errorf("fail closed, cut off: %d admitted and %d denied by the failure mode, want none admitted", closedAllowed, closedDenied)
 		}
 	})
+}
+
+// TestE2ERegionHomeCannotGrant: --region over a home sluice that cannot
+// grant (its per-second limits in a second Redis) exits at start, naming
+// the flag, instead of failing every decision.
+func TestE2ERegionHomeCannotGrant(t *testing.T) {
+	r1, r2 := redistest.Server(t), redistest.Server(t)
+	home := start(t, nil, "--redis", "redis://"+r1.Addr, "--redis-persecond", "redis://"+r2.Addr, "--store-api-addr", "127.0.0.1:0")
+	out, err := exec.Command(binary, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+		"--remote-store", home.storeAPI, "--remote-store-plaintext", "--region", "eu").CombinedOutput()
+	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "--region: the home sluice at --remote-store "+home.storeAPI+" cannot grant") {
+		t.Errorf("sluice serve --region over a home that cannot grant: exit %d, output %q; want 1 naming --region", code, out)
+	}
 }

@@ -87,6 +87,10 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		if err != nil {
 			return nil, err
 		}
+		if err := checkGrants(ctx, reg, f.redis.remote.addr, rs, rdown); err != nil {
+			rs.Close()
+			return nil, err
+		}
 		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
 		name = "remote " + f.redis.remote.addr + " (failover fail_" + mode.String()
 	case f.redis.memcache.set():
