@@ -216,7 +216,11 @@ func TestE2ERegionCutOff(t *testing.T) {
 func TestE2ERegionHomeCannotGrant(t *testing.T) {
 	r1, r2 := redistest.Server(t), redistest.Server(t)
 	home := start(t, nil, "--redis", "redis://"+r1.Addr, "--redis-persecond", "redis://"+r2.Addr, "--store-api-addr", "127.0.0.1:0")
-	out, err := exec.Command(binary, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
+	// Bounded, so that a process that serves instead of exiting fails
+	// the test rather than hangs it.
+	ctx, cancel := context.WithTimeout(context.Background(), wait.Guard)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0",
 		"--remote-store", home.storeAPI, "--remote-store-plaintext", "--region", "eu").CombinedOutput()
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "--region: the home sluice at --remote-store "+home.storeAPI+" cannot grant") {
 		t.Errorf("sluice serve --region over a home that cannot grant: exit %d, output %q; want 1 naming --region", code, out)
