@@ -67,7 +67,7 @@ unit:
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -count 10 -timeout 60m ./... | tee bench.txt
 
-# About seven minutes: twenty runs of 10-12 s on loopback, each with its own
+# About nine minutes: twenty-five runs of 10-12 s on loopback, each with its own
 # redis-server, WAN proxies and member processes. Prints the table and
 # writes the reports to bench/regions.json.
 regions:

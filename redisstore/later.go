@@ -38,7 +38,7 @@ const (
 // limit's failure mode, and tiered decides without leases); from then on
 // every call passes to the Store that Open returned: rate limits,
 // AllowMulti, Reserve and Return, Reset and the concurrency limits alike.
-// It is a sluice.FullStore, safe for concurrent use.
+// It is a sluice.FullStore and a sluice.Granter, safe for concurrent use.
 //
 // A call made before the connection fails at once, whatever its context:
 // no call waits for Redis to come up.
@@ -57,7 +57,10 @@ type Later struct {
 	done   chan struct{}
 }
 
-var _ sluice.FullStore = (*Later)(nil)
+var (
+	_ sluice.FullStore = (*Later)(nil)
+	_ sluice.Granter   = (*Later)(nil)
+)
 
 // OpenLater returns a Later for rawURL (one of Open's forms, with Open's
 // options) and starts connecting in the background: an attempt at once,
@@ -183,6 +186,16 @@ func (l *Later) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 		return sluice.Decision{}, err
 	}
 	return rs.AllowN(ctx, key, lim, n)
+}
+
+// Grant implements sluice.Granter: package region over a Redis that was
+// down at the start decides by its failure policy until it connects.
+func (l *Later) Grant(ctx context.Context, key string, lim sluice.Limit, r sluice.GrantRequest) (sluice.Grant, error) {
+	rs, err := l.store()
+	if err != nil {
+		return sluice.Grant{}, err
+	}
+	return rs.Grant(ctx, key, lim, r)
 }
 
 // AllowMulti implements sluice.MultiStore.

@@ -59,6 +59,10 @@ func TestLaterConnectsWhenRedisComesUp(t *testing.T) {
 		{"Acquire", func() error { _, err := l.Acquire(ctx, "p", sem, "h"); return err }},
 		{"Extend", func() error { _, err := l.Extend(ctx, "p", sem, "h"); return err }},
 		{"Release", func() error { return l.Release(ctx, "p", "h") }},
+		{"Grant", func() error {
+			_, err := l.Grant(ctx, "g", lim, sluice.GrantRequest{Holder: "eu", N: 1, TTL: time.Second})
+			return err
+		}},
 	}
 	for _, c := range calls {
 		if err := c.call(); !errors.Is(err, redisstore.ErrNotConnected) {
@@ -108,6 +112,9 @@ func TestLaterConnectsWhenRedisComesUp(t *testing.T) {
 	}
 	if err := l.Release(ctx, "p", "h"); err != nil {
 		t.Fatal(err)
+	}
+	if g, err := l.Grant(ctx, "g", lim, sluice.GrantRequest{Holder: "eu", N: 2, Demand: 3, TTL: time.Second}); err != nil || g.Units != 2 {
+		t.Fatalf("Grant once connected = %+v, %v; want 2 units", g, err)
 	}
 	if l.Freed("p") != nil {
 		t.Error("Freed is not nil: Redis cannot tell")

@@ -29,7 +29,7 @@ func TestRedis(t *testing.T) {
 	t.Cleanup(c.Close)
 	rs := dial(t, serve(t, redisstore.NewRueidis(c)))
 	caps, err := rs.Capabilities(ctx)
-	if err != nil || caps != (remotestore.Capabilities{Multi: true, Reserve: true, Reset: true, Semaphore: true}) {
+	if err != nil || caps != (remotestore.Capabilities{Multi: true, Reserve: true, Reset: true, Semaphore: true, Grant: true}) {
 		t.Fatalf("Capabilities = %+v, %v; want all", caps, err)
 	}
 	slow := sluice.Limit{Algorithm: sluice.GCRA, Rate: 3, Period: 100 * time.Hour}

@@ -55,9 +55,13 @@ import (
 	"github.com/sluicehq/sluice"
 	storev1 "github.com/sluicehq/sluice/api/sluice/store/v1"
 	"github.com/sluicehq/sluice/internal/storewire"
+	"github.com/sluicehq/sluice/internal/validate"
 )
 
-var _ sluice.FullStore = (*Store)(nil)
+var (
+	_ sluice.FullStore = (*Store)(nil)
+	_ sluice.Granter   = (*Store)(nil)
+)
 
 // Store is a sluice.FullStore over a sluice serve's store API. It is safe
 // for concurrent use.
@@ -334,6 +338,30 @@ func (s *Store) Extend(ctx context.Context, key string, lim sluice.ConcurrencyLi
 	return d, nil
 }
 
+// Grant implements sluice.Granter through the serving store's grants
+// (sluice.ErrGrantUnsupported when it has none): a region's sluice (package
+// region) holds units granted by a home sluice serve. The request is
+// checked before anything is sent. A grant is never degraded: when the
+// serving store cannot grant (its Redis does not answer), the call fails.
+func (s *Store) Grant(ctx context.Context, key string, lim sluice.Limit, r sluice.GrantRequest) (sluice.Grant, error) {
+	if err := validate.Grant(key, lim, r); err != nil {
+		return sluice.Grant{}, err
+	}
+	ctx, cancel, err := s.begin(ctx)
+	if err != nil {
+		return sluice.Grant{}, err
+	}
+	defer cancel()
+	if err := s.need(ctx, capGrant); err != nil {
+		return sluice.Grant{}, err
+	}
+	resp, err := s.c.Grant(ctx, storewire.GrantRequest(key, lim, r))
+	if err != nil {
+		return sluice.Grant{}, s.fail(ctx, "grant", capGrant, err)
+	}
+	return storewire.ToGrant(resp, lim), nil
+}
+
 // permitCall checks a permit's key and holder before anything is sent,
 // and begins the call.
 func (s *Store) permitCall(ctx context.Context, key, holder string) (context.Context, context.CancelFunc, error) {
@@ -378,7 +406,7 @@ func (s *Store) capabilities(ctx context.Context) (Capabilities, error) {
 	if err != nil {
 		return Capabilities{}, s.fail(ctx, "capabilities", -1, err)
 	}
-	c := Capabilities{Multi: resp.GetMulti(), Reserve: resp.GetReserve(), Reset: resp.GetReset_(), Semaphore: resp.GetSemaphore()}
+	c := Capabilities{Multi: resp.GetMulti(), Reserve: resp.GetReserve(), Reset: resp.GetReset_(), Semaphore: resp.GetSemaphore(), Grant: resp.GetGrant()}
 	s.caps.set(c)
 	return c, nil
 }
@@ -389,6 +417,7 @@ type Capabilities struct {
 	Reserve   bool // Reserve and Return
 	Reset     bool // Reset
 	Semaphore bool // Acquire, Release and Extend
+	Grant     bool // Grant (a server that predates it reports false)
 }
 
 // The capabilities a call may need.
@@ -397,6 +426,8 @@ const (
 	capReserve
 	capReset
 	capSemaphore
+	capGrant
+	numCaps
 )
 
 // capsTTL is how long an answer of Capabilities is trusted: a server
@@ -414,17 +445,17 @@ type capCache struct {
 }
 
 type capState struct {
-	has   [4]bool
+	has   [numCaps]bool
 	until time.Time
 }
 
 func (c *capCache) set(cp Capabilities) {
-	c.state.Store(&capState{has: [4]bool{cp.Multi, cp.Reserve, cp.Reset, cp.Semaphore}, until: time.Now().Add(capsTTL)})
+	c.state.Store(&capState{has: [numCaps]bool{cp.Multi, cp.Reserve, cp.Reset, cp.Semaphore, cp.Grant}, until: time.Now().Add(capsTTL)})
 }
 
 // lacks records that the server answered that it lacks capability i.
 func (c *capCache) lacks(i int) {
-	st := &capState{has: [4]bool{true, true, true, true}, until: time.Now().Add(capsTTL)}
+	st := &capState{has: allCaps, until: time.Now().Add(capsTTL)}
 	if old := c.state.Load(); old != nil {
 		*st = *old
 	}
@@ -433,7 +464,10 @@ func (c *capCache) lacks(i int) {
 }
 
 // sentinels are the errors of the capabilities.
-var sentinels = [4]error{sluice.ErrMultiUnsupported, sluice.ErrReserveUnsupported, sluice.ErrResetUnsupported, sluice.ErrSemaphoreUnsupported}
+var sentinels = [numCaps]error{sluice.ErrMultiUnsupported, sluice.ErrReserveUnsupported, sluice.ErrResetUnsupported, sluice.ErrSemaphoreUnsupported, sluice.ErrGrantUnsupported}
+
+// allCaps assumes every capability, until the server tells.
+var allCaps = [numCaps]bool{true, true, true, true, true}
 
 // need returns the error of capability i when the server lacks it, asking
 // the server first when its answer is not known. An old answer is used
@@ -467,7 +501,7 @@ func (s *Store) ask(ctx context.Context) *capState {
 	if _, err := s.capabilities(ctx); err != nil {
 		// Not asked again for a while: each call's own answer tells, and a
 		// server that is down costs one call, not two.
-		st := &capState{has: [4]bool{true, true, true, true}, until: time.Now().Add(capsRetry)}
+		st := &capState{has: allCaps, until: time.Now().Add(capsRetry)}
 		if old := s.caps.state.Load(); old != nil {
 			st.has = old.has
 		}

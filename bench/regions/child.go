@@ -61,19 +61,27 @@ const (
 )
 
 // record is one decision: when it was sent and returned (µs since the
-// epoch, CLOCK_REALTIME), its outcome, flags, and its ResetAfter (µs).
+// epoch, CLOCK_REALTIME), its outcome, flags, its ResetAfter (µs), and its
+// latency (ns): the member's monotonic clock read just before and just
+// after its call of Allow, in the goroutine that makes it, so that neither
+// a step of the wall clock nor the harness's own timers (the parent's,
+// or the member's pacing of its requests) count in it.
 type record struct {
 	Sent, Returned int64
 	Outcome, Flags int64
 	ResetAfter     int64
+	LatencyNS      int64
 }
+
+// recordLen is the numbers of one record in childResult.Records.
+const recordLen = 6
 
 // childResult is what a child reports.
 type childResult struct {
 	Role        string
 	Region      int
 	Index       int
-	Records     []int64 // records, 5 numbers each
+	Records     []int64 // records, recordLen numbers each
 	Sleep       lateness
 	IssueLateUS int64 // how late the latest request was issued, at most
 	CPU         time.Duration
@@ -86,10 +94,10 @@ type childResult struct {
 }
 
 func (r *childResult) records() []record {
-	out := make([]record, 0, len(r.Records)/5)
-	for i := 0; i+5 <= len(r.Records); i += 5 {
-		v := r.Records[i : i+5]
-		out = append(out, record{v[0], v[1], v[2], v[3], v[4]})
+	out := make([]record, 0, len(r.Records)/recordLen)
+	for i := 0; i+recordLen <= len(r.Records); i += recordLen {
+		v := r.Records[i : i+recordLen]
+		out = append(out, record{v[0], v[1], v[2], v[3], v[4], v[5]})
 	}
 	return out
 }
@@ -171,15 +179,16 @@ func runMember(cfg childConfig, in *bufio.Reader) (res childResult) {
 
 	var (
 		mu   sync.Mutex
-		recs = make([]int64, 0, 5*1024)
+		recs = make([]int64, 0, recordLen*1024)
 		wg   sync.WaitGroup
 	)
 	decide := func() {
 		defer wg.Done()
 		dctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
-		sent := time.Now().UnixMicro()
+		t0 := time.Now() // its monotonic reading times the call
 		d, err := lim.Allow(dctx, cfg.Key, m.Limit)
-		ret := time.Now().UnixMicro()
+		lat := time.Since(t0)
+		sent, ret := t0.UnixMicro(), t0.Add(lat).UnixMicro()
 		cancel()
 		var out, flags int64
 		switch {
@@ -197,7 +206,7 @@ func runMember(cfg childConfig, in *bufio.Reader) (res childResult) {
 			flags |= flagDegraded
 		}
 		mu.Lock()
-		recs = append(recs, sent, ret, out, flags, d.ResetAfter.Microseconds())
+		recs = append(recs, sent, ret, out, flags, d.ResetAfter.Microseconds(), lat.Nanoseconds())
 		mu.Unlock()
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -106,4 +107,34 @@ func (h *hierarchical) report(res *childResult) {
 	defer h.mu.Unlock()
 	res.Grants = h.grants
 	res.Stats, _ = json.Marshal(h.stats)
+}
+
+// regionHolders: every member is a holder of its own at the home store
+// (package region over redisstore, named region-index), as `sluice serve
+// --region` runs a region's fleet: no region tier, so a decision never
+// leaves its process while the member's units last; the home store sees
+// Members holders per key instead of Regions.
+type regionHolders struct{}
+
+func (regionHolders) About() string {
+	return "each member holds units granted by demand by the home store itself (package region over redisstore, one holder per process, as sluice serve --region), fetched ahead; no region tier"
+}
+
+func (regionHolders) NewStore(_ context.Context, m Member) (sluice.Store, error) {
+	c, err := dialHome(m.HomeAddr)
+	if err != nil {
+		return nil, err
+	}
+	rs := redisstore.NewRueidis(c)
+	mode := m.Limit.FailureMode
+	if mode == sluice.FailDefault {
+		mode = sluice.FailClosed
+	}
+	st, err := region.New(rs, fmt.Sprintf("%s-%d", m.Region, m.Index), region.WithDefaultMode(mode))
+	if err != nil {
+		rs.Close()
+		c.Close()
+		return nil, err
+	}
+	return &closing{Store: st, closers: []io.Closer{st, rs, closerFunc(c.Close)}}, nil
 }

@@ -254,7 +254,11 @@ func TestScenariosValidate(t *testing.T) {
 func recs(rs ...record) []int64 {
 	var out []int64
 	for _, r := range rs {
-		out = append(out, r.Sent, r.Returned, r.Outcome, r.Flags, r.ResetAfter)
+		lat := r.LatencyNS
+		if lat == 0 {
+			lat = 1000 * (r.Returned - r.Sent)
+		}
+		out = append(out, r.Sent, r.Returned, r.Outcome, r.Flags, r.ResetAfter, lat)
 	}
 	return out
 }
@@ -273,20 +277,20 @@ func TestReportArithmetic(t *testing.T) {
 	o.members = []childResult{
 		{Region: 0, Records: recs(
 			// Sent in window 0, returned in 1; its ResetAfter names window 1.
-			record{t0 + 900_000, t0 + s + 100_000, outAdmitted, 0, 950_000},
-			record{t0 + s + 200_000, t0 + s + 210_000, outAdmitted, 0, 795_000},
-			record{t0 + s + 300_000, t0 + s + 310_000, outAdmitted, 0, 695_000},
-			record{t0 + s + 400_000, t0 + s + 410_000, outDenied, 0, 595_000},
+			record{t0 + 900_000, t0 + s + 100_000, outAdmitted, 0, 950_000, 0},
+			record{t0 + s + 200_000, t0 + s + 210_000, outAdmitted, 0, 795_000, 0},
+			record{t0 + s + 300_000, t0 + s + 310_000, outAdmitted, 0, 695_000, 0},
+			record{t0 + s + 400_000, t0 + s + 410_000, outDenied, 0, 595_000, 0},
 			// A call longer than a period: unattributed.
-			record{t0 + 50_000, t0 + s + 800_000, outAdmitted, 0, 300_000},
+			record{t0 + 50_000, t0 + s + 800_000, outAdmitted, 0, 300_000, 0},
 			// A local decision whose ResetAfter points past window 1's end
 			// (a lease spend's counts from its lease): no window fits.
-			record{t0 + 500_000, t0 + 500_000, outAdmitted, 0, 1_540_000},
+			record{t0 + 500_000, t0 + 500_000, outAdmitted, 0, 1_540_000, 0},
 		)},
 		{Region: 1, Records: recs(
-			record{t0 + 200_000, t0 + 300_000, outAdmitted, flagDegraded, 750_000},
-			record{t0 + 300_000, t0 + 400_000, outAdmitted, 0, 650_000}, // answered during the cut
-			record{t0 + 400_000, t0 + 500_000, outError, flagDeadline, 0},
+			record{t0 + 200_000, t0 + 300_000, outAdmitted, flagDegraded, 750_000, 0},
+			record{t0 + 300_000, t0 + 400_000, outAdmitted, 0, 650_000, 0}, // answered during the cut
+			record{t0 + 400_000, t0 + 500_000, outError, flagDeadline, 0, 0},
 		)},
 	}
 	r := report(o)

@@ -64,6 +64,8 @@ type Report struct {
 	// windows (offered by send time, admitted by return time).
 	Utilization float64
 
+	// Latency is each decision's latency as its member measured it, on
+	// its monotonic clock around its call of Allow.
 	Latency struct{ Admitted, Denied Latency }
 	// Steady is the latency of the decisions sent after the run's first
 	// window: without a key's first round trips (a strategy that holds
@@ -176,9 +178,9 @@ func report(o *outcome) *Report {
 				w.Admitted++
 				w.ByRegion[m.Region]++
 				admittedAt = append(admittedAt, rec.Returned)
-				latA = append(latA, rec.Returned-rec.Sent)
+				latA = append(latA, rec.LatencyNS)
 				if win(rec.Sent) >= 1 {
-					steadyA = append(steadyA, rec.Returned-rec.Sent)
+					steadyA = append(steadyA, rec.LatencyNS)
 				}
 				if degraded {
 					r.DegradedAdmitted++
@@ -191,9 +193,9 @@ func report(o *outcome) *Report {
 				}
 			case outDenied:
 				r.Denied++
-				latD = append(latD, rec.Returned-rec.Sent)
+				latD = append(latD, rec.LatencyNS)
 				if win(rec.Sent) >= 1 {
-					steadyD = append(steadyD, rec.Returned-rec.Sent)
+					steadyD = append(steadyD, rec.LatencyNS)
 				}
 				if degraded {
 					r.DegradedDenied++
@@ -352,12 +354,13 @@ func storeWindow(rec record, P int64) (int64, bool) {
 	return end - P, true
 }
 
+// latency is the distribution of v, latencies in ns.
 func latency(v []int64) Latency {
 	if len(v) == 0 {
 		return Latency{}
 	}
 	slices.Sort(v)
-	return Latency{N: len(v), P50MS: float64(pct(v, 0.5)) / 1000, P99MS: float64(pct(v, 0.99)) / 1000, Max: float64(v[len(v)-1]) / 1000}
+	return Latency{N: len(v), P50MS: float64(pct(v, 0.5)) / 1e6, P99MS: float64(pct(v, 0.99)) / 1e6, Max: float64(v[len(v)-1]) / 1e6}
 }
 
 // The table's columns.

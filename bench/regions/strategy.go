@@ -81,6 +81,7 @@ var strategies = map[string]Strategy{
 	"tiered-default":  tieredLeases{},
 	"sync-100ms":      syncStrategy{interval: 100 * time.Millisecond},
 	"hierarchical":    &hierarchical{},
+	"region-holders":  regionHolders{},
 }
 
 // slots are strategies to come: the name, and what it will be.

@@ -25,6 +25,7 @@ type redisFlags struct {
 	failover  failoverFlags
 	tiered    tieredFlags
 	remote    remoteFlags // --remote-store: another sluice's store API instead
+	region    regionFlags // --region: decide from units the shared store grants
 }
 
 // maxKeyPrefix bounds --redis-key-prefix: it is in every key name.
@@ -41,6 +42,7 @@ func (g *redisFlags) register(fs *flag.FlagSet) {
 	g.failover.register(fs)
 	g.tiered.register(fs)
 	g.remote.register(fs)
+	g.region.register(fs)
 }
 
 // shared reports whether decisions go through a shared store (Redis,
@@ -71,6 +73,15 @@ func (g *redisFlags) validate() error {
 	}
 	if g.remote.addr != "" && (g.url != "" || g.memcache.set()) {
 		return errors.New("--remote-store, --redis and --memcache are alternatives: one shared store")
+	}
+	if err := g.region.validate(); err != nil {
+		return err
+	}
+	if err := g.validateRegion(); err != nil {
+		return err
+	}
+	if g.failover.mode == sluice.FailOpen && g.region.on() && g.failover.replicas == 0 {
+		return errors.New("--failure-mode open with --region needs --replicas N (the number of processes deciding through the home store): the limits that are not granted (sliding_log, counting all, several limits at once) are decided at the home store, each process admitting rate/N while it does not answer")
 	}
 	if g.failover.mode == sluice.FailOpen && g.shared() && g.failover.replicas == 0 {
 		return errors.New("--failure-mode open needs --replicas N (the number of sluice replicas): each admits rate/N while the shared store is down")

@@ -468,9 +468,12 @@ func (s *servers) drain(g *shutdownFlags, log *slog.Logger) (deadline time.Time)
 // storeSet is the store serve decides through and how to close it.
 type storeSet struct {
 	store sluice.Store
-	name  string
-	ready func() bool // nil without a breaker
-	close func()
+	// granter answers the store API's Grant: the memory store, or the
+	// shared store under failover (nil: it cannot grant, or --region).
+	granter sluice.Granter
+	name    string
+	ready   func() bool // nil without a breaker
+	close   func()
 	// waitBound is the longest a decision can wait on the store: the
 	// memory store never waits (0), failover bounds every shared call by
 	// --redis-timeout; -1 when unknown (a store wrapped for a test).

@@ -48,8 +48,9 @@ func (st *storeSet) wrapForTest() {
 func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *refStats, log *slog.Logger) (*storeSet, error) {
 	if !f.redis.shared() {
 		ms := memstore.New(memstore.WithMaxKeys(f.limits.memoryMaxKeys), memstore.WithOnEvict(m.MemoryEvicted))
-		return &storeSet{store: ms, name: "memory", close: func() { ms.Close() }}, nil
+		return &storeSet{store: ms, granter: ms, name: "memory", close: func() { ms.Close() }}, nil
 	}
+	reg := &f.redis.region
 	mode := f.redis.failover.mode
 	timeout := f.redis.timeout
 	if f.redis.remote.addr != "" {
@@ -60,6 +61,12 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		failover.WithTimeout(timeout),
 		failover.WithObserver(m),
 		failover.WithLogger(log),
+	}
+	if reg.on() {
+		// The calls that --region passes on cross the WAN: their deadline
+		// follows the round trip, as the grants' does.
+		fopts[1] = failover.WithAdaptiveTimeout(reg.timeoutMin, reg.timeoutMax)
+		timeout = reg.timeoutMax
 	}
 	if f.redis.failover.replicas > 0 {
 		fopts = append(fopts, failover.WithReplicas(f.redis.failover.replicas))
@@ -78,6 +85,10 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 	case f.redis.remote.addr != "":
 		rs, rdown, err := openRemote(ctx, &f.redis.remote, log)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkGrants(ctx, reg, f.redis.remote.addr, rs, rdown); err != nil {
+			rs.Close()
 			return nil, err
 		}
 		raw, down, closeRaw = rs, rdown, func() { rs.Close() }
@@ -152,7 +163,38 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 		closeRaw()
 		return nil, err
 	}
+	// The store API's grants: the shared store's own, unless the service's
+	// per-second limits are counted in another Redis.
+	g, _ := raw.(sluice.Granter)
+	if f.redis.perSecond != "" {
+		g = nil
+	}
+	if reg.on() {
+		if g == nil {
+			st.Close()
+			closeRaw()
+			return nil, fmt.Errorf("--region: %v cannot grant", raw)
+		}
+		rmode := mode
+		if rmode == sluice.FailError {
+			rmode = sluice.FailClosed // refused by the flags' validation
+		}
+		rs, err := openRegion(reg, st, g, rmode, f.limits.memoryMaxKeys, m.Registry(), log)
+		if err != nil {
+			st.Close()
+			closeRaw()
+			return nil, err
+		}
+		return &storeSet{
+			store:     rs,
+			name:      fmt.Sprintf("region %q, granted by %s)", reg.holder, name),
+			ready:     st.Ready,
+			close:     func() { rs.Close(); st.Close(); closeRaw() },
+			waitBound: timeout,
+		}, nil
+	}
 	return &storeSet{
+		granter:   g,
 		store:     st,
 		name:      name + ")",
 		ready:     st.Ready,

@@ -66,8 +66,12 @@ func startStoreAPI(f *serveFlags, c *core, srvCerts *certs.Server, cm *connMetri
 	if err != nil {
 		return nil, fmt.Errorf("--store-api-*: %w", err)
 	}
-	api, err := storeapi.New(c.st.store, storeapi.WithBounds(f.limits.bounds()), storeapi.WithAuthenticator(auth),
-		storeapi.WithMetrics(c.metrics.Registry()), storeapi.WithLogger(log))
+	aopts := []storeapi.Option{storeapi.WithBounds(f.limits.bounds()), storeapi.WithAuthenticator(auth),
+		storeapi.WithMetrics(c.metrics.Registry()), storeapi.WithLogger(log)}
+	if c.st.granter != nil {
+		aopts = append(aopts, storeapi.WithGranter(c.st.granter))
+	}
+	api, err := storeapi.New(c.st.store, aopts...)
 	if err != nil {
 		return nil, err
 	}

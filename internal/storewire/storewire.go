@@ -189,6 +189,7 @@ var kinds = []struct {
 	err  error
 	code codes.Code
 }{
+	{storev1.Error_KIND_TOO_MANY_HOLDERS, sluice.ErrTooManyHolders, codes.InvalidArgument}, // before ErrExceedsCapacity, which it wraps
 	{storev1.Error_KIND_INVALID_KEY, sluice.ErrInvalidKey, codes.InvalidArgument},
 	{storev1.Error_KIND_INVALID_COST, sluice.ErrInvalidCost, codes.InvalidArgument},
 	{storev1.Error_KIND_EXCEEDS_CAPACITY, sluice.ErrExceedsCapacity, codes.InvalidArgument},
@@ -197,6 +198,7 @@ var kinds = []struct {
 	{storev1.Error_KIND_RESERVE_UNSUPPORTED, sluice.ErrReserveUnsupported, codes.Unimplemented},
 	{storev1.Error_KIND_RESET_UNSUPPORTED, sluice.ErrResetUnsupported, codes.Unimplemented},
 	{storev1.Error_KIND_SEMAPHORE_UNSUPPORTED, sluice.ErrSemaphoreUnsupported, codes.Unimplemented},
+	{storev1.Error_KIND_GRANT_UNSUPPORTED, sluice.ErrGrantUnsupported, codes.Unimplemented},
 }
 
 // Status is a store's error as a gRPC status error: an invalid request
@@ -282,7 +284,8 @@ func ToError(err error) error {
 		case storev1.Error_KIND_INVALID_KEY, storev1.Error_KIND_INVALID_COST, storev1.Error_KIND_EXCEEDS_CAPACITY:
 			inner = &sluice.LimitError{Field: e.GetField(), Reason: e.GetReason(), Err: sentinel(k)}
 		case storev1.Error_KIND_MULTI_UNSUPPORTED, storev1.Error_KIND_RESERVE_UNSUPPORTED,
-			storev1.Error_KIND_RESET_UNSUPPORTED, storev1.Error_KIND_SEMAPHORE_UNSUPPORTED:
+			storev1.Error_KIND_RESET_UNSUPPORTED, storev1.Error_KIND_SEMAPHORE_UNSUPPORTED,
+			storev1.Error_KIND_GRANT_UNSUPPORTED, storev1.Error_KIND_TOO_MANY_HOLDERS:
 			inner = sentinel(k)
 		default:
 			continue
@@ -317,4 +320,98 @@ func sentinel(k storev1.Error_Kind) error {
 		}
 	}
 	return nil
+}
+
+// GrantRequest is r, for key and lim, on the wire.
+func GrantRequest(key string, lim sluice.Limit, r sluice.GrantRequest) *storev1.GrantRequest {
+	p := &storev1.GrantRequest{
+		Key:       []byte(key),
+		Limit:     Limit(lim),
+		Holder:    []byte(r.Holder),
+		N:         int64(r.N),
+		Demand:    int64(r.Demand),
+		Allowance: int64(r.Allowance),
+		TtlNanos:  int64(r.TTL),
+		NotAfter:  Time(r.NotAfter),
+		Spent:     int64(r.Spent),
+	}
+	if !r.SpentWindow.IsZero() {
+		p.SpentWindow = Time(r.SpentWindow)
+	}
+	return p
+}
+
+// ToGrantRequest is the sluice.GrantRequest of p, or a *sluice.LimitError
+// naming the first field that Go's types cannot hold or that is beyond
+// its bound (validate.Grant checks the rest, against the limit). The
+// holder is checked before it is copied.
+func ToGrantRequest(p *storev1.GrantRequest) (sluice.GrantRequest, error) {
+	var r sluice.GrantRequest
+	if h := p.GetHolder(); len(h) == 0 || len(h) > sluice.MaxGrantHolderLen {
+		return r, badField("Holder", "holder is %d bytes, want 1 to %d", len(h), sluice.MaxGrantHolderLen)
+	}
+	switch {
+	case p.GetN() < 0:
+		return r, &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d must be >= 0", p.GetN()), Err: sluice.ErrInvalidCost}
+	case !fitsInt(p.GetN()):
+		return r, &sluice.LimitError{Field: "N", Reason: fmt.Sprintf("n = %d is out of range", p.GetN()), Err: sluice.ErrExceedsCapacity}
+	case p.GetDemand() < 0 || p.GetDemand() > sluice.MaxCharge:
+		return r, badField("Demand", "demand = %d, want 0 to %d", p.GetDemand(), sluice.MaxCharge)
+	case p.GetAllowance() < 0 || !fitsInt(p.GetAllowance()):
+		return r, badField("Allowance", "allowance = %d, want 0 to the Rate", p.GetAllowance())
+	case p.GetSpent() < 0 || !fitsInt(p.GetSpent()):
+		return r, badField("Spent", "spent = %d, want 0 to the Rate", p.GetSpent())
+	case p.GetTtlNanos() < int64(sluice.MinGrantTTL) || p.GetTtlNanos() > int64(sluice.MaxGrantTTL):
+		return r, badField("TTL", "TTL = %v, want %v to %v", time.Duration(p.GetTtlNanos()), sluice.MinGrantTTL, sluice.MaxGrantTTL)
+	}
+	for _, ts := range []struct {
+		field string
+		ts    *timestamppb.Timestamp
+	}{{"NotAfter", p.GetNotAfter()}, {"SpentWindow", p.GetSpentWindow()}} {
+		if ts.ts != nil {
+			if err := ts.ts.CheckValid(); err != nil {
+				return r, badField(ts.field, "%s is not a valid time: %v", ts.field, err)
+			}
+		}
+	}
+	return sluice.GrantRequest{
+		Holder:      string(p.GetHolder()),
+		N:           int(p.GetN()),
+		Demand:      int(p.GetDemand()),
+		Allowance:   int(p.GetAllowance()),
+		TTL:         time.Duration(p.GetTtlNanos()),
+		NotAfter:    ToTime(p.GetNotAfter()),
+		Spent:       int(p.GetSpent()),
+		SpentWindow: ToTime(p.GetSpentWindow()),
+	}, nil
+}
+
+// GrantResponse is g, answering a request of limit req, on the wire.
+func GrantResponse(g sluice.Grant, req sluice.Limit) *storev1.GrantResponse {
+	return &storev1.GrantResponse{
+		Decision:  Decision(g.Decision, req),
+		Units:     int64(g.Units),
+		At:        Time(g.At),
+		Share:     int64(g.Share),
+		Allowance: int64(g.Allowance),
+		Taken:     int64(g.Taken),
+		Holders:   int64(g.Holders),
+		Window:    Time(g.Window),
+		Stale:     g.Stale,
+	}
+}
+
+// ToGrant is the sluice.Grant of p, answering a request of limit req.
+func ToGrant(p *storev1.GrantResponse, req sluice.Limit) sluice.Grant {
+	return sluice.Grant{
+		Decision:  ToDecision(p.GetDecision(), req),
+		Units:     int(p.GetUnits()),
+		At:        ToTime(p.GetAt()),
+		Share:     int(p.GetShare()),
+		Allowance: int(p.GetAllowance()),
+		Taken:     int(p.GetTaken()),
+		Holders:   int(p.GetHolders()),
+		Window:    ToTime(p.GetWindow()),
+		Stale:     p.GetStale(),
+	}
 }

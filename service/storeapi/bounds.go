@@ -30,6 +30,25 @@ func (s *Server) request(k []byte, pl *storev1.Limit, pn int64) (string, sluice.
 	return key, lim, n, nil
 }
 
+// grant checks a Grant's request: key, limit and n as AllowN's, then the
+// request's fields by their bounds (storewire.ToGrantRequest) and against
+// the limit (validate.Grant), so that nothing reaches the granter that it
+// would refuse.
+func (s *Server) grant(p *storev1.GrantRequest) (string, sluice.Limit, sluice.GrantRequest, error) {
+	key, lim, _, err := s.request(p.GetKey(), p.GetLimit(), p.GetN())
+	if err != nil {
+		return "", lim, sluice.GrantRequest{}, err
+	}
+	r, err := storewire.ToGrantRequest(p)
+	if err != nil {
+		return "", lim, r, err
+	}
+	if err := validate.Grant(key, lim, r); err != nil {
+		return "", lim, r, err
+	}
+	return key, lim, r, nil
+}
+
 // checkKey is k as a key, or the *sluice.LimitError of an empty key or
 // one longer than sluice.MaxKeyLen.
 func checkKey(k []byte) (string, error) {

@@ -15,6 +15,12 @@
 // Unimplemented, each with a detail that remotestore turns back into the
 // library's error; a store that does not answer is Unavailable.
 //
+// Grant (sluice.Granter: the units a region's sluice serve holds and
+// decides from, package region) is answered by the granter under the
+// store (WithGranter: its Redis or memory store, not its failover, since
+// a grant is never decided by a failure mode); every field of the
+// request is checked first, by the bounds of sluice.GrantRequest.
+//
 // Interceptors authenticates every call before its handler runs, by the
 // admin API's rules (a bearer token file or a client CA; loopback callers
 // only with neither), and counts the calls in the service's metrics.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	storev1 "github.com/sluicehq/sluice/api/sluice/store/v1"
 	"github.com/sluicehq/sluice/memstore"
@@ -19,7 +20,7 @@ import (
 // does, and hands it to the server over a memory store with the service's
 // default bounds: it never panics, and answers either a decision or
 // InvalidArgument naming a field (or, for a Capabilities probe, an
-// answer). The memory store always answers, so no other status may come.
+// answer; a Grant, at most the units asked for). The memory store always answers, so no other status may come.
 func FuzzRequest(f *testing.F) {
 	lim := &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_SLIDING_LOG, Rate: 500, PeriodNanos: int64(time.Hour), Counting: storev1.Counting_COUNTING_ADMITTED}
 	seeds := []proto.Message{
@@ -30,12 +31,17 @@ func FuzzRequest(f *testing.F) {
 		&storev1.AcquireRequest{Key: []byte("k"), Limit: &storev1.ConcurrencyLimit{Max: 10000, TtlNanos: int64(24 * time.Hour)}, Holder: []byte("h")},
 		&storev1.ExtendRequest{Key: []byte("k"), Limit: &storev1.ConcurrencyLimit{Max: 1, TtlNanos: int64(10 * time.Millisecond)}, Holder: []byte("h")},
 	}
+	grant := &storev1.GrantRequest{Key: []byte("k"), Limit: &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_FIXED_WINDOW, Rate: 100, PeriodNanos: 1e9},
+		Holder: []byte("eu"), N: 10, Demand: 300, Allowance: 30, TtlNanos: int64(time.Second), Spent: 5,
+		NotAfter: &timestamppb.Timestamp{Seconds: 4e9}, SpentWindow: &timestamppb.Timestamp{Seconds: 1}}
 	for i, m := range seeds {
 		b, _ := proto.Marshal(m)
 		f.Add(uint8(i), b)
 	}
 	f.Add(uint8(6), []byte{0x0a, 0x00})
 	f.Add(uint8(7), []byte{0x12, 0x04, 0x08, 0xac, 0x02, 0x10})
+	gb, _ := proto.Marshal(grant)
+	f.Add(uint8(9), gb)
 	m := memstore.New(memstore.WithMaxKeys(10000))
 	f.Cleanup(func() { m.Close() })
 	srv, err := storeapi.New(m, storeapi.WithBounds(engine.DefaultBounds))
@@ -46,7 +52,7 @@ func FuzzRequest(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var err error
-		switch method % 9 {
+		switch method % 10 {
 		case 0:
 			req := &storev1.AllowNRequest{}
 			if proto.Unmarshal(b, req) != nil {
@@ -105,19 +111,29 @@ func FuzzRequest(f *testing.F) {
 				return
 			}
 			_, err = srv.Capabilities(ctx, req)
+		case 9:
+			req := &storev1.GrantRequest{}
+			if proto.Unmarshal(b, req) != nil {
+				return
+			}
+			var resp *storev1.GrantResponse
+			resp, err = srv.Grant(ctx, req)
+			if err == nil && (resp.GetUnits() < 0 || resp.GetUnits() > req.GetN()) {
+				t.Fatalf("Grant: %d units for n = %d", resp.GetUnits(), req.GetN())
+			}
 		}
 		if err == nil {
 			return
 		}
 		st, _ := status.FromError(err)
 		if st.Code() != codes.InvalidArgument {
-			t.Fatalf("method %d: %v, want an answer or InvalidArgument", method%9, err)
+			t.Fatalf("method %d: %v, want an answer or InvalidArgument", method%10, err)
 		}
 		for _, d := range st.Details() {
 			if e, ok := d.(*storev1.Error); ok && e.GetField() != "" && e.GetKind() != storev1.Error_KIND_UNSPECIFIED {
 				return
 			}
 		}
-		t.Fatalf("method %d: %v names no field", method%9, err)
+		t.Fatalf("method %d: %v names no field", method%10, err)
 	})
 }

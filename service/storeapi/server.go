@@ -31,6 +31,7 @@ const MaxHeaderListSize = 16 << 10
 type Server struct {
 	storev1.UnimplementedStoreServer
 	store   sluice.FullStore
+	granter sluice.Granter // nil: Grant is Unimplemented
 	bounds  engine.Bounds
 	auth    *admin.Authenticator
 	metrics *metrics // nil: none
@@ -47,6 +48,21 @@ type Option func(*Server) error
 // bounds apply, which every store checks itself.
 func WithBounds(b engine.Bounds) Option {
 	return func(s *Server) error { s.bounds = b; return nil }
+}
+
+// WithGranter answers Grant with g (the served store's own grants: the
+// Redis or memory store under its failover, which a grant must not pass
+// through, since a grant cannot be decided by a failure mode). By default
+// Grant is answered by the store given to New when it is a sluice.Granter,
+// and is Unimplemented otherwise.
+func WithGranter(g sluice.Granter) Option {
+	return func(s *Server) error {
+		if g == nil {
+			return errors.New("storeapi: WithGranter(nil)")
+		}
+		s.granter = g
+		return nil
+	}
 }
 
 // WithAuthenticator authenticates every call by a (see
@@ -95,6 +111,9 @@ func New(store sluice.Store, opts ...Option) (*Server, error) {
 		return nil, errors.New("storeapi: nil store")
 	}
 	s := &Server{store: sluice.Lift(store), log: slog.New(slog.DiscardHandler)}
+	if g, ok := store.(sluice.Granter); ok {
+		s.granter = g
+	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -127,7 +146,26 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 
 // Capabilities implements storev1.StoreServer.
 func (s *Server) Capabilities(ctx context.Context, _ *storev1.CapabilitiesRequest) (*storev1.CapabilitiesResponse, error) {
-	return s.caps.get(ctx, s.store, s.log), nil
+	r := s.caps.get(ctx, s.store, s.log)
+	r.Grant = s.granter != nil
+	return r, nil
+}
+
+// Grant implements storev1.StoreServer: every field is checked, against
+// the server's bounds and the library's, before the granter is called.
+func (s *Server) Grant(ctx context.Context, req *storev1.GrantRequest) (*storev1.GrantResponse, error) {
+	if s.granter == nil {
+		return nil, storewire.Status(storewire.Unsupported(sluice.ErrGrantUnsupported, "the store API's store"))
+	}
+	key, lim, r, err := s.grant(req)
+	if err != nil {
+		return nil, storewire.Status(err)
+	}
+	g, err := s.granter.Grant(ctx, key, lim, r)
+	if err != nil {
+		return nil, storewire.Status(err)
+	}
+	return storewire.GrantResponse(g, lim), nil
 }
 
 // AllowN implements storev1.StoreServer.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice"
 	storev1 "github.com/sluicehq/sluice/api/sluice/store/v1"
@@ -465,4 +466,109 @@ func writeFile(t *testing.T, path, s string) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// spyGranter counts the grants that reach a memory store.
+type spyGranter struct {
+	*memstore.Store
+	calls atomic.Int64
+}
+
+func (s *spyGranter) Grant(ctx context.Context, key string, lim sluice.Limit, r sluice.GrantRequest) (sluice.Grant, error) {
+	s.calls.Add(1)
+	return s.Store.Grant(ctx, key, lim, r)
+}
+
+// TestGrantBounds: every field of a Grant is checked before the granter
+// is called, the server's bounds and the library's alike, each an
+// InvalidArgument naming the field; a store that cannot grant is
+// Unimplemented with ErrGrantUnsupported's kind, and says so in
+// Capabilities.
+func TestGrantBounds(t *testing.T) {
+	b := engine.Bounds{MaxRate: 1000, MaxBurst: 200, MaxPeriod: time.Hour, MaxHits: 50}
+	spy := &spyGranter{Store: memstore.New()}
+	t.Cleanup(func() { spy.Close() })
+	c := raw(t, startOver(t, spy.Store, nil, storeapi.WithBounds(b), storeapi.WithGranter(spy)))
+	if caps, err := c.Capabilities(bg, &storev1.CapabilitiesRequest{}); err != nil || !caps.GetGrant() {
+		t.Fatalf("Capabilities = %v, %v; want grant", caps, err)
+	}
+	lim := limitPB(storev1.Algorithm_ALGORITHM_FIXED_WINDOW, 100, time.Second)
+	ok := func() *storev1.GrantRequest {
+		return &storev1.GrantRequest{Key: []byte("k"), Limit: lim, Holder: []byte("eu"), N: 10, Demand: 100, Allowance: 30, TtlNanos: int64(time.Second)}
+	}
+	if r, err := c.Grant(bg, ok()); err != nil || r.GetUnits() != 10 || !r.GetDecision().GetAllowed() {
+		t.Fatalf("a valid Grant = %v, %v; want 10 units", r, err)
+	}
+	spy.calls.Store(0)
+	badTime := &timestamppb.Timestamp{Seconds: 1, Nanos: -1}
+	for _, tt := range []struct {
+		name  string
+		set   func(*storev1.GrantRequest)
+		field string
+	}{
+		{"no key", func(r *storev1.GrantRequest) { r.Key = nil }, "Key"},
+		{"long key", func(r *storev1.GrantRequest) { r.Key = make([]byte, sluice.MaxKeyLen+1) }, "Key"},
+		{"no limit", func(r *storev1.GrantRequest) { r.Limit = nil }, "Algorithm"},
+		{"rate beyond --max-rate", func(r *storev1.GrantRequest) {
+			r.Limit = limitPB(storev1.Algorithm_ALGORITHM_FIXED_WINDOW, 1001, time.Second)
+		}, "Rate"},
+		{"period beyond --max-period", func(r *storev1.GrantRequest) {
+			r.Limit = limitPB(storev1.Algorithm_ALGORITHM_FIXED_WINDOW, 10, 2*time.Hour)
+		}, "Period"},
+		{"sliding log", func(r *storev1.GrantRequest) {
+			r.Limit = limitPB(storev1.Algorithm_ALGORITHM_SLIDING_LOG, 10, time.Second)
+		}, "Algorithm"},
+		{"counting all", func(r *storev1.GrantRequest) {
+			r.Limit = &storev1.Limit{Algorithm: storev1.Algorithm_ALGORITHM_FIXED_WINDOW, Rate: 10, PeriodNanos: 1e9, Counting: storev1.Counting_COUNTING_ALL}
+		}, "Counting"},
+		{"no holder", func(r *storev1.GrantRequest) { r.Holder = nil }, "Holder"},
+		{"long holder", func(r *storev1.GrantRequest) { r.Holder = make([]byte, sluice.MaxGrantHolderLen+1) }, "Holder"},
+		{"n beyond --max-hits", func(r *storev1.GrantRequest) { r.N = 51 }, "N"},
+		{"n beyond the capacity", func(r *storev1.GrantRequest) {
+			r.Limit = limitPB(storev1.Algorithm_ALGORITHM_FIXED_WINDOW, 20, time.Second)
+			r.N = 21
+		}, "N"},
+		{"huge n", func(r *storev1.GrantRequest) { r.N = 1 << 62 }, "N"},
+		{"negative n", func(r *storev1.GrantRequest) { r.N = -1 }, "N"},
+		{"negative demand", func(r *storev1.GrantRequest) { r.Demand = -1 }, "Demand"},
+		{"demand beyond MaxCharge", func(r *storev1.GrantRequest) { r.Demand = sluice.MaxCharge + 1 }, "Demand"},
+		{"allowance beyond the rate", func(r *storev1.GrantRequest) { r.Allowance = 101 }, "Allowance"},
+		{"huge allowance", func(r *storev1.GrantRequest) { r.Allowance = 1 << 62 }, "Allowance"},
+		{"negative allowance", func(r *storev1.GrantRequest) { r.Allowance = -1 }, "Allowance"},
+		{"no ttl", func(r *storev1.GrantRequest) { r.TtlNanos = 0 }, "TTL"},
+		{"ttl beyond an hour", func(r *storev1.GrantRequest) { r.TtlNanos = int64(time.Hour + 1) }, "TTL"},
+		{"spent beyond the rate", func(r *storev1.GrantRequest) { r.Spent = 101 }, "Spent"},
+		{"negative spent", func(r *storev1.GrantRequest) { r.Spent = -1 }, "Spent"},
+		{"invalid not_after", func(r *storev1.GrantRequest) { r.NotAfter = badTime }, "NotAfter"},
+		{"invalid spent_window", func(r *storev1.GrantRequest) { r.SpentWindow = badTime }, "SpentWindow"},
+	} {
+		r := ok()
+		tt.set(r)
+		_, err := c.Grant(bg, r)
+		checkInvalid(t, "Grant "+tt.name, err, tt.field)
+	}
+	if n := spy.calls.Load(); n != 0 {
+		t.Errorf("the granter was called %d times by invalid requests, want 0", n)
+	}
+
+	// A store that cannot grant.
+	c2 := raw(t, startOver(t, plainStore{spy.Store}, nil))
+	if caps, err := c2.Capabilities(bg, &storev1.CapabilitiesRequest{}); err != nil || caps.GetGrant() {
+		t.Fatalf("Capabilities of a store that cannot grant = %v, %v; want no grant", caps, err)
+	}
+	_, err := c2.Grant(bg, ok())
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Unimplemented {
+		t.Fatalf("Grant of a store that cannot grant = %v, want Unimplemented", err)
+	}
+	if len(st.Details()) != 1 || st.Details()[0].(*storev1.Error).GetKind() != storev1.Error_KIND_GRANT_UNSUPPORTED {
+		t.Errorf("Grant of a store that cannot grant: details %v, want KIND_GRANT_UNSUPPORTED", st.Details())
+	}
+}
+
+// plainStore is a store with AllowN only.
+type plainStore struct{ s *memstore.Store }
+
+func (p plainStore) AllowN(ctx context.Context, key string, lim sluice.Limit, n int) (sluice.Decision, error) {
+	return p.s.AllowN(ctx, key, lim, n)
 }

@@ -197,20 +197,27 @@ const (
 	Error_KIND_RESERVE_UNSUPPORTED   Error_Kind = 6 // sluice.ErrReserveUnsupported
 	Error_KIND_RESET_UNSUPPORTED     Error_Kind = 7 // sluice.ErrResetUnsupported
 	Error_KIND_SEMAPHORE_UNSUPPORTED Error_Kind = 8 // sluice.ErrSemaphoreUnsupported
+	Error_KIND_GRANT_UNSUPPORTED     Error_Kind = 9 // sluice.ErrGrantUnsupported
+	// A grant for a new holder of a key that has 64 live holders:
+	// sluice.ErrTooManyHolders (field "Holder"; it wraps
+	// sluice.ErrExceedsCapacity).
+	Error_KIND_TOO_MANY_HOLDERS Error_Kind = 10
 )
 
 // Enum value maps for Error_Kind.
 var (
 	Error_Kind_name = map[int32]string{
-		0: "KIND_UNSPECIFIED",
-		1: "KIND_INVALID_LIMIT",
-		2: "KIND_INVALID_KEY",
-		3: "KIND_INVALID_COST",
-		4: "KIND_EXCEEDS_CAPACITY",
-		5: "KIND_MULTI_UNSUPPORTED",
-		6: "KIND_RESERVE_UNSUPPORTED",
-		7: "KIND_RESET_UNSUPPORTED",
-		8: "KIND_SEMAPHORE_UNSUPPORTED",
+		0:  "KIND_UNSPECIFIED",
+		1:  "KIND_INVALID_LIMIT",
+		2:  "KIND_INVALID_KEY",
+		3:  "KIND_INVALID_COST",
+		4:  "KIND_EXCEEDS_CAPACITY",
+		5:  "KIND_MULTI_UNSUPPORTED",
+		6:  "KIND_RESERVE_UNSUPPORTED",
+		7:  "KIND_RESET_UNSUPPORTED",
+		8:  "KIND_SEMAPHORE_UNSUPPORTED",
+		9:  "KIND_GRANT_UNSUPPORTED",
+		10: "KIND_TOO_MANY_HOLDERS",
 	}
 	Error_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":           0,
@@ -222,6 +229,8 @@ var (
 		"KIND_RESERVE_UNSUPPORTED":   6,
 		"KIND_RESET_UNSUPPORTED":     7,
 		"KIND_SEMAPHORE_UNSUPPORTED": 8,
+		"KIND_GRANT_UNSUPPORTED":     9,
+		"KIND_TOO_MANY_HOLDERS":      10,
 	}
 )
 
@@ -249,7 +258,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_store_proto_rawDescGZIP(), []int{23, 0}
+	return file_store_proto_rawDescGZIP(), []int{25, 0}
 }
 
 // Limit is sluice.Limit.
@@ -468,6 +477,7 @@ type CapabilitiesResponse struct {
 	Reserve       bool                   `protobuf:"varint,2,opt,name=reserve,proto3" json:"reserve,omitempty"`     // Reserve and Return
 	Reset_        bool                   `protobuf:"varint,3,opt,name=reset,proto3" json:"reset,omitempty"`         // Reset
 	Semaphore     bool                   `protobuf:"varint,4,opt,name=semaphore,proto3" json:"semaphore,omitempty"` // Acquire, Release and Extend
+	Grant         bool                   `protobuf:"varint,5,opt,name=grant,proto3" json:"grant,omitempty"`         // Grant
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +536,13 @@ func (x *CapabilitiesResponse) GetReset_() bool {
 func (x *CapabilitiesResponse) GetSemaphore() bool {
 	if x != nil {
 		return x.Semaphore
+	}
+	return false
+}
+
+func (x *CapabilitiesResponse) GetGrant() bool {
+	if x != nil {
+		return x.Grant
 	}
 	return false
 }
@@ -1540,6 +1557,241 @@ func (x *ExtendResponse) GetPermitLost() bool {
 	return false
 }
 
+// GrantRequest is sluice.GrantRequest, for key and limit. Every field is
+// checked before the store is called: key (1 to sluice.MaxKeyLen bytes),
+// limit (as AllowN's, within the server's bounds; a fixed window, sliding
+// window, token bucket or GCRA counting admitted hits), holder (1 to 64
+// bytes), n (0 to the limit's capacity, within --max-hits), demand (0 to
+// sluice.MaxCharge), allowance and spent (0 to the limit's rate), ttl
+// (1 ms to 1 h).
+type GrantRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Limit     *Limit                 `protobuf:"bytes,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Holder    []byte                 `protobuf:"bytes,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	N         int64                  `protobuf:"varint,4,opt,name=n,proto3" json:"n,omitempty"`
+	Demand    int64                  `protobuf:"varint,5,opt,name=demand,proto3" json:"demand,omitempty"`
+	Allowance int64                  `protobuf:"varint,6,opt,name=allowance,proto3" json:"allowance,omitempty"`
+	TtlNanos  int64                  `protobuf:"varint,7,opt,name=ttl_nanos,json=ttlNanos,proto3" json:"ttl_nanos,omitempty"`
+	// not_after is the latest time (the store's clock) the request may be
+	// applied; absent: no such time.
+	NotAfter *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	Spent    int64                  `protobuf:"varint,9,opt,name=spent,proto3" json:"spent,omitempty"`
+	// spent_window is the start of the window of spent; absent: none.
+	SpentWindow   *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=spent_window,json=spentWindow,proto3" json:"spent_window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantRequest) Reset() {
+	*x = GrantRequest{}
+	mi := &file_store_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantRequest) ProtoMessage() {}
+
+func (x *GrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_store_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
+func (*GrantRequest) Descriptor() ([]byte, []int) {
+	return file_store_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GrantRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetHolder() []byte {
+	if x != nil {
+		return x.Holder
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetDemand() int64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetAllowance() int64 {
+	if x != nil {
+		return x.Allowance
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetTtlNanos() int64 {
+	if x != nil {
+		return x.TtlNanos
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetSpent() int64 {
+	if x != nil {
+		return x.Spent
+	}
+	return 0
+}
+
+func (x *GrantRequest) GetSpentWindow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SpentWindow
+	}
+	return nil
+}
+
+// GrantResponse is sluice.Grant.
+type GrantResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Decision      *Decision              `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	Units         int64                  `protobuf:"varint,2,opt,name=units,proto3" json:"units,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	Share         int64                  `protobuf:"varint,4,opt,name=share,proto3" json:"share,omitempty"`
+	Allowance     int64                  `protobuf:"varint,5,opt,name=allowance,proto3" json:"allowance,omitempty"`
+	Taken         int64                  `protobuf:"varint,6,opt,name=taken,proto3" json:"taken,omitempty"`
+	Holders       int64                  `protobuf:"varint,7,opt,name=holders,proto3" json:"holders,omitempty"`
+	Window        *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=window,proto3" json:"window,omitempty"`
+	Stale         bool                   `protobuf:"varint,9,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantResponse) Reset() {
+	*x = GrantResponse{}
+	mi := &file_store_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantResponse) ProtoMessage() {}
+
+func (x *GrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_store_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
+func (*GrantResponse) Descriptor() ([]byte, []int) {
+	return file_store_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GrantResponse) GetDecision() *Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetShare() int64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetAllowance() int64 {
+	if x != nil {
+		return x.Allowance
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetTaken() int64 {
+	if x != nil {
+		return x.Taken
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetHolders() int64 {
+	if x != nil {
+		return x.Holders
+	}
+	return 0
+}
+
+func (x *GrantResponse) GetWindow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+func (x *GrantResponse) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
 // Error is the detail of an INVALID_ARGUMENT or UNIMPLEMENTED status.
 type Error struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1555,7 +1807,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_store_proto_msgTypes[23]
+	mi := &file_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1819,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_store_proto_msgTypes[23]
+	mi := &file_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1832,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_store_proto_rawDescGZIP(), []int{23}
+	return file_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -1623,12 +1875,13 @@ const file_store_proto_rawDesc = "" +
 	"\tremaining\x18\x04 \x01(\x03R\tremaining\x12*\n" +
 	"\x11retry_after_nanos\x18\x05 \x01(\x03R\x0fretryAfterNanos\x12*\n" +
 	"\x11reset_after_nanos\x18\x06 \x01(\x03R\x0fresetAfterNanos\"\x15\n" +
-	"\x13CapabilitiesRequest\"z\n" +
+	"\x13CapabilitiesRequest\"\x90\x01\n" +
 	"\x14CapabilitiesResponse\x12\x14\n" +
 	"\x05multi\x18\x01 \x01(\bR\x05multi\x12\x18\n" +
 	"\areserve\x18\x02 \x01(\bR\areserve\x12\x14\n" +
 	"\x05reset\x18\x03 \x01(\bR\x05reset\x12\x1c\n" +
-	"\tsemaphore\x18\x04 \x01(\bR\tsemaphore\"]\n" +
+	"\tsemaphore\x18\x04 \x01(\bR\tsemaphore\x12\x14\n" +
+	"\x05grant\x18\x05 \x01(\bR\x05grant\"]\n" +
 	"\rAllowNRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12,\n" +
 	"\x05limit\x18\x02 \x01(\v2\x16.sluice.store.v1.LimitR\x05limit\x12\f\n" +
@@ -1687,11 +1940,33 @@ const file_store_proto_rawDesc = "" +
 	"\x0eExtendResponse\x12;\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1f.sluice.store.v1.PermitDecisionR\bdecision\x12\x1f\n" +
 	"\vpermit_lost\x18\x02 \x01(\bR\n" +
-	"permitLost\"\xdb\x02\n" +
+	"permitLost\"\xd5\x02\n" +
+	"\fGrantRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12,\n" +
+	"\x05limit\x18\x02 \x01(\v2\x16.sluice.store.v1.LimitR\x05limit\x12\x16\n" +
+	"\x06holder\x18\x03 \x01(\fR\x06holder\x12\f\n" +
+	"\x01n\x18\x04 \x01(\x03R\x01n\x12\x16\n" +
+	"\x06demand\x18\x05 \x01(\x03R\x06demand\x12\x1c\n" +
+	"\tallowance\x18\x06 \x01(\x03R\tallowance\x12\x1b\n" +
+	"\tttl_nanos\x18\a \x01(\x03R\bttlNanos\x127\n" +
+	"\tnot_after\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x12\x14\n" +
+	"\x05spent\x18\t \x01(\x03R\x05spent\x12=\n" +
+	"\fspent_window\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\vspentWindow\"\xb6\x02\n" +
+	"\rGrantResponse\x125\n" +
+	"\bdecision\x18\x01 \x01(\v2\x19.sluice.store.v1.DecisionR\bdecision\x12\x14\n" +
+	"\x05units\x18\x02 \x01(\x03R\x05units\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x14\n" +
+	"\x05share\x18\x04 \x01(\x03R\x05share\x12\x1c\n" +
+	"\tallowance\x18\x05 \x01(\x03R\tallowance\x12\x14\n" +
+	"\x05taken\x18\x06 \x01(\x03R\x05taken\x12\x18\n" +
+	"\aholders\x18\a \x01(\x03R\aholders\x122\n" +
+	"\x06window\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x06window\x12\x14\n" +
+	"\x05stale\x18\t \x01(\bR\x05stale\"\x92\x03\n" +
 	"\x05Error\x12/\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1b.sluice.store.v1.Error.KindR\x04kind\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xf2\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa9\x02\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12KIND_INVALID_LIMIT\x10\x01\x12\x14\n" +
@@ -1701,7 +1976,10 @@ const file_store_proto_rawDesc = "" +
 	"\x16KIND_MULTI_UNSUPPORTED\x10\x05\x12\x1c\n" +
 	"\x18KIND_RESERVE_UNSUPPORTED\x10\x06\x12\x1a\n" +
 	"\x16KIND_RESET_UNSUPPORTED\x10\a\x12\x1e\n" +
-	"\x1aKIND_SEMAPHORE_UNSUPPORTED\x10\b*\xab\x01\n" +
+	"\x1aKIND_SEMAPHORE_UNSUPPORTED\x10\b\x12\x1a\n" +
+	"\x16KIND_GRANT_UNSUPPORTED\x10\t\x12\x19\n" +
+	"\x15KIND_TOO_MANY_HOLDERS\x10\n" +
+	"*\xab\x01\n" +
 	"\tAlgorithm\x12\x19\n" +
 	"\x15ALGORITHM_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ALGORITHM_FIXED_WINDOW\x10\x01\x12\x19\n" +
@@ -1716,7 +1994,7 @@ const file_store_proto_rawDesc = "" +
 	"\x1bFAILURE_MODE_OPEN_UNBOUNDED\x10\x03*3\n" +
 	"\bCounting\x12\x15\n" +
 	"\x11COUNTING_ADMITTED\x10\x00\x12\x10\n" +
-	"\fCOUNTING_ALL\x10\x012\xce\x05\n" +
+	"\fCOUNTING_ALL\x10\x012\x96\x06\n" +
 	"\x05Store\x12[\n" +
 	"\fCapabilities\x12$.sluice.store.v1.CapabilitiesRequest\x1a%.sluice.store.v1.CapabilitiesResponse\x12I\n" +
 	"\x06AllowN\x12\x1e.sluice.store.v1.AllowNRequest\x1a\x1f.sluice.store.v1.AllowNResponse\x12U\n" +
@@ -1727,7 +2005,8 @@ const file_store_proto_rawDesc = "" +
 	"\x05Reset\x12\x1d.sluice.store.v1.ResetRequest\x1a\x1e.sluice.store.v1.ResetResponse\x12L\n" +
 	"\aAcquire\x12\x1f.sluice.store.v1.AcquireRequest\x1a .sluice.store.v1.AcquireResponse\x12L\n" +
 	"\aRelease\x12\x1f.sluice.store.v1.ReleaseRequest\x1a .sluice.store.v1.ReleaseResponse\x12I\n" +
-	"\x06Extend\x12\x1e.sluice.store.v1.ExtendRequest\x1a\x1f.sluice.store.v1.ExtendResponseB8Z6github.com/sluicehq/sluice/api/sluice/store/v1;storev1b\x06proto3"
+	"\x06Extend\x12\x1e.sluice.store.v1.ExtendRequest\x1a\x1f.sluice.store.v1.ExtendResponse\x12F\n" +
+	"\x05Grant\x12\x1d.sluice.store.v1.GrantRequest\x1a\x1e.sluice.store.v1.GrantResponseB8Z6github.com/sluicehq/sluice/api/sluice/store/v1;storev1b\x06proto3"
 
 var (
 	file_store_proto_rawDescOnce sync.Once
@@ -1742,7 +2021,7 @@ func file_store_proto_rawDescGZIP() []byte {
 }
 
 var file_store_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_store_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_store_proto_goTypes = []any{
 	(Algorithm)(0),                // 0: sluice.store.v1.Algorithm
 	(FailureMode)(0),              // 1: sluice.store.v1.FailureMode
@@ -1771,8 +2050,10 @@ var file_store_proto_goTypes = []any{
 	(*ReleaseResponse)(nil),       // 24: sluice.store.v1.ReleaseResponse
 	(*ExtendRequest)(nil),         // 25: sluice.store.v1.ExtendRequest
 	(*ExtendResponse)(nil),        // 26: sluice.store.v1.ExtendResponse
-	(*Error)(nil),                 // 27: sluice.store.v1.Error
-	(*timestamppb.Timestamp)(nil), // 28: google.protobuf.Timestamp
+	(*GrantRequest)(nil),          // 27: sluice.store.v1.GrantRequest
+	(*GrantResponse)(nil),         // 28: sluice.store.v1.GrantResponse
+	(*Error)(nil),                 // 29: sluice.store.v1.Error
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_store_proto_depIdxs = []int32{
 	0,  // 0: sluice.store.v1.Limit.algorithm:type_name -> sluice.store.v1.Algorithm
@@ -1786,40 +2067,48 @@ var file_store_proto_depIdxs = []int32{
 	5,  // 8: sluice.store.v1.AllowMultiResponse.decisions:type_name -> sluice.store.v1.Decision
 	4,  // 9: sluice.store.v1.ReserveRequest.limit:type_name -> sluice.store.v1.Limit
 	5,  // 10: sluice.store.v1.ReserveResponse.decision:type_name -> sluice.store.v1.Decision
-	28, // 11: sluice.store.v1.ReserveResponse.at:type_name -> google.protobuf.Timestamp
+	30, // 11: sluice.store.v1.ReserveResponse.at:type_name -> google.protobuf.Timestamp
 	4,  // 12: sluice.store.v1.ReturnRequest.limit:type_name -> sluice.store.v1.Limit
-	28, // 13: sluice.store.v1.ReturnRequest.at:type_name -> google.protobuf.Timestamp
+	30, // 13: sluice.store.v1.ReturnRequest.at:type_name -> google.protobuf.Timestamp
 	4,  // 14: sluice.store.v1.ResetRequest.limit:type_name -> sluice.store.v1.Limit
 	19, // 15: sluice.store.v1.PermitDecision.limit:type_name -> sluice.store.v1.ConcurrencyLimit
-	28, // 16: sluice.store.v1.PermitDecision.expires:type_name -> google.protobuf.Timestamp
+	30, // 16: sluice.store.v1.PermitDecision.expires:type_name -> google.protobuf.Timestamp
 	19, // 17: sluice.store.v1.AcquireRequest.limit:type_name -> sluice.store.v1.ConcurrencyLimit
 	20, // 18: sluice.store.v1.AcquireResponse.decision:type_name -> sluice.store.v1.PermitDecision
 	19, // 19: sluice.store.v1.ExtendRequest.limit:type_name -> sluice.store.v1.ConcurrencyLimit
 	20, // 20: sluice.store.v1.ExtendResponse.decision:type_name -> sluice.store.v1.PermitDecision
-	3,  // 21: sluice.store.v1.Error.kind:type_name -> sluice.store.v1.Error.Kind
-	6,  // 22: sluice.store.v1.Store.Capabilities:input_type -> sluice.store.v1.CapabilitiesRequest
-	8,  // 23: sluice.store.v1.Store.AllowN:input_type -> sluice.store.v1.AllowNRequest
-	11, // 24: sluice.store.v1.Store.AllowMulti:input_type -> sluice.store.v1.AllowMultiRequest
-	13, // 25: sluice.store.v1.Store.Reserve:input_type -> sluice.store.v1.ReserveRequest
-	15, // 26: sluice.store.v1.Store.Return:input_type -> sluice.store.v1.ReturnRequest
-	17, // 27: sluice.store.v1.Store.Reset:input_type -> sluice.store.v1.ResetRequest
-	21, // 28: sluice.store.v1.Store.Acquire:input_type -> sluice.store.v1.AcquireRequest
-	23, // 29: sluice.store.v1.Store.Release:input_type -> sluice.store.v1.ReleaseRequest
-	25, // 30: sluice.store.v1.Store.Extend:input_type -> sluice.store.v1.ExtendRequest
-	7,  // 31: sluice.store.v1.Store.Capabilities:output_type -> sluice.store.v1.CapabilitiesResponse
-	9,  // 32: sluice.store.v1.Store.AllowN:output_type -> sluice.store.v1.AllowNResponse
-	12, // 33: sluice.store.v1.Store.AllowMulti:output_type -> sluice.store.v1.AllowMultiResponse
-	14, // 34: sluice.store.v1.Store.Reserve:output_type -> sluice.store.v1.ReserveResponse
-	16, // 35: sluice.store.v1.Store.Return:output_type -> sluice.store.v1.ReturnResponse
-	18, // 36: sluice.store.v1.Store.Reset:output_type -> sluice.store.v1.ResetResponse
-	22, // 37: sluice.store.v1.Store.Acquire:output_type -> sluice.store.v1.AcquireResponse
-	24, // 38: sluice.store.v1.Store.Release:output_type -> sluice.store.v1.ReleaseResponse
-	26, // 39: sluice.store.v1.Store.Extend:output_type -> sluice.store.v1.ExtendResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	4,  // 21: sluice.store.v1.GrantRequest.limit:type_name -> sluice.store.v1.Limit
+	30, // 22: sluice.store.v1.GrantRequest.not_after:type_name -> google.protobuf.Timestamp
+	30, // 23: sluice.store.v1.GrantRequest.spent_window:type_name -> google.protobuf.Timestamp
+	5,  // 24: sluice.store.v1.GrantResponse.decision:type_name -> sluice.store.v1.Decision
+	30, // 25: sluice.store.v1.GrantResponse.at:type_name -> google.protobuf.Timestamp
+	30, // 26: sluice.store.v1.GrantResponse.window:type_name -> google.protobuf.Timestamp
+	3,  // 27: sluice.store.v1.Error.kind:type_name -> sluice.store.v1.Error.Kind
+	6,  // 28: sluice.store.v1.Store.Capabilities:input_type -> sluice.store.v1.CapabilitiesRequest
+	8,  // 29: sluice.store.v1.Store.AllowN:input_type -> sluice.store.v1.AllowNRequest
+	11, // 30: sluice.store.v1.Store.AllowMulti:input_type -> sluice.store.v1.AllowMultiRequest
+	13, // 31: sluice.store.v1.Store.Reserve:input_type -> sluice.store.v1.ReserveRequest
+	15, // 32: sluice.store.v1.Store.Return:input_type -> sluice.store.v1.ReturnRequest
+	17, // 33: sluice.store.v1.Store.Reset:input_type -> sluice.store.v1.ResetRequest
+	21, // 34: sluice.store.v1.Store.Acquire:input_type -> sluice.store.v1.AcquireRequest
+	23, // 35: sluice.store.v1.Store.Release:input_type -> sluice.store.v1.ReleaseRequest
+	25, // 36: sluice.store.v1.Store.Extend:input_type -> sluice.store.v1.ExtendRequest
+	27, // 37: sluice.store.v1.Store.Grant:input_type -> sluice.store.v1.GrantRequest
+	7,  // 38: sluice.store.v1.Store.Capabilities:output_type -> sluice.store.v1.CapabilitiesResponse
+	9,  // 39: sluice.store.v1.Store.AllowN:output_type -> sluice.store.v1.AllowNResponse
+	12, // 40: sluice.store.v1.Store.AllowMulti:output_type -> sluice.store.v1.AllowMultiResponse
+	14, // 41: sluice.store.v1.Store.Reserve:output_type -> sluice.store.v1.ReserveResponse
+	16, // 42: sluice.store.v1.Store.Return:output_type -> sluice.store.v1.ReturnResponse
+	18, // 43: sluice.store.v1.Store.Reset:output_type -> sluice.store.v1.ResetResponse
+	22, // 44: sluice.store.v1.Store.Acquire:output_type -> sluice.store.v1.AcquireResponse
+	24, // 45: sluice.store.v1.Store.Release:output_type -> sluice.store.v1.ReleaseResponse
+	26, // 46: sluice.store.v1.Store.Extend:output_type -> sluice.store.v1.ExtendResponse
+	28, // 47: sluice.store.v1.Store.Grant:output_type -> sluice.store.v1.GrantResponse
+	38, // [38:48] is the sub-list for method output_type
+	28, // [28:38] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_store_proto_init() }
@@ -1833,7 +2122,7 @@ func file_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_store_proto_rawDesc), len(file_store_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

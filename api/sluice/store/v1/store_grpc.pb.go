@@ -28,6 +28,7 @@ const (
 	Store_Acquire_FullMethodName      = "/sluice.store.v1.Store/Acquire"
 	Store_Release_FullMethodName      = "/sluice.store.v1.Store/Release"
 	Store_Extend_FullMethodName       = "/sluice.store.v1.Store/Extend"
+	Store_Grant_FullMethodName        = "/sluice.store.v1.Store/Grant"
 )
 
 // StoreClient is the client API for Store service.
@@ -59,6 +60,11 @@ type StoreClient interface {
 	// Extend is sluice.Semaphore.Extend. A permit no longer held is an
 	// answer (permit_lost), not an error.
 	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*ExtendResponse, error)
+	// Grant is sluice.Granter.Grant: units of a limit granted to a holder
+	// (a region's sluice, deciding from them), sized by the holders' demand
+	// and reported failure allowances. UNIMPLEMENTED (KIND_GRANT_UNSUPPORTED)
+	// when the serving store cannot grant.
+	Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error)
 }
 
 type storeClient struct {
@@ -159,6 +165,16 @@ func (c *storeClient) Extend(ctx context.Context, in *ExtendRequest, opts ...grp
 	return out, nil
 }
 
+func (c *storeClient) Grant(ctx context.Context, in *GrantRequest, opts ...grpc.CallOption) (*GrantResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GrantResponse)
+	err := c.cc.Invoke(ctx, Store_Grant_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // StoreServer is the server API for Store service.
 // All implementations must embed UnimplementedStoreServer
 // for forward compatibility.
@@ -188,6 +204,11 @@ type StoreServer interface {
 	// Extend is sluice.Semaphore.Extend. A permit no longer held is an
 	// answer (permit_lost), not an error.
 	Extend(context.Context, *ExtendRequest) (*ExtendResponse, error)
+	// Grant is sluice.Granter.Grant: units of a limit granted to a holder
+	// (a region's sluice, deciding from them), sized by the holders' demand
+	// and reported failure allowances. UNIMPLEMENTED (KIND_GRANT_UNSUPPORTED)
+	// when the serving store cannot grant.
+	Grant(context.Context, *GrantRequest) (*GrantResponse, error)
 	mustEmbedUnimplementedStoreServer()
 }
 
@@ -224,6 +245,9 @@ func (UnimplementedStoreServer) Release(context.Context, *ReleaseRequest) (*Rele
 }
 func (UnimplementedStoreServer) Extend(context.Context, *ExtendRequest) (*ExtendResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Extend not implemented")
+}
+func (UnimplementedStoreServer) Grant(context.Context, *GrantRequest) (*GrantResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Grant not implemented")
 }
 func (UnimplementedStoreServer) mustEmbedUnimplementedStoreServer() {}
 func (UnimplementedStoreServer) testEmbeddedByValue()               {}
@@ -408,6 +432,24 @@ func _Store_Extend_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Store_Grant_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GrantRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StoreServer).Grant(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Store_Grant_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StoreServer).Grant(ctx, req.(*GrantRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Store_ServiceDesc is the grpc.ServiceDesc for Store service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -450,6 +492,10 @@ var Store_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Extend",
 			Handler:    _Store_Extend_Handler,
+		},
+		{
+			MethodName: "Grant",
+			Handler:    _Store_Grant_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
