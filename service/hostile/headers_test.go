@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,22 @@ import (
 var headerListsClass = class{
 	name:  "header-lists",
 	flags: []flagArg{adminFlag, {"grpc-first-message-timeout", firstMessageTimeout.String()}},
-	run:   runHeaderLists,
+	run:   func(t *testing.T, h *harness) { runHeaderLists(t, h, rlsPath) },
+}
+
+// headerListsLeanClass: the same attacks on the lean gRPC transport
+// (--grpc-transport lean), on the calls it serves itself (ShouldRateLimit)
+// and on those it hands to grpc-go on the same connection (server
+// reflection here; health and compressed calls take the same way), each
+// held to the bounds of headerListsClass.
+var headerListsLeanClass = class{
+	name:  "header-lists-lean",
+	flags: append(append([]flagArg{}, headerListsClass.flags...), flagArg{"grpc-transport", "lean"}),
+	run: func(t *testing.T, h *harness) {
+		for _, path := range []string{rlsPath, reflectionPath} {
+			t.Run(path[strings.LastIndexByte(path, '/')+1:], func(t *testing.T) { runHeaderLists(t, h, path) })
+		}
+	},
 }
 
 const (
@@ -40,10 +56,11 @@ const (
 	budgetRefs          = 440 // about 15 KiB a stream
 )
 
-func runHeaderLists(t *testing.T, h *harness) {
+// runHeaderLists runs the class' attacks with streams of path.
+func runHeaderLists(t *testing.T, h *harness, path string) {
 	base := h.liveHeap()
 
-	amp, err := dialRaw(h.p.grpcAddr)
+	amp, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +79,7 @@ func runHeaderLists(t *testing.T, h *harness) {
 	}
 	amp.Close()
 
-	idle, err := dialRaw(h.p.grpcAddr)
+	idle, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +100,7 @@ func runHeaderLists(t *testing.T, h *harness) {
 	}
 	idle.Close()
 
-	budget, err := dialRaw(h.p.grpcAddr)
+	budget, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +120,7 @@ func runHeaderLists(t *testing.T, h *harness) {
 			refused++
 		}
 	}
-	pending := parseBytes(t, bound(t, "grpc-max-pending-header-bytes", "262144"))
+	pending := parseBytes(t, bound(t, "grpc-max-pending-header-bytes", "256KiB"))
 	perStream := int64(budgetRefs*35 + 100)
 	if want := maxStreams - int(pending/perStream) - 1; refused < want {
 		t.Errorf("%d streams of about %d bytes of headers on one connection, none with a message: %d refused (RESOURCE_EXHAUSTED), want at least %d (--grpc-max-pending-header-bytes %d)", maxStreams, perStream, refused, want, pending)
@@ -144,10 +161,11 @@ func cutSuffix(s, suffix string) (string, bool) {
 }
 
 // rawConn is an HTTP/2 connection to the gRPC listener that writes header
-// blocks of its own making and reads the grpc-status the server ends each
-// stream with.
+// blocks of its own making, of calls of path, and reads the grpc-status the
+// server ends each stream with.
 type rawConn struct {
 	nc   net.Conn
+	path string
 	wmu  sync.Mutex
 	fr   *http2.Framer
 	hbuf bytes.Buffer
@@ -161,12 +179,12 @@ type rawConn struct {
 	change chan struct{}
 }
 
-func dialRaw(addr string) (*rawConn, error) {
+func dialRaw(addr, path string) (*rawConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return nil, err
 	}
-	c := &rawConn{nc: nc, fr: http2.NewFramer(nc, nc), next: 1, status: map[uint32]string{}, pings: map[byte]bool{}, change: make(chan struct{})}
+	c := &rawConn{nc: nc, path: path, fr: http2.NewFramer(nc, nc), next: 1, status: map[uint32]string{}, pings: map[byte]bool{}, change: make(chan struct{})}
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	if err := c.write(func() error {
@@ -241,7 +259,7 @@ func (c *rawConn) write(fn func() error) error {
 	return fn()
 }
 
-// open opens a ShouldRateLimit stream without its message: the gRPC
+// open opens a stream of c.path without its message: the gRPC
 // headers and refs times the field x-a: "" by its HPACK index (one byte
 // each after the first), in as many frames as it takes.
 func (c *rawConn) open(refs int) (uint32, error) {
@@ -249,7 +267,7 @@ func (c *rawConn) open(refs int) (uint32, error) {
 	err := c.write(func() error {
 		c.hbuf.Reset()
 		for _, hf := range [][2]string{
-			{":method", "POST"}, {":scheme", "http"}, {":path", rlsPath}, {":authority", c.nc.RemoteAddr().String()},
+			{":method", "POST"}, {":scheme", "http"}, {":path", c.path}, {":authority", c.nc.RemoteAddr().String()},
 			{"content-type", "application/grpc"}, {"te", "trailers"},
 		} {
 			c.enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
