@@ -21,7 +21,9 @@ import (
 //     heap (after a forced GC) grows by at most ampHeapBound while they
 //     are open;
 //   - idle: idleHeaderStreams streams of normal headers end within
-//     --grpc-first-message-timeout (1s) + firstMessageMargin;
+//     --grpc-first-message-timeout (1s) + firstMessageMargin, and hold at
+//     most one goroutine each (+ idleGoroutineSlack) while they wait, as
+//     grpc-go's transport does (a stream's worker);
 //   - budget: maxStreams streams of about 15 KiB of headers each on one
 //     connection: all but what --grpc-max-pending-header-bytes (its
 //     default) holds are refused (RESOURCE_EXHAUSTED).
@@ -51,6 +53,7 @@ const (
 	ampRefs             = 470_000 // of a 35-byte field: just under gRPC's default 16 MiB
 	ampHeapBound        = 64 << 20
 	idleHeaderStreams   = 24
+	idleGoroutineSlack  = 20 // the probes' and the sampler's own
 	firstMessageTimeout = time.Second
 	firstMessageMargin  = 10 * time.Second
 	budgetRefs          = 440 // about 15 KiB a stream
@@ -84,6 +87,10 @@ func runHeaderLists(t *testing.T, h *harness, path string) {
 		t.Fatal(err)
 	}
 	defer idle.Close()
+	g0, err := h.metric("go_goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ids []uint32
 	for range idleHeaderStreams {
 		id, err := idle.open(0)
@@ -92,11 +99,35 @@ func runHeaderLists(t *testing.T, h *harness, path string) {
 		}
 		ids = append(ids, id)
 	}
+	idle.settled(t)
+	// The goroutines the streams hold, sampled until they end.
+	ended := make(chan struct{})
+	peak := make(chan float64, 1)
+	go func() {
+		top := g0
+		for {
+			if g, err := h.metric("go_goroutines"); err == nil {
+				top = max(top, g)
+			}
+			select {
+			case <-ended:
+				peak <- top
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
 	within := firstMessageTimeout + firstMessageMargin
-	if open := idle.waitEnded(ids, within); open > 0 {
+	open := idle.waitEnded(ids, within)
+	close(ended)
+	heldG := int(<-peak - g0)
+	if open > 0 {
 		t.Errorf("%d of %d streams without a message still open %v after they were opened, want ended within --grpc-first-message-timeout %v (+%v)", open, len(ids), within, firstMessageTimeout, firstMessageMargin)
 	} else {
-		t.Logf("%d streams without a message: ended by the server (statuses %v)", len(ids), idle.statuses(ids))
+		t.Logf("%d streams without a message: ended by the server (statuses %v), %+d goroutines while open", len(ids), idle.statuses(ids), heldG)
+	}
+	if heldG > idleHeaderStreams+idleGoroutineSlack {
+		t.Errorf("%d streams without a message held %d goroutines, want at most one a stream (+%d), as grpc-go's transport holds (a worker)", len(ids), heldG, idleGoroutineSlack)
 	}
 	idle.Close()
 
