@@ -1,6 +1,7 @@
 package grpcfast_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"runtime"
@@ -81,25 +82,34 @@ func TestFallbackWaitsForMessage(t *testing.T) {
 // stream's window arrives whole before the hand-over (the window is given
 // back as it comes), and one past MaxRecvMsgSize is refused by the
 // fallback from its length.
+//
+// Hex of random bytes compresses to about half: 70 KB of noise is a
+// message of 140 KB, about 80 KB on the wire (the window is 64 KiB).
+// The calls' deadline only ends a hang: a call that waits for a window
+// nobody gives back.
 func TestFallbackLargeMessage(t *testing.T) {
-	forKinds(t, serverOpts{maxRecv: 256 << 10}, func(t *testing.T, tg *target) {
+	const bound = 160 << 10
+	forKinds(t, serverOpts{maxRecv: bound}, func(t *testing.T, tg *target) {
 		c := rlsClient(t, tg)
-		noise := make([]byte, 100<<10) // incompressible: about 200 KB on the wire
-		rand.Read(noise)
-		r := req("ok", 1)
-		r.Descriptors[0].Entries[0].Value = hex.EncodeToString(noise)
-		if _, err := c.ShouldRateLimit(ctx5(t), r, grpc.UseCompressor(gzip.Name)); err != nil {
-			t.Errorf("a gzip call of about 200 KB (more than the stream's window): %v", err)
+		call := func(noise int) error {
+			b := make([]byte, noise)
+			rand.Read(b)
+			r := req("ok", 1)
+			r.Descriptors[0].Entries[0].Value = hex.EncodeToString(b)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := c.ShouldRateLimit(ctx, r, grpc.UseCompressor(gzip.Name))
+			return err
 		}
-		// Past the bound decompressed (about 300 KB on the wire), then on
+		if err := call(70 << 10); err != nil {
+			t.Errorf("a gzip call of 140 KB, about 80 KB on the wire (more than the stream's window): %v", err)
+		}
+		// Past the bound decompressed (about 105 KB on the wire), then on
 		// the wire (its length prefix is enough).
-		for _, n := range []int{150 << 10, 300 << 10} {
-			big := make([]byte, n)
-			rand.Read(big)
-			r.Descriptors[0].Entries[0].Value = hex.EncodeToString(big)
-			_, err := c.ShouldRateLimit(ctx5(t), r, grpc.UseCompressor(gzip.Name))
+		for _, n := range []int{90 << 10, 180 << 10} {
+			err := call(n)
 			if st := status.Convert(err); st.Code() != codes.ResourceExhausted || !strings.Contains(st.Message(), "larger than max") {
-				t.Errorf("a gzip call of %d KB with a bound of 256 KiB: %v, want ResourceExhausted", 2*n>>10, err)
+				t.Errorf("a gzip call of %d KB with a bound of %d KiB: %v, want ResourceExhausted", 2*n>>10, bound>>10, err)
 			}
 		}
 	})

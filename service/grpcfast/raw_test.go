@@ -550,6 +550,12 @@ var rawCases = []rawCase{
 		// fires first answers.
 		alt: &outcome{Status: "200", GRPCStatus: "4", GRPCMessage: "context deadline exceeded"},
 		check: func(t *testing.T, tg *target) {
+			if tg.svc.calls.Load() == 0 {
+				// On a busy machine the deadline can pass before the
+				// call reaches the service (the guard answers it):
+				// no context to check.
+				return
+			}
 			// grpc-go's reset may cancel the context before its own
 			// timer ends it; grpcfast's one timer does both.
 			err := <-tg.svc.ctxErr
