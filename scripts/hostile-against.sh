@@ -23,7 +23,7 @@ GO=${GO:-go}
 commit=$(git rev-parse --verify "$rev^{commit}")
 tmp=$(mktemp -d)
 trap 'git worktree remove --force "$tmp/src" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-git worktree add --detach "$tmp/src" "$commit" >/dev/null
+git worktree add --quiet --detach "$tmp/src" "$commit"
 tags=()
 if [ -f "$tmp/src/cmd/sluice/hostile_hook.go" ]; then
   tags=(-tags hostiletest)
