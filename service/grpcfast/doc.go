@@ -20,6 +20,12 @@
 // The conformance tests run one suite of gRPC behaviours against this
 // server and grpc-go's own.
 //
+// A stream for the fallback is handed to it once its first request
+// message has arrived (or the client ended its side): until then it holds
+// its header list, in Options.MaxPendingHeaderBytes, and its
+// Options.FirstMessageTimeout, as a call served here does, and no
+// goroutine.
+//
 // The connection is TLS when the listener is (tls.NewListener): the
 // handshake runs within Options.ConnectionTimeout, and the fallback's
 // requests carry the connection state, as net/http's would.

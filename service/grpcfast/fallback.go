@@ -18,11 +18,23 @@ import (
 // ServeHTTP, grpc-go's transport for an http.Handler, as a request whose
 // body is the stream's DATA and whose ResponseWriter writes the stream's
 // frames, on the same connection.
+//
+// A stream is handed over once its first message has arrived (or the
+// client ended its side, or the message's length is past MaxRecvMsgSize,
+// which grpc-go refuses): until then it holds what a call served here
+// holds, its header list (in the connection's budget) and its
+// first-message timer, and no goroutine. Handed over at its headers, each
+// stream held about four goroutines (ServeHTTP's, the handler's, the
+// body's reader, grpc-go's writer) for as long as a client kept it
+// without a message. Meanwhile its DATA is buffered here, at most the
+// first message, and the client's window given back as it comes.
 
 var errBodyClosed = errors.New("grpcfast: body closed by handler")
 
 // startFallback serves st with the fallback in a goroutine of its own.
-func (c *conn) startFallback(st *stream, f *headerBlock, method, path string) {
+func (c *conn) startFallback(st *stream) {
+	f := &headerBlock{fields: st.fields}
+	method, path := f.pseudo("method"), st.path
 	hdr := make(http.Header, len(f.fields))
 	for _, hf := range f.fields {
 		if !strings.HasPrefix(hf.Name, ":") {
@@ -54,24 +66,56 @@ func (c *conn) startFallback(st *stream, f *headerBlock, method, path string) {
 }
 
 // onFallbackData queues request bytes for the fallback's handler; the
-// stream's window is given back as the handler reads them. The first
-// message's arrival is seen from its length prefix.
+// stream's window is given back as the handler reads them, or at once
+// while the stream waits to be handed over. The first message's arrival
+// is seen from its length prefix.
 func (st *stream) onFallbackData(p []byte) {
-	if st.waiting {
+	c := st.c
+	start := false
+	if st.waiting || st.fbWait {
 		seen := st.fbSeen
 		st.fbSeen += int64(len(p))
 		if seen < 5 {
 			k := copy(st.pfx[seen:], p)
 			st.pfxN = int(seen) + k
 		}
-		if st.pfxN == 5 && st.fbSeen >= 5+int64(binary.BigEndian.Uint32(st.pfx[1:])) {
-			st.waiting = false
-			st.c.mu.Lock()
-			st.arrivedLocked()
-			st.c.mu.Unlock()
+		if st.pfxN == 5 {
+			l := int64(binary.BigEndian.Uint32(st.pfx[1:]))
+			switch {
+			case st.fbSeen >= 5+l:
+				c.mu.Lock()
+				st.waiting = false
+				st.arrivedLocked()
+				start = st.handOverLocked()
+				c.mu.Unlock()
+			case l > int64(c.s.opts.MaxRecvMsgSize):
+				// grpc-go refuses it on reading the prefix.
+				c.mu.Lock()
+				start = st.handOverLocked()
+				c.mu.Unlock()
+			}
 		}
 	}
-	st.body.write(p)
+	c.mu.Lock()
+	prepaid := st.fbWait && !st.closed
+	if prepaid {
+		c.giveBackLocked(st, int64(len(p)))
+	}
+	c.mu.Unlock() // the read loop writes it
+	st.body.writePrepaid(p, prepaid)
+	if start {
+		c.startFallback(st)
+	}
+}
+
+// handOverLocked ends a stream's wait to be handed to the fallback; true
+// when the caller is to start it (once).
+func (st *stream) handOverLocked() bool {
+	if !st.fbWait || st.closed {
+		return false
+	}
+	st.fbWait = false
+	return true
 }
 
 // body is a fallback stream's request body.
@@ -82,6 +126,9 @@ type body struct {
 	buf    []byte
 	err    error // io.EOF after END_STREAM, a stream error after a reset
 	closed bool
+	// prepaid: bytes of buf whose window was given back when they came
+	// (before the hand-over); the first read.
+	prepaid int
 }
 
 func newBody(st *stream) *body {
@@ -90,17 +137,23 @@ func newBody(st *stream) *body {
 	return b
 }
 
-func (b *body) write(p []byte) {
+// writePrepaid queues p; prepaid: its window was given back already.
+func (b *body) writePrepaid(p []byte, prepaid bool) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		c := b.st.c
-		c.mu.Lock()
-		c.giveBackLocked(b.st, int64(len(p)))
-		c.mu.Unlock() // the read loop writes it
+		if !prepaid {
+			c := b.st.c
+			c.mu.Lock()
+			c.giveBackLocked(b.st, int64(len(p)))
+			c.mu.Unlock() // the read loop writes it
+		}
 		return
 	}
 	b.buf = append(b.buf, p...)
+	if prepaid {
+		b.prepaid += len(p)
+	}
 	b.cond.Signal()
 	b.mu.Unlock()
 }
@@ -133,14 +186,22 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.buf = b.buf[n:]; len(b.buf) == 0 {
 		b.buf = nil
 	}
+	owed := b.owedLocked(n)
 	b.mu.Unlock()
-	b.giveBack(n)
+	b.giveBack(owed)
 	return n, nil
+}
+
+// owedLocked is the window to give back for n bytes taken from buf.
+func (b *body) owedLocked(n int) int {
+	k := min(n, b.prepaid)
+	b.prepaid -= k
+	return n - k
 }
 
 func (b *body) Close() error {
 	b.mu.Lock()
-	n := len(b.buf)
+	n := b.owedLocked(len(b.buf))
 	b.buf, b.closed = nil, true
 	b.cond.Broadcast()
 	b.mu.Unlock()

@@ -168,10 +168,8 @@ func (c *conn) onHeaders(f *headerBlock) {
 		st.firstTimer = time.AfterFunc(o.FirstMessageTimeout, st.firstMessageExpired)
 	}
 	st.waiting = st.hdrBytes > 0 || st.firstTimer != nil
+	st.fbWait = st.body != nil // handed over once its message arrives (fallback.go)
 	c.mu.Unlock()
-	if st.body != nil {
-		c.startFallback(st, f, r.method, r.path)
-	}
 	if !rst {
 		st.onEnd()
 	}

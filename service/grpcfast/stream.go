@@ -74,6 +74,7 @@ type stream struct {
 	body    *body
 	waiting bool  // the reader watches for the first message (a budget or a timer waits on it)
 	fbSeen  int64 // bytes received, to see the first message's arrival
+	fbWait  bool  // under c.mu: not handed to the fallback yet (fallback.go)
 }
 
 type afterFunc struct{ f func() }
@@ -216,12 +217,13 @@ func (st *stream) firstMessageExpired() {
 	if e := c.s.opts.Expired; e != nil {
 		e.Inc()
 	}
-	if st.m == nil {
+	if st.m == nil && !st.fbWait {
 		// The fallback's handler sees its context end and answers.
 		c.mu.Unlock()
 		st.cancel(context.Canceled)
 		return
 	}
+	st.fbWait = false // never handed over: answered here
 	st.writeStatusLocked(status.New(codes.Canceled, context.Canceled.Error()))
 	c.flushLocked(false)
 }
@@ -314,8 +316,12 @@ func (st *stream) onEnd() {
 	st.recvDone = true
 	if st.body != nil {
 		st.arrivedLocked()
+		start := st.handOverLocked()
 		c.mu.Unlock()
 		st.body.fail(io.EOF)
+		if start {
+			c.startFallback(st)
+		}
 		return
 	}
 	if st.closed {

@@ -11,7 +11,9 @@
 // still answers within 100 ms, that goroutines and resident memory return
 // near their baseline, that Redis ran no command of 1 ms or more, and that
 // SIGTERM ends the process within its shutdown timeout. README.md lists the
-// classes, their bounds and how to run them.
+// classes, their bounds and how to run them, also against a binary of
+// another revision (HOSTILE_BINARY, scripts/hostile-against.sh), judged by
+// the same checks and bounds.
 //
 // The package has no code outside its tests.
 package hostile

@@ -55,7 +55,7 @@ func runFloods(t *testing.T, h *harness) {
 		}
 		return n
 	}
-	maxDesc, maxEntries := num("max-descriptors", "64"), num("max-descriptor-entries", "16")
+	maxDesc, maxEntries := num("max-descriptors", "16"), num("max-descriptor-entries", "16")
 	t.Logf("bounds (defaults of sluice serve): --max-descriptors %d --max-descriptor-entries %d", maxDesc, maxEntries)
 
 	conn, rls := h.p.hostileConn(t)

@@ -3,6 +3,7 @@ package hostile
 import (
 	"bytes"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,14 +21,31 @@ import (
 //     heap (after a forced GC) grows by at most ampHeapBound while they
 //     are open;
 //   - idle: idleHeaderStreams streams of normal headers end within
-//     --grpc-first-message-timeout (1s) + firstMessageMargin;
+//     --grpc-first-message-timeout (1s) + firstMessageMargin, and hold at
+//     most one goroutine each (+ idleGoroutineSlack) while they wait, as
+//     grpc-go's transport does (a stream's worker);
 //   - budget: maxStreams streams of about 15 KiB of headers each on one
 //     connection: all but what --grpc-max-pending-header-bytes (its
 //     default) holds are refused (RESOURCE_EXHAUSTED).
 var headerListsClass = class{
 	name:  "header-lists",
 	flags: []flagArg{adminFlag, {"grpc-first-message-timeout", firstMessageTimeout.String()}},
-	run:   runHeaderLists,
+	run:   func(t *testing.T, h *harness) { runHeaderLists(t, h, rlsPath) },
+}
+
+// headerListsLeanClass: the same attacks on the lean gRPC transport
+// (--grpc-transport lean), on the calls it serves itself (ShouldRateLimit)
+// and on those it hands to grpc-go on the same connection (server
+// reflection here; health and compressed calls take the same way), each
+// held to the bounds of headerListsClass.
+var headerListsLeanClass = class{
+	name:  "header-lists-lean",
+	flags: append(append([]flagArg{}, headerListsClass.flags...), flagArg{"grpc-transport", "lean"}),
+	run: func(t *testing.T, h *harness) {
+		for _, path := range []string{rlsPath, reflectionPath} {
+			t.Run(path[strings.LastIndexByte(path, '/')+1:], func(t *testing.T) { runHeaderLists(t, h, path) })
+		}
+	},
 }
 
 const (
@@ -35,15 +53,17 @@ const (
 	ampRefs             = 470_000 // of a 35-byte field: just under gRPC's default 16 MiB
 	ampHeapBound        = 64 << 20
 	idleHeaderStreams   = 24
+	idleGoroutineSlack  = 20 // the probes' and the sampler's own
 	firstMessageTimeout = time.Second
 	firstMessageMargin  = 10 * time.Second
 	budgetRefs          = 440 // about 15 KiB a stream
 )
 
-func runHeaderLists(t *testing.T, h *harness) {
+// runHeaderLists runs the class' attacks with streams of path.
+func runHeaderLists(t *testing.T, h *harness, path string) {
 	base := h.liveHeap()
 
-	amp, err := dialRaw(h.p.grpcAddr)
+	amp, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +82,15 @@ func runHeaderLists(t *testing.T, h *harness) {
 	}
 	amp.Close()
 
-	idle, err := dialRaw(h.p.grpcAddr)
+	idle, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer idle.Close()
+	g0, err := h.metric("go_goroutines")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var ids []uint32
 	for range idleHeaderStreams {
 		id, err := idle.open(0)
@@ -75,15 +99,39 @@ func runHeaderLists(t *testing.T, h *harness) {
 		}
 		ids = append(ids, id)
 	}
+	idle.settled(t)
+	// The goroutines the streams hold, sampled until they end.
+	ended := make(chan struct{})
+	peak := make(chan float64, 1)
+	go func() {
+		top := g0
+		for {
+			if g, err := h.metric("go_goroutines"); err == nil {
+				top = max(top, g)
+			}
+			select {
+			case <-ended:
+				peak <- top
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
 	within := firstMessageTimeout + firstMessageMargin
-	if open := idle.waitEnded(ids, within); open > 0 {
+	open := idle.waitEnded(ids, within)
+	close(ended)
+	heldG := int(<-peak - g0)
+	if open > 0 {
 		t.Errorf("%d of %d streams without a message still open %v after they were opened, want ended within --grpc-first-message-timeout %v (+%v)", open, len(ids), within, firstMessageTimeout, firstMessageMargin)
 	} else {
-		t.Logf("%d streams without a message: ended by the server (statuses %v)", len(ids), idle.statuses(ids))
+		t.Logf("%d streams without a message: ended by the server (statuses %v), %+d goroutines while open", len(ids), idle.statuses(ids), heldG)
+	}
+	if heldG > idleHeaderStreams+idleGoroutineSlack {
+		t.Errorf("%d streams without a message held %d goroutines, want at most one a stream (+%d), as grpc-go's transport holds (a worker)", len(ids), heldG, idleGoroutineSlack)
 	}
 	idle.Close()
 
-	budget, err := dialRaw(h.p.grpcAddr)
+	budget, err := dialRaw(h.p.grpcAddr, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +151,7 @@ func runHeaderLists(t *testing.T, h *harness) {
 			refused++
 		}
 	}
-	pending := parseBytes(t, bound(t, "grpc-max-pending-header-bytes", "262144"))
+	pending := parseBytes(t, bound(t, "grpc-max-pending-header-bytes", "256KiB"))
 	perStream := int64(budgetRefs*35 + 100)
 	if want := maxStreams - int(pending/perStream) - 1; refused < want {
 		t.Errorf("%d streams of about %d bytes of headers on one connection, none with a message: %d refused (RESOURCE_EXHAUSTED), want at least %d (--grpc-max-pending-header-bytes %d)", maxStreams, perStream, refused, want, pending)
@@ -144,10 +192,11 @@ func cutSuffix(s, suffix string) (string, bool) {
 }
 
 // rawConn is an HTTP/2 connection to the gRPC listener that writes header
-// blocks of its own making and reads the grpc-status the server ends each
-// stream with.
+// blocks of its own making, of calls of path, and reads the grpc-status the
+// server ends each stream with.
 type rawConn struct {
 	nc   net.Conn
+	path string
 	wmu  sync.Mutex
 	fr   *http2.Framer
 	hbuf bytes.Buffer
@@ -161,12 +210,12 @@ type rawConn struct {
 	change chan struct{}
 }
 
-func dialRaw(addr string) (*rawConn, error) {
+func dialRaw(addr, path string) (*rawConn, error) {
 	nc, err := net.DialTimeout("tcp", addr, dialTimeout)
 	if err != nil {
 		return nil, err
 	}
-	c := &rawConn{nc: nc, fr: http2.NewFramer(nc, nc), next: 1, status: map[uint32]string{}, pings: map[byte]bool{}, change: make(chan struct{})}
+	c := &rawConn{nc: nc, path: path, fr: http2.NewFramer(nc, nc), next: 1, status: map[uint32]string{}, pings: map[byte]bool{}, change: make(chan struct{})}
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	if err := c.write(func() error {
@@ -241,7 +290,7 @@ func (c *rawConn) write(fn func() error) error {
 	return fn()
 }
 
-// open opens a ShouldRateLimit stream without its message: the gRPC
+// open opens a stream of c.path without its message: the gRPC
 // headers and refs times the field x-a: "" by its HPACK index (one byte
 // each after the first), in as many frames as it takes.
 func (c *rawConn) open(refs int) (uint32, error) {
@@ -249,7 +298,7 @@ func (c *rawConn) open(refs int) (uint32, error) {
 	err := c.write(func() error {
 		c.hbuf.Reset()
 		for _, hf := range [][2]string{
-			{":method", "POST"}, {":scheme", "http"}, {":path", rlsPath}, {":authority", c.nc.RemoteAddr().String()},
+			{":method", "POST"}, {":scheme", "http"}, {":path", c.path}, {":authority", c.nc.RemoteAddr().String()},
 			{"content-type", "application/grpc"}, {"te", "trailers"},
 		} {
 			c.enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})

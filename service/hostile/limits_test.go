@@ -42,8 +42,8 @@ func readLimitBounds(t *testing.T) limitBounds {
 		}
 		return n
 	}
-	b := limitBounds{rate: num("max-rate", "1000000"), burst: num("max-burst", "1000000"), hits: num("max-hits", "1000000")}
-	s := bound(t, "max-period", "24h")
+	b := limitBounds{rate: num("max-rate", "1000000000"), burst: num("max-burst", "1000000000"), hits: num("max-hits", "1000000000")}
+	s := bound(t, "max-period", "8784h0m0s")
 	p, err := time.ParseDuration(s)
 	if err != nil || p <= 0 {
 		t.Fatalf("--max-period default %q: want a positive duration", s)

@@ -45,7 +45,7 @@ func clientFrom(ip string) *http.Client {
 
 func runPermitTable(t *testing.T, h *harness) {
 	perClient := parseBytes(t, bound(t, "max-permits-per-client", "1000"))
-	maxLease := bound(t, "max-permit-lease", "24h")
+	maxLease := bound(t, "max-permit-lease", "10m0s")
 	attacker, victim := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
 	defer attacker.CloseIdleConnections()
 	defer victim.CloseIdleConnections()

@@ -3,6 +3,7 @@ package hostile
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -56,9 +57,17 @@ func runPermits(t *testing.T, h *harness) {
 	// One kept connection per client, each idle for less than the server's
 	// --http-idle-timeout: no request meets a connection the server is
 	// closing, and the clients never open more than --max-connections.
-	cl := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: permitClients, IdleConnTimeout: time.Second}}
-	defer cl.CloseIdleConnections()
-	acquire := func(holder string, lease time.Duration) (permitReply, error) {
+	// Each client has an address of its own (127.0.0.10 and up), so that
+	// --max-permits-per-client does not stop the pile short of
+	// --max-permits.
+	clients := make([]*http.Client, permitClients)
+	for i := range clients {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i))}, Timeout: dialTimeout}
+		clients[i] = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Second}}
+		defer clients[i].CloseIdleConnections()
+	}
+	cl := clients[0]
+	acquire := func(cl *http.Client, holder string, lease time.Duration) (permitReply, error) {
 		body := fmt.Sprintf(`{"key":"hostile-permits","max":%d,"lease_ms":%d,"holder":%q}`, maxPermits, lease.Milliseconds(), holder)
 		code, b, err := statusOf(cl.Post(h.p.httpURL("/v1/acquire"), "application/json", strings.NewReader(body)))
 		var r permitReply
@@ -71,24 +80,27 @@ func runPermits(t *testing.T, h *harness) {
 		return r, json.Unmarshal([]byte(b), &r)
 	}
 
-	if r, err := acquire("keeper", permitKeepLease); err != nil || !r.Acquired {
+	if r, err := acquire(cl, "keeper", permitKeepLease); err != nil || !r.Acquired {
 		t.Fatalf("POST /v1/acquire of the first holder = %+v, %v; want acquired", r, err)
 	}
 	// Every other holder, by permitClients clients at once; the answers
 	// tell how many are held when the acquiring ends.
 	var next, held atomic.Int64
 	next.Store(1)
-	var errs atomic.Int32
+	var errs, refused atomic.Int32
 	var wg sync.WaitGroup
-	for range permitClients {
+	for _, cl := range clients {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(maxPermits) && errs.Load() < 3; i = next.Add(1) {
-				r, err := acquire(fmt.Sprintf("holder-%0*d", maxHolderLen-len("holder-"), i), permitLease)
+				r, err := acquire(cl, fmt.Sprintf("holder-%0*d", maxHolderLen-len("holder-"), i), permitLease)
 				if err != nil {
 					if errs.Add(1) <= 3 {
 						t.Errorf("POST /v1/acquire, holder %d: %v", i, err)
 					}
 					continue
+				}
+				if !r.Acquired {
+					refused.Add(1)
 				}
 				for {
 					old := held.Load()
@@ -102,6 +114,11 @@ func runPermits(t *testing.T, h *harness) {
 	wg.Wait()
 	last := time.Now()
 	t.Logf("%d holders acquired, %d under a lease of %v; at most %d held at once", maxPermits, maxPermits-1, permitLease, held.Load())
+	if n := refused.Load(); n > 0 {
+		// The pile is what the class measures: a refusal (a bound on
+		// what one client holds, say) makes it smaller than the key allows.
+		t.Errorf("%d of %d acquires of the pile refused (429): the pile is smaller than --max-permits %d allows", n, maxPermits-1, maxPermits)
+	}
 	// The acquiring sets the class up: thousands of ordinary acquires, of
 	// which a busy machine stretches some past 1 ms of wall time, more
 	// than the slow log's check replays. What the class measures follows.
@@ -115,7 +132,7 @@ func runPermits(t *testing.T, h *harness) {
 	if h.redis != nil {
 		pile = copyPile(t, h.redis)
 	}
-	r, err := acquire("after", permitLease)
+	r, err := acquire(cl, "after", permitLease)
 	if err != nil || !r.Acquired || r.Held != 2 {
 		t.Errorf("POST /v1/acquire after the short leases ended = %+v, %v; want acquired, held 2 (the first holder's and its own: the expired hold nothing)", r, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,8 +97,6 @@ type proc struct {
 	killed string // why the suite killed it, if it did
 }
 
-var unknownFlag = regexp.MustCompile(`flag provided but not defined: -+([A-Za-z0-9-]+)`)
-
 // start runs sluice serve with the common flags, then args, on loopback
 // ports and waits until it listens. A flag the binary does not know fails
 // the test naming it (or, with HOSTILE_DROP_UNKNOWN_FLAGS=1, is dropped).
@@ -112,29 +109,13 @@ func start(t *testing.T, args []flagArg) *proc {
 	}
 	flags := append(append([]flagArg{}, commonFlags...), args...)
 	flags = append(flags, flagArg{"config", cfg})
-	for attempt := 0; ; attempt++ {
-		p, unknown := startOnce(t, dir, flags)
-		if p != nil {
-			return p
-		}
-		if !dropUnknownFlags || attempt > 40 {
-			t.Fatalf("sluice serve does not know the flag --%s (not merged yet?); set HOSTILE_DROP_UNKNOWN_FLAGS=1 to run without it", unknown)
-		}
-		t.Logf("sluice serve does not know --%s: HOSTILE_DROP_UNKNOWN_FLAGS=1, running without it", unknown)
-		kept := flags[:0]
-		for _, f := range flags {
-			if f.name != unknown {
-				kept = append(kept, f)
-			}
-		}
-		flags = kept
-	}
+	return startOnce(t, dir, flags)
 }
 
-// startOnce starts one process; on an unknown flag it returns nil and the
-// flag's name.
-func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
+// startOnce starts one process with flags (knownFlags of them).
+func startOnce(t *testing.T, dir string, flags []flagArg) *proc {
 	t.Helper()
+	flags = knownFlags(t, flags)
 	ready := filepath.Join(dir, "ready.json")
 	os.Remove(ready)
 	args := []string{"serve", "--http=127.0.0.1:0", "--grpc=127.0.0.1:0", "--ready-file=" + ready}
@@ -165,9 +146,6 @@ func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
 		}
 		select {
 		case <-p.done:
-			if m := unknownFlag.FindStringSubmatch(p.stderr.String()); m != nil {
-				return nil, m[1]
-			}
 			t.Fatalf("sluice exited before listening: %v\n%s", p.exitErr, p.stderr)
 		default:
 		}
@@ -196,7 +174,7 @@ func startOnce(t *testing.T, dir string, flags []flagArg) (*proc, string) {
 		p.metricsHTTP.CloseIdleConnections()
 	})
 	p.conn, p.rls = conn, pb.NewRateLimitServiceClient(conn)
-	return p, ""
+	return p
 }
 
 // warmClient is an HTTP client on one keep-alive connection.

@@ -17,6 +17,7 @@ import (
 // store, so they run on the memory store only.
 var surfaceClasses = []class{
 	headerListsClass,
+	headerListsLeanClass,
 	adminSlowClass,
 	permitTableClass,
 	xdsClass,
