@@ -22,22 +22,8 @@ import (
 // nothing applies to the others. Requests on one state must share their
 // Counting (else a *sluice.LimitError with Field "Counting").
 func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if s.closed.Load() {
-		return nil, s.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.checkMulti(ctx, reqs); err != nil || len(reqs) == 0 {
 		return nil, err
-	}
-	for i, rq := range reqs {
-		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
-			return nil, fmt.Errorf("request %d: %w", i, err)
-		}
-	}
-	if err := validate.Multi(reqs); err != nil {
-		return nil, err
-	}
-	if len(reqs) == 0 {
-		return nil, nil
 	}
 	// Small calls, the usual, keep their bookkeeping on the stack.
 	var itemBuf [8]item
@@ -50,6 +36,23 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 	slices.Sort(shards)
 	shards = slices.Compact(shards)
 	return s.decideLocked(reqs, items, shards), nil
+}
+
+// checkMulti is what AllowMulti and Untouched check before any lock: the
+// store open, the context live, every request and the call valid.
+func (s *Store) checkMulti(ctx context.Context, reqs []sluice.Request) error {
+	if s.closed.Load() {
+		return s.closedErr()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for i, rq := range reqs {
+		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+	}
+	return validate.Multi(reqs)
 }
 
 // items makes the items of reqs (validated) in items, and lists their
@@ -89,22 +92,8 @@ func (s *Store) items(reqs []sluice.Request, items []item, shards []int) ([]item
 // sluice.FailUncounted. The store's own states are neither read nor
 // changed. Its errors are AllowMulti's.
 func (s *Store) Untouched(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if s.closed.Load() {
-		return nil, s.closedErr()
-	}
-	if err := ctx.Err(); err != nil {
+	if err := s.checkMulti(ctx, reqs); err != nil || len(reqs) == 0 {
 		return nil, err
-	}
-	for i, rq := range reqs {
-		if err := validate.Request(rq.Key, rq.Limit, rq.N); err != nil {
-			return nil, fmt.Errorf("request %d: %w", i, err)
-		}
-	}
-	if err := validate.Multi(reqs); err != nil {
-		return nil, err
-	}
-	if len(reqs) == 0 {
-		return nil, nil
 	}
 	var itemBuf [8]item
 	var shardBuf [8]int
