@@ -18,7 +18,10 @@ import (
 // newRueidis returns a rueidis client for addrs, closed when t ends.
 func newRueidis(t testing.TB, addrs ...string) rueidis.Client {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	// Replies wait up to goRedisTimeout (rueidis's default, a few
+	// seconds, was reached by a COPY of a full log at load 25): calls that
+	// must end sooner carry a context deadline.
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true, ConnWriteTimeout: goRedisTimeout})
 	if err != nil {
 		t.Fatalf("rueidis.NewClient(%v): %v", addrs, err)
 	}

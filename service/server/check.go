@@ -158,9 +158,8 @@ func jsonError(err error) *fieldError {
 // handleCheck is POST /v1/check: the limit travels in the request; the
 // answer is 200 with the decision, allowed or not.
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.bodyError(w, err)
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
 	bounds := engine.DefaultBounds

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"io"
 	"net/http"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -14,9 +13,8 @@ import (
 // (either field spelling), the RateLimitResponse in protojson, 200 when the
 // overall code is OK and 429 when it is OVER_LIMIT.
 func (s *Server) handleJSON(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.bodyError(w, err)
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
 	var req pb.RateLimitRequest

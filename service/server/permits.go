@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -177,9 +176,8 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) { s.servePermit(w, r, opExtend) }
 
 func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
-	if err != nil {
-		s.bodyError(w, err)
+	body, ok := s.readBody(w, r)
+	if !ok {
 		return
 	}
 	bounds := engine.DefaultBounds
@@ -212,6 +210,7 @@ func (s *Server) servePermit(w http.ResponseWriter, r *http.Request, op permitOp
 		reserved = res
 	}
 	var d sluice.PermitDecision
+	var err error
 	switch op {
 	case opAcquire:
 		d, err = sem.Acquire(r.Context(), key, lim, holder)

@@ -6,6 +6,7 @@ package server
 
 import (
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -138,6 +139,25 @@ func (s *Server) handleReadyz(w http.ResponseWriter, _ *http.Request) {
 
 // writeProblem answers an error as problem+json, naming the field.
 var writeProblem = problem.Write
+
+// readBody reads r's body, of at most maxBody bytes, or answers why not
+// (bodyError). A body whose Content-Length is beyond the limit is refused
+// before any of it is read: a client that sent Expect: 100-continue (curl
+// does for large bodies) gets its 413 without sending the body, and no
+// other client's answer depends on how much of it the server read before
+// it closed the connection.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > s.maxBody {
+		s.bodyError(w, &http.MaxBytesError{Limit: s.maxBody})
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		s.bodyError(w, err)
+		return nil, false
+	}
+	return body, true
+}
 
 // bodyError answers a body that could not be read: 413 beyond the limit,
 // 400 otherwise.
