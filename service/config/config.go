@@ -26,7 +26,7 @@ type Rule struct {
 	ConfiguredName string
 	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
 	// Rate (requests_per_unit), Period (unit or window), Burst and
-	// FailureMode (failure_mode: FailClosed, FailError or FailOpen, or FailDefault, the
+	// FailureMode (failure_mode: FailClosed, FailError, FailOpen or FailUncounted, or FailDefault, the
 	// process's default, when unset) and Counting (counting: CountAdmitted
 	// or CountAll; see CountingSet). It is the zero Limit when Unlimited.
 	Limit sluice.Limit
