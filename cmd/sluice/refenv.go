@@ -1,11 +1,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/service/engine"
 	"log/slog"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/refstats"
 	"github.com/sluicehq/sluice/service/statsd"
 )
@@ -775,9 +777,37 @@ func (e *refEnv) tracing() {
 		}
 	}
 	e.assign("tracing-sample-ratio", strconv.FormatFloat(rate, 'g', -1, 64), nil, "TRACING_SAMPLING_RATE")
-	for _, v := range []string{"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID"} {
-		e.ignore(v, "set service.namespace and service.instance.id in OTEL_RESOURCE_ATTRIBUTES")
+	e.assignIfSet("tracing-service-namespace", "TRACING_SERVICE_NAMESPACE")
+	// Unset, the reference gives each process a random UUID; sluice too,
+	// unless OTEL_RESOURCE_ATTRIBUTES names the instance.
+	id, _ := e.get("TRACING_SERVICE_INSTANCE_ID")
+	if id == "" && !otelNamesInstance(e.str("OTEL_RESOURCE_ATTRIBUTES", "")) {
+		id = randomUUID()
 	}
+	if id != "" {
+		e.assign("tracing-service-instance-id", id, nil, "TRACING_SERVICE_INSTANCE_ID")
+	}
+}
+
+// otelNamesInstance reports whether attrs, an OTEL_RESOURCE_ATTRIBUTES
+// value (key=value,...), sets service.instance.id.
+func otelNamesInstance(attrs string) bool {
+	for kv := range strings.SplitSeq(attrs, ",") {
+		if k, _, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == "service.instance.id" {
+			return true
+		}
+	}
+	return false
+}
+
+// randomUUID is a random (version 4) UUID in its usual text form.
+func randomUUID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // refMode is --reference-env: when serve reads the reference's variables.

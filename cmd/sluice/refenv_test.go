@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
-	"github.com/sluicehq/sluice/service/engine"
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/service/engine"
 )
 
 // envOf is a lookup over m.
@@ -708,6 +710,11 @@ func TestReferencePlanTracing(t *testing.T) {
 		{map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "udp", "TRACING_SAMPLING_RATE": "half"},
 			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-sample-ratio": "1"},
 			[]string{"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAMESPACE": "edge-ns", "TRACING_SERVICE_INSTANCE_ID": "pod-7"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1",
+				"tracing-service-namespace": "edge-ns", "tracing-service-instance-id": "pod-7"}, nil},
+		{map[string]string{"TRACING_ENABLED": "true", "OTEL_RESOURCE_ATTRIBUTES": "a=b, service.instance.id=from-otel"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1"}, nil},
 	} {
 		p := referencePlan(envOf(tc.env))
 		got := map[string]string{}
@@ -715,6 +722,14 @@ func TestReferencePlanTracing(t *testing.T) {
 			if strings.HasPrefix(f, "tracing") {
 				got[f] = v
 			}
+		}
+		// Unset, the instance is a random UUID, another for each process.
+		if _, set := tc.env["TRACING_SERVICE_INSTANCE_ID"]; !set && tc.want["tracing"] == "true" && tc.env["OTEL_RESOURCE_ATTRIBUTES"] == "" {
+			id := got["tracing-service-instance-id"]
+			if !uuidRE.MatchString(id) || id == flagsOf(referencePlan(envOf(tc.env)))["tracing-service-instance-id"] {
+				t.Errorf("%v: tracing-service-instance-id %q, want a random UUID", tc.env, id)
+			}
+			delete(got, "tracing-service-instance-id")
 		}
 		if !maps.Equal(got, tc.want) {
 			t.Errorf("%v: tracing flags %v, want %v", tc.env, got, tc.want)
@@ -724,6 +739,8 @@ func TestReferencePlanTracing(t *testing.T) {
 		}
 	}
 }
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // TestReferencePlanLocalCache: LOCAL_CACHE_SIZE_IN_BYTES sizes the local
 // cache of over-limit keys, a key for each 256 bytes (at least one).
