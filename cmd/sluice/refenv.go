@@ -407,8 +407,7 @@ func (e *refEnv) memcache() {
 		e.assignIfSet("memcache-tls-cert", "MEMCACHE_TLS_CLIENT_CERT", unless...)
 		e.assignIfSet("memcache-tls-key", "MEMCACHE_TLS_CLIENT_KEY", unless...)
 		if e.boolean("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
-			e.failUnless(append(unless, "memcache-tls-server-name"), "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
-				"true: sluice always verifies memcached's certificate and name; set SLUICE_MEMCACHE_TLS_SERVER_NAME to the name in its certificate instead")
+			e.assign("memcache-tls-skip-name-check", "true", unless, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION")
 		}
 	} else {
 		for _, v := range tlsVars {
@@ -446,8 +445,7 @@ func (e *refEnv) redis() {
 		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
 		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
 		if e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
-			e.failUnless([]string{"redis", "redis-tls-server-name"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-				"true: sluice always verifies Redis's certificate and name; set SLUICE_REDIS_TLS_SERVER_NAME to the name in Redis's certificate instead")
+			e.assign("redis-tls-skip-name-check", "true", redis, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
 		}
 	} else {
 		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {

@@ -271,13 +271,33 @@ func TestReferencePlanGRPCUDS(t *testing.T) {
 
 // TestReferencePlanMemcache: BACKEND_TYPE=memcache and MEMCACHE_* set the
 // --memcache flags; REDIS_* are then ignored.
+// TestReferencePlanRedisSkipHostname: REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
+// checks Redis's certificate chain but not its name, as the reference;
+// false or without TLS, nothing.
+func TestReferencePlanRedisSkipHostname(t *testing.T) {
+	base := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"}
+	for _, tc := range []struct {
+		skip, tls string
+		want      string
+	}{{"true", "true", "true"}, {"false", "true", ""}, {"true", "false", ""}} {
+		env := maps.Clone(base)
+		env["REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"], env["REDIS_TLS"] = tc.skip, tc.tls
+		p := referencePlan(envOf(env))
+		if got := flagsOf(p)["redis-tls-skip-name-check"]; got != tc.want || len(p.Errors) != 0 {
+			t.Errorf("%v: --redis-tls-skip-name-check %q, errors %v; want %q, none", env, got, p.Errors, tc.want)
+		}
+	}
+}
+
 func TestReferencePlanMemcache(t *testing.T) {
 	p := referencePlan(envOf(map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m1:11211,m2:11211",
 		"MEMCACHE_MAX_IDLE_CONNS": "8", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_CACERT": "/ca.pem", "MEMCACHE_TLS_CLIENT_CERT": "/c.pem",
-		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}))
+		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000",
+		"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}))
 	got := flagsOf(p)
 	want := map[string]string{"memcache": "m1:11211,m2:11211", "memcache-max-idle-conns": "8", "memcache-tls": "true",
-		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_"}
+		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_",
+		"memcache-tls-skip-name-check": "true"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("--%s = %q, want %q", k, got[k], v)
@@ -325,7 +345,7 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "4MiB"}, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE: memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV"},
 		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_SRV": "_mc._tcp.example"}, "MEMCACHE_SRV: set with MEMCACHE_HOST_PORT"},
-		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION: true: sluice always verifies"},
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "often"}, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION: \"often\": want true or false"},
 		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_SRV": "_mc._tcp.example", "MEMCACHE_SRV_REFRESH": "soon"}, "MEMCACHE_SRV_REFRESH"},
 		{map[string]string{"BACKEND_TYPE": "dynamo"}, "BACKEND_TYPE: \"dynamo\": want redis"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "REDIS_TYPE: \"ring\""},
@@ -336,7 +356,7 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1,b"}, "REDIS_URL: \"b\": want host:port"},
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "s1:26379"}, "REDIS_URL: \"s1:26379\": REDIS_TYPE sentinel wants master-name"},
 		{map[string]string{"REDIS_TLS": "true"}, "REDIS_TLS: true with REDIS_SOCKET_TYPE unix"},
-		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: true: sluice always verifies"},
+		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "often"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: \"often\": want true or false"},
 		{map[string]string{"REDIS_TIMEOUT": "10"}, "REDIS_TIMEOUT"},
 		{map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "-5"}, "LOCAL_CACHE_SIZE_IN_BYTES"},
 		{map[string]string{"NEAR_LIMIT_RATIO": "1.5"}, "NEAR_LIMIT_RATIO: \"1.5\": want a number above 0, at most 1"},
