@@ -319,7 +319,7 @@ func (e *refEnv) configSource() {
 		if e.set("FORCE_START_WITHOUT_INITIAL_CONFIG") {
 			e.assign("xds-force-start", strconv.FormatBool(e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)), fileFlags, "FORCE_START_WITHOUT_INITIAL_CONFIG")
 		}
-		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "sluice reconnects to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
+		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "envoyproxy/ratelimit allows no retry at this interval either: both reconnect to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
 		for _, v := range []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"} {
 			e.ignore(v, "CONFIG_TYPE is GRPC_XDS_SOTW")
 		}
@@ -327,8 +327,10 @@ func (e *refEnv) configSource() {
 		e.failUnless(append(fileFlags, xdsFlags...), "CONFIG_TYPE", "%q: want FILE or GRPC_XDS_SOTW", t)
 	}
 	e.ignore("RUNTIME_WATCH_ROOT", "sluice rereads its configuration files when their content changes, checked every --reload-interval")
-	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
-		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
+	if t := e.str("CONFIG_TYPE", "FILE"); t == "FILE" && !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
+		// The reference's default: its walk reads dot files and dot
+		// directories, not a dot symbolic link to a directory.
+		e.assign("config-dot-files", "true", xdsFlags, "RUNTIME_IGNOREDOTFILES")
 	}
 	if e.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) {
 		e.assign("ready-needs-config", "true", nil, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")

@@ -128,12 +128,14 @@ func TestReferencePlanDefaults(t *testing.T) {
 		t.Fatalf("errors %+v, ignored %+v", p.Errors, p.Ignored)
 	}
 	want := map[string]string{
-		"debug-addr":   "0.0.0.0:6070",
-		"log-level":    "warn",
-		"config":       "/srv/runtime_data/current/config",
-		"redis":        "unix:///var/run/nutcracker/ratelimit.sock",
-		"counting":     "all",
-		"failure-mode": "error",
+		"debug-addr": "0.0.0.0:6070",
+		"log-level":  "warn",
+		"config":     "/srv/runtime_data/current/config",
+		// RUNTIME_IGNOREDOTFILES is false by default: dot files are read.
+		"config-dot-files": "true",
+		"redis":            "unix:///var/run/nutcracker/ratelimit.sock",
+		"counting":         "all",
+		"failure-mode":     "error",
 		// USE_STATSD is true by default: to localhost:8125, over TCP.
 		"statsd":          "localhost:8125",
 		"statsd-protocol": "tcp",
@@ -271,6 +273,24 @@ func TestReferencePlanGRPCUDS(t *testing.T) {
 
 // TestReferencePlanMemcache: BACKEND_TYPE=memcache and MEMCACHE_* set the
 // --memcache flags; REDIS_* are then ignored.
+// TestReferencePlanDotFiles: the reference reads dot files unless
+// RUNTIME_IGNOREDOTFILES is true; with xDS there are no files.
+func TestReferencePlanDotFiles(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"RUNTIME_ROOT": "/r"}, "true"},
+		{map[string]string{"RUNTIME_ROOT": "/r", "RUNTIME_IGNOREDOTFILES": "false"}, "true"},
+		{map[string]string{"RUNTIME_ROOT": "/r", "RUNTIME_IGNOREDOTFILES": "true"}, ""},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "x:1"}, ""},
+	} {
+		if got := flagsOf(referencePlan(envOf(tc.env)))["config-dot-files"]; got != tc.want {
+			t.Errorf("%v: --config-dot-files %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
+
 // TestReferencePlanRedisSkipHostname: REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
 // checks Redis's certificate chain but not its name, as the reference;
 // false or without TLS, nothing.
