@@ -161,3 +161,22 @@ func TestHelpWraps(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckFailureModes: sluice check accepts every failure_mode a rule
+// may have, uncounted included, and names them all when one is wrong.
+func TestCheckFailureModes(t *testing.T) {
+	dir := t.TempDir()
+	for _, m := range []string{"closed", "error", "open", "uncounted"} {
+		p := filepath.Join(dir, m+".yaml")
+		writeFile(t, p, "domain: "+m+"\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: "+m+"}\n")
+		if code, out, errOut := runCLI("check", p); code != 0 || !strings.HasPrefix(out, "ok: 1 domain(s): "+m) {
+			t.Errorf("check failure_mode: %s = %d, %q, %q; want 0, ok", m, code, out, errOut)
+		}
+	}
+	p := filepath.Join(dir, "bad.yml")
+	writeFile(t, p, "domain: bad\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}\n")
+	want := p + `:4: descriptors[0].rate_limit.failure_mode: want closed, error, open or uncounted, got "maybe"`
+	if code, _, errOut := runCLI("check", p); code != 1 || !strings.Contains(errOut, want) {
+		t.Errorf("check failure_mode: maybe = %d, %q; want 1 and %q", code, errOut, want)
+	}
+}

@@ -30,11 +30,13 @@ func (g *configFlags) register(fs *flag.FlagSet) {
 type readFlags struct {
 	wildcards    string
 	mergeDomains bool
+	dotFiles     bool
 	maxEntries   int // serve's --max-descriptor-entries (check's own flag)
 }
 
 func (g *readFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.wildcards, "wildcards", "anywhere", "which '*' of a descriptor value is a wildcard (`mode`): anywhere (any run of bytes, as envoyproxy/ratelimit's current versions) or trailing (only a '*' ending the value, as its earlier versions; any other '*' is literal)")
+	fs.BoolVar(&g.dotFiles, "config-dot-files", false, "in a --config directory, read the files and directories whose names start with '.' too, but not a '.' symbolic link to a directory such as Kubernetes' ..data (envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=false)")
 	fs.BoolVar(&g.mergeDomains, "merge-domains", false, "let several configuration files define one domain: their first-level descriptors merge (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 }
 
@@ -44,7 +46,7 @@ func (g *readFlags) options() (config.Options, error) {
 	if err != nil {
 		return config.Options{}, fmt.Errorf("--%v", err)
 	}
-	return config.Options{Wildcards: w, MergeDomains: g.mergeDomains, MaxEntries: g.maxEntries}, nil
+	return config.Options{Wildcards: w, MergeDomains: g.mergeDomains, MaxEntries: g.maxEntries, DotFiles: g.dotFiles}, nil
 }
 
 // errDurations is the one message for the durations of the process's life,

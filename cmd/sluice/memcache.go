@@ -27,6 +27,7 @@ type memcacheFlags struct {
 	tlsCert      string
 	tlsKey       string
 	tlsName      string
+	tlsSkipName  bool
 }
 
 func (g *memcacheFlags) register(fs *flag.FlagSet) {
@@ -39,13 +40,14 @@ func (g *memcacheFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.tlsCert, "memcache-tls-cert", "", "PEM `file` of a client certificate for memcached, with --memcache-tls-key (MEMCACHE_TLS_CLIENT_CERT)")
 	fs.StringVar(&g.tlsKey, "memcache-tls-key", "", "PEM `file` of the key of --memcache-tls-cert (MEMCACHE_TLS_CLIENT_KEY)")
 	fs.StringVar(&g.tlsName, "memcache-tls-server-name", "", "`name` the memcached servers' certificates must hold; each server's host when empty")
+	fs.BoolVar(&g.tlsSkipName, "memcache-tls-skip-name-check", false, "verify the memcached servers' certificate chains against --memcache-tls-ca (or the system's CAs) but not the names they hold (MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION)")
 }
 
 // set reports whether memcached is the shared store.
 func (g *memcacheFlags) set() bool { return g.servers != "" || g.srv != "" }
 
 func (g *memcacheFlags) validate() error {
-	tlsSet := g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" || g.tlsName != ""
+	tlsSet := g.tlsCA != "" || g.tlsCert != "" || g.tlsKey != "" || g.tlsName != "" || g.tlsSkipName
 	switch {
 	case !g.set() && (g.srvRefresh != 0 || g.tls || tlsSet):
 		return errors.New("--memcache-* need --memcache or --memcache-srv")
@@ -78,7 +80,7 @@ func (g *memcacheFlags) options(prefix string, timeout time.Duration, refKeys bo
 		}
 	}
 	if g.tls {
-		c, err := certs.NewClient(certs.ClientOptions{CAFile: g.tlsCA, CertFile: g.tlsCert, KeyFile: g.tlsKey, ServerName: g.tlsName, Log: log})
+		c, err := certs.NewClient(certs.ClientOptions{CAFile: g.tlsCA, CertFile: g.tlsCert, KeyFile: g.tlsKey, ServerName: g.tlsName, SkipNameCheck: g.tlsSkipName, Log: log})
 		if err != nil {
 			return o, fmt.Errorf("--memcache-tls: %w", err)
 		}

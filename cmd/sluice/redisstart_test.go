@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -179,5 +180,45 @@ func TestE2ERedisTLS(t *testing.T) {
 		"--redis", url, "--redis-tls-ca", caFile, "--redis-tls-cert", cliCert, "--redis-tls-key", cliKey).CombinedOutput()
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "certificate") {
 		t.Errorf("server name 127.0.0.1 against a certificate for redis.internal: exit %d, output %q; want 1", code, out)
+	}
+}
+
+// TestE2ERedisTLSSkipHostname: under the reference's environment,
+// REDIS_TLS_SKIP_HOSTNAME_VERIFICATION=true accepts a Redis whose
+// certificate, from the trusted CA, names another host than the one
+// dialed; it still refuses a certificate from another CA, and without
+// it the name is checked.
+func TestE2ERedisTLSSkipHostname(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := certstest.NewCA(t, "redis CA"), certstest.NewCA(t, "another CA")
+	caFile := ca.Write(t, dir, "ca")
+	srvCert, srvKey := ca.Server(t, "redis.internal", "redis.internal").Write(t, dir, "redis")
+	otherCert, otherKey := other.Server(t, "redis.internal", "redis.internal", "127.0.0.1").Write(t, dir, "other")
+	r, tlsAddr := redistest.TLSServer(t, redistest.TLSFiles{Cert: srvCert, Key: srvKey, CA: caFile})
+	_, otherAddr := redistest.TLSServer(t, redistest.TLSFiles{Cert: otherCert, Key: otherKey, CA: caFile})
+	cfg := filepath.Join(dir, "e2e.yaml")
+	writeFile(t, cfg, e2eConfig)
+	refEnv := func(addr, skip string) []string {
+		return []string{"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + addr, "REDIS_TLS=true", "REDIS_TLS_CACERT=" + caFile,
+			"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION=" + skip, "USE_STATSD=false", "DEBUG_HOST=127.0.0.1", "DEBUG_PORT=0"}
+	}
+
+	p := start(t, refEnv(tlsAddr, "true"), "--config", cfg, "--redis-required")
+	if resp := p.should(t, "e2e", 1, d("key1", "skip-name")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 19 {
+		t.Fatalf("decision over TLS without the name check: %v", resp)
+	}
+	if keys := r.MustDo("KEYS", "*skip-name*"); keys == "" {
+		t.Errorf("no key of the decision in Redis")
+	}
+	for _, tc := range []struct{ name, addr, skip string }{
+		{"name checked", tlsAddr, "false"},
+		{"another CA", otherAddr, "true"},
+	} {
+		cmd := exec.Command(binary, "serve", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", "--redis-required", "--config", cfg)
+		cmd.Env = append(append(os.Environ(), "SLUICE_REDIS_TIMEOUT=5s"), refEnv(tc.addr, tc.skip)...)
+		out, err := cmd.CombinedOutput()
+		if code := exitCode(err); code != 1 || !strings.Contains(string(out), "certificate") {
+			t.Errorf("%s: exit %d, output %q; want 1 and a certificate error", tc.name, code, out)
+		}
 	}
 }

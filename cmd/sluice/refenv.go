@@ -1,11 +1,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sluicehq/sluice/service/engine"
 	"log/slog"
 	"net"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/refstats"
 	"github.com/sluicehq/sluice/service/statsd"
 )
@@ -317,7 +319,7 @@ func (e *refEnv) configSource() {
 		if e.set("FORCE_START_WITHOUT_INITIAL_CONFIG") {
 			e.assign("xds-force-start", strconv.FormatBool(e.boolean("FORCE_START_WITHOUT_INITIAL_CONFIG", false)), fileFlags, "FORCE_START_WITHOUT_INITIAL_CONFIG")
 		}
-		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "sluice reconnects to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
+		e.ignore("CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL", "envoyproxy/ratelimit allows no retry at this interval either: both reconnect to the xDS server with the XDS_CLIENT_BACKOFF_* back-off")
 		for _, v := range []string{"RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY"} {
 			e.ignore(v, "CONFIG_TYPE is GRPC_XDS_SOTW")
 		}
@@ -325,8 +327,10 @@ func (e *refEnv) configSource() {
 		e.failUnless(append(fileFlags, xdsFlags...), "CONFIG_TYPE", "%q: want FILE or GRPC_XDS_SOTW", t)
 	}
 	e.ignore("RUNTIME_WATCH_ROOT", "sluice rereads its configuration files when their content changes, checked every --reload-interval")
-	if !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
-		e.ignore("RUNTIME_IGNOREDOTFILES", "sluice always skips files and directories whose names start with a dot, and reads only *.yaml and *.yml files")
+	if t := e.str("CONFIG_TYPE", "FILE"); t == "FILE" && !e.boolean("RUNTIME_IGNOREDOTFILES", false) {
+		// The reference's default: its walk reads dot files and dot
+		// directories, not a dot symbolic link to a directory.
+		e.assign("config-dot-files", "true", xdsFlags, "RUNTIME_IGNOREDOTFILES")
 	}
 	if e.boolean("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false) {
 		e.assign("ready-needs-config", "true", nil, "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
@@ -405,8 +409,7 @@ func (e *refEnv) memcache() {
 		e.assignIfSet("memcache-tls-cert", "MEMCACHE_TLS_CLIENT_CERT", unless...)
 		e.assignIfSet("memcache-tls-key", "MEMCACHE_TLS_CLIENT_KEY", unless...)
 		if e.boolean("MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
-			e.failUnless(append(unless, "memcache-tls-server-name"), "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION",
-				"true: sluice always verifies memcached's certificate and name; set SLUICE_MEMCACHE_TLS_SERVER_NAME to the name in its certificate instead")
+			e.assign("memcache-tls-skip-name-check", "true", unless, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION")
 		}
 	} else {
 		for _, v := range tlsVars {
@@ -444,8 +447,7 @@ func (e *refEnv) redis() {
 		e.assignIfSet("redis-tls-cert", "REDIS_TLS_CLIENT_CERT", redis...)
 		e.assignIfSet("redis-tls-key", "REDIS_TLS_CLIENT_KEY", redis...)
 		if e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false) {
-			e.failUnless([]string{"redis", "redis-tls-server-name"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION",
-				"true: sluice always verifies Redis's certificate and name; set SLUICE_REDIS_TLS_SERVER_NAME to the name in Redis's certificate instead")
+			e.assign("redis-tls-skip-name-check", "true", redis, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
 		}
 	} else {
 		for _, v := range []string{"REDIS_TLS_CACERT", "REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"} {
@@ -775,9 +777,37 @@ func (e *refEnv) tracing() {
 		}
 	}
 	e.assign("tracing-sample-ratio", strconv.FormatFloat(rate, 'g', -1, 64), nil, "TRACING_SAMPLING_RATE")
-	for _, v := range []string{"TRACING_SERVICE_NAMESPACE", "TRACING_SERVICE_INSTANCE_ID"} {
-		e.ignore(v, "set service.namespace and service.instance.id in OTEL_RESOURCE_ATTRIBUTES")
+	e.assignIfSet("tracing-service-namespace", "TRACING_SERVICE_NAMESPACE")
+	// Unset, the reference gives each process a random UUID; sluice too,
+	// unless OTEL_RESOURCE_ATTRIBUTES names the instance.
+	id, _ := e.get("TRACING_SERVICE_INSTANCE_ID")
+	if id == "" && !otelNamesInstance(e.str("OTEL_RESOURCE_ATTRIBUTES", "")) {
+		id = randomUUID()
 	}
+	if id != "" {
+		e.assign("tracing-service-instance-id", id, nil, "TRACING_SERVICE_INSTANCE_ID")
+	}
+}
+
+// otelNamesInstance reports whether attrs, an OTEL_RESOURCE_ATTRIBUTES
+// value (key=value,...), sets service.instance.id.
+func otelNamesInstance(attrs string) bool {
+	for kv := range strings.SplitSeq(attrs, ",") {
+		if k, _, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == "service.instance.id" {
+			return true
+		}
+	}
+	return false
+}
+
+// randomUUID is a random (version 4) UUID in its usual text form.
+func randomUUID() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	x := hex.EncodeToString(b[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // refMode is --reference-env: when serve reads the reference's variables.

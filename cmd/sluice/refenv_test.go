@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
-	"github.com/sluicehq/sluice/service/engine"
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/service/engine"
 )
 
 // envOf is a lookup over m.
@@ -126,12 +128,14 @@ func TestReferencePlanDefaults(t *testing.T) {
 		t.Fatalf("errors %+v, ignored %+v", p.Errors, p.Ignored)
 	}
 	want := map[string]string{
-		"debug-addr":   "0.0.0.0:6070",
-		"log-level":    "warn",
-		"config":       "/srv/runtime_data/current/config",
-		"redis":        "unix:///var/run/nutcracker/ratelimit.sock",
-		"counting":     "all",
-		"failure-mode": "error",
+		"debug-addr": "0.0.0.0:6070",
+		"log-level":  "warn",
+		"config":     "/srv/runtime_data/current/config",
+		// RUNTIME_IGNOREDOTFILES is false by default: dot files are read.
+		"config-dot-files": "true",
+		"redis":            "unix:///var/run/nutcracker/ratelimit.sock",
+		"counting":         "all",
+		"failure-mode":     "error",
 		// USE_STATSD is true by default: to localhost:8125, over TCP.
 		"statsd":          "localhost:8125",
 		"statsd-protocol": "tcp",
@@ -269,13 +273,51 @@ func TestReferencePlanGRPCUDS(t *testing.T) {
 
 // TestReferencePlanMemcache: BACKEND_TYPE=memcache and MEMCACHE_* set the
 // --memcache flags; REDIS_* are then ignored.
+// TestReferencePlanDotFiles: the reference reads dot files unless
+// RUNTIME_IGNOREDOTFILES is true; with xDS there are no files.
+func TestReferencePlanDotFiles(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"RUNTIME_ROOT": "/r"}, "true"},
+		{map[string]string{"RUNTIME_ROOT": "/r", "RUNTIME_IGNOREDOTFILES": "false"}, "true"},
+		{map[string]string{"RUNTIME_ROOT": "/r", "RUNTIME_IGNOREDOTFILES": "true"}, ""},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "x:1"}, ""},
+	} {
+		if got := flagsOf(referencePlan(envOf(tc.env)))["config-dot-files"]; got != tc.want {
+			t.Errorf("%v: --config-dot-files %q, want %q", tc.env, got, tc.want)
+		}
+	}
+}
+
+// TestReferencePlanRedisSkipHostname: REDIS_TLS_SKIP_HOSTNAME_VERIFICATION
+// checks Redis's certificate chain but not its name, as the reference;
+// false or without TLS, nothing.
+func TestReferencePlanRedisSkipHostname(t *testing.T) {
+	base := map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca.pem"}
+	for _, tc := range []struct {
+		skip, tls string
+		want      string
+	}{{"true", "true", "true"}, {"false", "true", ""}, {"true", "false", ""}} {
+		env := maps.Clone(base)
+		env["REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"], env["REDIS_TLS"] = tc.skip, tc.tls
+		p := referencePlan(envOf(env))
+		if got := flagsOf(p)["redis-tls-skip-name-check"]; got != tc.want || len(p.Errors) != 0 {
+			t.Errorf("%v: --redis-tls-skip-name-check %q, errors %v; want %q, none", env, got, p.Errors, tc.want)
+		}
+	}
+}
+
 func TestReferencePlanMemcache(t *testing.T) {
 	p := referencePlan(envOf(map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m1:11211,m2:11211",
 		"MEMCACHE_MAX_IDLE_CONNS": "8", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_CACERT": "/ca.pem", "MEMCACHE_TLS_CLIENT_CERT": "/c.pem",
-		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000"}))
+		"MEMCACHE_TLS_CLIENT_KEY": "/k.pem", "REDIS_URL": "/r.sock", "CACHE_KEY_PREFIX": "rl_", "LOCAL_CACHE_SIZE_IN_BYTES": "1000",
+		"MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}))
 	got := flagsOf(p)
 	want := map[string]string{"memcache": "m1:11211,m2:11211", "memcache-max-idle-conns": "8", "memcache-tls": "true",
-		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_"}
+		"memcache-tls-ca": "/ca.pem", "memcache-tls-cert": "/c.pem", "memcache-tls-key": "/k.pem", "redis-key-prefix": "rl_",
+		"memcache-tls-skip-name-check": "true"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("--%s = %q, want %q", k, got[k], v)
@@ -323,7 +365,7 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES": "4MiB"}, "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES"},
 		{map[string]string{"BACKEND_TYPE": "memcache"}, "BACKEND_TYPE: memcache needs MEMCACHE_HOST_PORT or MEMCACHE_SRV"},
 		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_SRV": "_mc._tcp.example"}, "MEMCACHE_SRV: set with MEMCACHE_HOST_PORT"},
-		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION: true: sluice always verifies"},
+		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_HOST_PORT": "m:1", "MEMCACHE_TLS": "true", "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION": "often"}, "MEMCACHE_TLS_SKIP_HOSTNAME_VERIFICATION: \"often\": want true or false"},
 		{map[string]string{"BACKEND_TYPE": "memcache", "MEMCACHE_SRV": "_mc._tcp.example", "MEMCACHE_SRV_REFRESH": "soon"}, "MEMCACHE_SRV_REFRESH"},
 		{map[string]string{"BACKEND_TYPE": "dynamo"}, "BACKEND_TYPE: \"dynamo\": want redis"},
 		{map[string]string{"REDIS_TYPE": "ring"}, "REDIS_TYPE: \"ring\""},
@@ -334,7 +376,7 @@ func TestReferencePlanErrors(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1,b"}, "REDIS_URL: \"b\": want host:port"},
 		{map[string]string{"REDIS_TYPE": "sentinel", "REDIS_URL": "s1:26379"}, "REDIS_URL: \"s1:26379\": REDIS_TYPE sentinel wants master-name"},
 		{map[string]string{"REDIS_TLS": "true"}, "REDIS_TLS: true with REDIS_SOCKET_TYPE unix"},
-		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: true: sluice always verifies"},
+		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:1", "REDIS_TLS": "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "often"}, "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION: \"often\": want true or false"},
 		{map[string]string{"REDIS_TIMEOUT": "10"}, "REDIS_TIMEOUT"},
 		{map[string]string{"LOCAL_CACHE_SIZE_IN_BYTES": "-5"}, "LOCAL_CACHE_SIZE_IN_BYTES"},
 		{map[string]string{"NEAR_LIMIT_RATIO": "1.5"}, "NEAR_LIMIT_RATIO: \"1.5\": want a number above 0, at most 1"},
@@ -708,6 +750,11 @@ func TestReferencePlanTracing(t *testing.T) {
 		{map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "udp", "TRACING_SAMPLING_RATE": "half"},
 			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-sample-ratio": "1"},
 			[]string{"TRACING_EXPORTER_PROTOCOL", "TRACING_SAMPLING_RATE"}},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_SERVICE_NAMESPACE": "edge-ns", "TRACING_SERVICE_INSTANCE_ID": "pod-7"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1",
+				"tracing-service-namespace": "edge-ns", "tracing-service-instance-id": "pod-7"}, nil},
+		{map[string]string{"TRACING_ENABLED": "true", "OTEL_RESOURCE_ATTRIBUTES": "a=b, service.instance.id=from-otel"},
+			map[string]string{"tracing": "true", "tracing-service-name": "RateLimit", "tracing-protocol": "http/protobuf", "tracing-sample-ratio": "1"}, nil},
 	} {
 		p := referencePlan(envOf(tc.env))
 		got := map[string]string{}
@@ -715,6 +762,14 @@ func TestReferencePlanTracing(t *testing.T) {
 			if strings.HasPrefix(f, "tracing") {
 				got[f] = v
 			}
+		}
+		// Unset, the instance is a random UUID, another for each process.
+		if _, set := tc.env["TRACING_SERVICE_INSTANCE_ID"]; !set && tc.want["tracing"] == "true" && tc.env["OTEL_RESOURCE_ATTRIBUTES"] == "" {
+			id := got["tracing-service-instance-id"]
+			if !uuidRE.MatchString(id) || id == flagsOf(referencePlan(envOf(tc.env)))["tracing-service-instance-id"] {
+				t.Errorf("%v: tracing-service-instance-id %q, want a random UUID", tc.env, id)
+			}
+			delete(got, "tracing-service-instance-id")
 		}
 		if !maps.Equal(got, tc.want) {
 			t.Errorf("%v: tracing flags %v, want %v", tc.env, got, tc.want)
@@ -724,6 +779,8 @@ func TestReferencePlanTracing(t *testing.T) {
 		}
 	}
 }
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 
 // TestReferencePlanLocalCache: LOCAL_CACHE_SIZE_IN_BYTES sizes the local
 // cache of over-limit keys, a key for each 256 bytes (at least one).

@@ -16,6 +16,7 @@ type tlsFlags struct {
 	grpcOnly                       bool
 
 	redisCA, redisCert, redisKey, redisServerName string
+	redisSkipName                                 bool
 }
 
 func (g *tlsFlags) register(fs *flag.FlagSet) {
@@ -28,6 +29,7 @@ func (g *tlsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.redisCert, "redis-tls-cert", "", "with a rediss:// --redis: present this PEM client certificate `file` to Redis; re-read when it changes")
 	fs.StringVar(&g.redisKey, "redis-tls-key", "", "PEM private key `file` of --redis-tls-cert")
 	fs.StringVar(&g.redisServerName, "redis-tls-server-name", "", "with a rediss:// --redis: the `name` to verify in Redis's certificate (and to send as SNI); the URL's host when empty")
+	fs.BoolVar(&g.redisSkipName, "redis-tls-skip-name-check", false, "with a rediss:// --redis: verify Redis's certificate chain against --redis-tls-ca (or the system's CAs) but not the name it holds")
 }
 
 func (g *tlsFlags) validate() error {
@@ -72,7 +74,7 @@ func (g *tlsFlags) server(log *slog.Logger) (*certs.Server, error) {
 
 // redisSet reports whether a --redis-tls-* flag is set.
 func (g *tlsFlags) redisSet() bool {
-	return g.redisCA != "" || g.redisCert != "" || g.redisServerName != ""
+	return g.redisCA != "" || g.redisCert != "" || g.redisServerName != "" || g.redisSkipName
 }
 
 // redis returns the Redis client's tls.Config, nil without --redis-tls-*.
@@ -80,5 +82,5 @@ func (g *tlsFlags) redis(log *slog.Logger) (*tls.Config, error) {
 	if !g.redisSet() {
 		return nil, nil
 	}
-	return certs.NewClient(certs.ClientOptions{CAFile: g.redisCA, CertFile: g.redisCert, KeyFile: g.redisKey, ServerName: g.redisServerName, Log: log})
+	return certs.NewClient(certs.ClientOptions{CAFile: g.redisCA, CertFile: g.redisCert, KeyFile: g.redisKey, ServerName: g.redisServerName, SkipNameCheck: g.redisSkipName, Log: log})
 }

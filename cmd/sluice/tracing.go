@@ -14,6 +14,8 @@ type tracingFlags struct {
 	endpoint    string
 	protocol    string
 	serviceName string
+	namespace   string
+	instanceID  string
 	sampleRatio float64
 	keys        bool
 }
@@ -23,6 +25,8 @@ func (g *tracingFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.endpoint, "tracing-endpoint", "", "the OTLP collector, a `URL` such as http://collector:4317 or host:port; turns tracing on (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT)")
 	fs.StringVar(&g.protocol, "tracing-protocol", "", "the OTLP `protocol`: grpc or http/protobuf (default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL, else grpc)")
 	fs.StringVar(&g.serviceName, "tracing-service-name", "", "the service.name of the spans (default sluice; OTEL_SERVICE_NAME wins over it)")
+	fs.StringVar(&g.namespace, "tracing-service-namespace", "", "the service.namespace of the spans (wins over OTEL_RESOURCE_ATTRIBUTES)")
+	fs.StringVar(&g.instanceID, "tracing-service-instance-id", "", "the service.instance.id of the spans (wins over OTEL_RESOURCE_ATTRIBUTES)")
 	fs.Float64Var(&g.sampleRatio, "tracing-sample-ratio", -1, "the share of new traces sampled, 0 to 1, a caller's sampled flag kept (default -1: OTEL_TRACES_SAMPLER decides, else every trace)")
 	fs.BoolVar(&g.keys, "tracing-keys", false, "add the descriptors' entries and the counters' keys to the spans (callers' data)")
 }
@@ -42,5 +46,5 @@ func (g *tracingFlags) validate() error {
 // config is the tracing configuration of the flags.
 func (g *tracingFlags) config() tracing.Config {
 	return tracing.Config{Enabled: g.enabled, Endpoint: g.endpoint, Protocol: g.protocol,
-		ServiceName: g.serviceName, SampleRatio: g.sampleRatio, Keys: g.keys}
+		ServiceName: g.serviceName, ServiceNamespace: g.namespace, ServiceInstanceID: g.instanceID, SampleRatio: g.sampleRatio, Keys: g.keys}
 }

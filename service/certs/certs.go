@@ -231,7 +231,12 @@ type ClientOptions struct {
 	CAFile            string // PEM CA certificates that verify the server; the system's when empty
 	CertFile, KeyFile string // a client certificate and key, both or neither
 	ServerName        string // the name to verify in the server's certificate; the host dialed when empty
-	Log               *slog.Logger
+	// SkipNameCheck verifies the server's certificate chain (against
+	// CAFile, or the system's roots) but not the name it holds: for
+	// servers whose certificates name none of the addresses dialed.
+	// ServerName is then sent as SNI only.
+	SkipNameCheck bool
+	Log           *slog.Logger
 }
 
 // NewClient returns a client tls.Config. The client certificate is
@@ -245,6 +250,15 @@ func NewClient(o ClientOptions) (*tls.Config, error) {
 			return nil, err
 		}
 		c.RootCAs = pool
+	}
+	if o.SkipNameCheck {
+		roots := c.RootCAs // nil: the system's
+		// The standard check is off only to be replaced by this one, which
+		// is the same but for the name.
+		c.InsecureSkipVerify = true
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			return verifyChain(cs, roots)
+		}
 	}
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		return nil, errors.New("certs: a client certificate needs its key, and a key its certificate")
@@ -260,4 +274,19 @@ func NewClient(o ClientOptions) (*tls.Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// verifyChain verifies the server's certificate chain of cs against roots
+// (the system's when nil) for server authentication, as crypto/tls does,
+// without checking the name it holds.
+func verifyChain(cs tls.ConnectionState, roots *x509.CertPool) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("certs: the server sent no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+	return err
 }

@@ -192,3 +192,77 @@ func TestServerNamedPipe(t *testing.T) {
 		t.Fatal("with a named pipe at the certificate, a handshake still waits after a minute")
 	}
 }
+
+// TestClientSkipNameCheck: SkipNameCheck accepts a certificate of the
+// trusted CA whatever name it holds, and still refuses one of another CA;
+// without it, the name is checked.
+func TestClientSkipNameCheck(t *testing.T) {
+	dir := t.TempDir()
+	ca, other := certstest.NewCA(t, "ca"), certstest.NewCA(t, "other")
+	caFile := ca.Write(t, dir, "ca")
+	named := &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "elsewhere", "elsewhere.example").TLS}}
+	foreign := &tls.Config{Certificates: []tls.Certificate{other.Server(t, "redis", "redis.example").TLS}}
+	for _, tc := range []struct {
+		name   string
+		srv    *tls.Config
+		skip   bool
+		wantOK bool
+	}{
+		{"name mismatch, checked", named, false, false},
+		{"name mismatch, not checked", named, true, true},
+		{"another CA, name not checked", foreign, true, false},
+	} {
+		c, err := certs.NewClient(certs.ClientOptions{CAFile: caFile, ServerName: "redis.example", SkipNameCheck: tc.skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cerr := dialTLS(t, tc.srv, c)
+		if (cerr == nil) != tc.wantOK {
+			t.Errorf("%s: handshake error %v, want ok %v", tc.name, cerr, tc.wantOK)
+		}
+		if cerr != nil && !tc.wantOK && !strings.Contains(cerr.Error(), "certificate") {
+			t.Errorf("%s: handshake error %v, want one about the certificate", tc.name, cerr)
+		}
+	}
+	// The system's roots when no CA is given: the test's CA is not one.
+	c, err := certs.NewClient(certs.ClientOptions{ServerName: "redis.example", SkipNameCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cerr := dialTLS(t, named, c); cerr == nil {
+		t.Error("SkipNameCheck without a CA file accepted a certificate of a CA the system does not trust")
+	}
+}
+
+// dialTLS runs a TLS handshake of client against a server with srv's
+// config on a loopback port (buffered, unlike a pipe, so that a client
+// that refuses the server's flight in mid-write does not block it) and
+// returns the client's error.
+func dialTLS(t *testing.T, srv, client *tls.Config) error {
+	t.Helper()
+	l, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if c.(*tls.Conn).Handshake() == nil {
+			c.Write([]byte("x"))
+		}
+	}()
+	c, err := tls.Dial("tcp", l.Addr().String(), client)
+	if err == nil {
+		_, err = c.Read(make([]byte, 1))
+		c.Close()
+	}
+	l.Close()
+	<-done
+	return err
+}

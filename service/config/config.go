@@ -26,7 +26,7 @@ type Rule struct {
 	ConfiguredName string
 	// Limit is the algorithm (FixedWindow unless `algorithm` says otherwise),
 	// Rate (requests_per_unit), Period (unit or window), Burst and
-	// FailureMode (failure_mode: FailClosed, FailError or FailOpen, or FailDefault, the
+	// FailureMode (failure_mode: FailClosed, FailError, FailOpen or FailUncounted, or FailDefault, the
 	// process's default, when unset) and Counting (counting: CountAdmitted
 	// or CountAll; see CountingSet). It is the zero Limit when Unlimited.
 	Limit sluice.Limit
@@ -156,7 +156,7 @@ func (o Options) Load(paths ...string) (*Config, error) {
 		return nil, err
 	}
 	c := o.empty()
-	files, err := Files(paths...)
+	files, err := o.Files(paths...)
 	if err != nil {
 		return nil, err
 	}
@@ -195,11 +195,15 @@ func fileError(path string, err error) *Error {
 // its runtime directory, in name order. Names starting with "." are skipped
 // (editor swap files, Kubernetes' ..data); a file named twice is listed
 // once. A directory with no such file is an error.
-func Files(paths ...string) ([]string, error) {
+func Files(paths ...string) ([]string, error) { return Options{}.Files(paths...) }
+
+// Files lists the configuration files that paths name, as the function
+// Files does, with o's DotFiles.
+func (o Options) Files(paths ...string) ([]string, error) {
 	var files []string
 	seen := map[string]bool{}
 	for _, p := range paths {
-		fs, err := expand(p)
+		fs, err := expand(p, o.DotFiles)
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +218,7 @@ func Files(paths ...string) ([]string, error) {
 }
 
 // expand lists the config files of path.
-func expand(path string) ([]string, error) {
+func expand(path string, dots bool) ([]string, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, Errors{fileError(path, err)}
@@ -223,7 +227,7 @@ func expand(path string) ([]string, error) {
 		return []string{path}, nil
 	}
 	var files []string
-	if err := walkDir(path, map[string]bool{}, &files); err != nil {
+	if err := walkDir(path, dots, map[string]bool{}, &files); err != nil {
 		return nil, err
 	}
 	if len(files) == 0 {
@@ -233,8 +237,9 @@ func expand(path string) ([]string, error) {
 }
 
 // walkDir appends the config files below dir; seen holds the directories
-// walked, by their real path, so that a symlink loop ends.
-func walkDir(dir string, seen map[string]bool, files *[]string) error {
+// walked, by their real path, so that a symlink loop ends. dots reads the
+// names starting with "." (Options.DotFiles).
+func walkDir(dir string, dots bool, seen map[string]bool, files *[]string) error {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return Errors{fileError(dir, err)}
@@ -249,7 +254,8 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 	}
 	for _, e := range entries { // sorted by name
 		n := e.Name()
-		if strings.HasPrefix(n, ".") {
+		dot := strings.HasPrefix(n, ".")
+		if dot && !dots {
 			continue // editor swap files, Kubernetes ..data
 		}
 		f := filepath.Join(dir, n)
@@ -257,9 +263,12 @@ func walkDir(dir string, seen map[string]bool, files *[]string) error {
 		if err != nil {
 			return Errors{fileError(f, err)}
 		}
+		if dot && st.IsDir() && e.Type()&fs.ModeSymlink != 0 {
+			continue // as envoyproxy/ratelimit's walk, which does not follow it
+		}
 		switch ext := filepath.Ext(n); {
 		case st.IsDir():
-			if err := walkDir(f, seen, files); err != nil {
+			if err := walkDir(f, dots, seen, files); err != nil {
 				return err
 			}
 		case st.Mode().IsRegular() && (ext == ".yaml" || ext == ".yml"):

@@ -704,17 +704,17 @@ descriptors:
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "maybe"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: maybe}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error, open or uncounted, got "maybe"`},
 		{"failure_mode open_unbounded", `
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: open_unbounded}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "open_unbounded"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: open_unbounded}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error, open or uncounted, got "open_unbounded"`},
 		{"failure_mode default", `
 domain: a
 descriptors:
   - key: k
-    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error or open, got "default"`},
+    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: default}`, `t.yaml:5: descriptors[0].rate_limit.failure_mode: want closed, error, open or uncounted, got "default"`},
 		{"bad counting", `
 domain: a
 descriptors:
@@ -1289,12 +1289,22 @@ descriptors:
 }
 
 func TestFailureModeError(t *testing.T) {
-	c, err := Parse("t.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: error}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, ok := c.Match("a", d("k", "v"))
-	if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.FailureMode != sluice.FailError {
-		t.Errorf("Match = %+v, %v; want one rule failing with an error", m, ok)
+	for _, tt := range []struct {
+		name string
+		want sluice.FailureMode
+	}{
+		{"error", sluice.FailError},
+		{"uncounted", sluice.FailUncounted},
+		{"closed", sluice.FailClosed},
+		{"open", sluice.FailOpen},
+	} {
+		c, err := Parse("t.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5, failure_mode: "+tt.name+"}\n"))
+		if err != nil {
+			t.Fatalf("failure_mode: %s: %v", tt.name, err)
+		}
+		m, ok := c.Match("a", d("k", "v"))
+		if !ok || len(m.Rules) != 1 || m.Rules[0].Limit.FailureMode != tt.want {
+			t.Errorf("failure_mode: %s: Match = %+v, %v; want one rule failing %v", tt.name, m, ok, tt.want)
+		}
 	}
 }

@@ -30,7 +30,7 @@
 //
 // sluice extensions on a rate_limit: algorithm (fixed_window by default, as
 // the reference), window (any Go duration such as 30s, instead of unit), burst
-// (token_bucket and gcra), failure_mode (closed, error or open); and rate_limits, a
+// (token_bucket and gcra), failure_mode (closed, error, open or uncounted); and rate_limits, a
 // list of such objects on one node.
 //
 // The reference's later keys are accepted too: value_to_metric,

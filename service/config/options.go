@@ -27,6 +27,14 @@ type Options struct {
 	// serve's --max-descriptor-entries): a limit deeper in a domain's tree
 	// could never apply, and is an error. 0 means DefaultMaxEntries.
 	MaxEntries int
+	// DotFiles reads, in a directory, the files and subdirectories whose
+	// names start with "." too, as envoyproxy/ratelimit does with
+	// RUNTIME_IGNOREDOTFILES=false: a dot file of *.yaml or *.yml is a
+	// configuration file, a dot directory is walked; a dot name that is a
+	// symbolic link to a directory (Kubernetes' ..data) is not, as that
+	// service's walk does not follow it. Without it, every name starting
+	// with "." is skipped.
+	DotFiles bool
 }
 
 func (o Options) validate() error {

@@ -324,14 +324,14 @@ func (p *parser) limit(r *Rule, k *limitKeys, n *yaml.Node, path string) error {
 	return nil
 }
 
-// failureMode parses a failure_mode: closed, error, open, or empty for
-// the process's default.
+// failureMode parses a failure_mode: closed, error, open, uncounted, or
+// empty for the process's default.
 func failureMode(s string) (sluice.FailureMode, error) {
 	m, err := sluice.ParseFailureMode(s)
-	if err == nil && (s == "" || m == sluice.FailOpen || m == sluice.FailClosed || m == sluice.FailError) {
+	if err == nil && (s == "" || m == sluice.FailOpen || m == sluice.FailClosed || m == sluice.FailError || m == sluice.FailUncounted) {
 		return m, nil
 	}
-	return 0, fmt.Errorf("want closed, error or open, got %q", s)
+	return 0, fmt.Errorf("want closed, error, open or uncounted, got %q", s)
 }
 
 // limitField returns the node and the key path that an invalid limit's

@@ -47,7 +47,7 @@ func (f *Files) Load() (*config.Config, error) {
 	}
 	var n int
 	var err error
-	f.sum, n, err = fingerprint(f.Paths)
+	f.sum, n, err = fingerprint(f.Options, f.Paths)
 	f.read(n, err)
 	return f.Options.Load(f.Paths...)
 }
@@ -102,7 +102,7 @@ func (f *Files) Run(ctx context.Context, a *Applier) {
 // reload loads the configuration when forced or when the files changed,
 // and puts it in force through a.
 func (f *Files) reload(a *Applier, force bool) {
-	sum, n, err := fingerprint(f.Paths)
+	sum, n, err := fingerprint(f.Options, f.Paths)
 	if err == nil && sum == f.sum && !force {
 		return
 	}
@@ -116,7 +116,7 @@ func (f *Files) reload(a *Applier, force bool) {
 
 // fingerprint hashes the names and contents of the configuration files,
 // and counts them.
-func fingerprint(paths []string) ([32]byte, int, error) {
+func fingerprint(o config.Options, paths []string) ([32]byte, int, error) {
 	h := sha256.New()
 	var firstErr error
 	add := func(name string) {
@@ -129,7 +129,7 @@ func fingerprint(paths []string) ([32]byte, int, error) {
 		h.Write(b)
 		h.Write([]byte{0})
 	}
-	files, err := config.Files(paths...)
+	files, err := o.Files(paths...)
 	if err != nil {
 		firstErr = err
 		h.Write([]byte("error:" + err.Error()))

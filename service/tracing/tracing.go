@@ -67,6 +67,11 @@ type Config struct {
 	// ServiceName replaces DefaultServiceName; OTEL_SERVICE_NAME still
 	// wins over it.
 	ServiceName string
+	// ServiceNamespace and ServiceInstanceID, when not empty, are the
+	// resource's service.namespace and service.instance.id. They win over
+	// the same attributes in OTEL_RESOURCE_ATTRIBUTES, which still sets
+	// them when these are empty.
+	ServiceNamespace, ServiceInstanceID string
 	// SampleRatio, when >= 0, samples that share of the traces that do not
 	// come sampled or not from the caller (parentbased_traceidratio);
 	// below 0, OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG decide
@@ -221,11 +226,20 @@ func Start(ctx context.Context, c Config, log *slog.Logger) (*Provider, error) {
 		name = c.ServiceName
 	}
 	// Later detectors win: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME
-	// over the default name.
+	// over the default name, the namespace and instance given over
+	// OTEL_RESOURCE_ATTRIBUTES.
+	var given []attribute.KeyValue
+	if c.ServiceNamespace != "" {
+		given = append(given, attribute.String("service.namespace", c.ServiceNamespace))
+	}
+	if c.ServiceInstanceID != "" {
+		given = append(given, attribute.String("service.instance.id", c.ServiceInstanceID))
+	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", name)),
 		resource.WithTelemetrySDK(),
-		resource.WithFromEnv())
+		resource.WithFromEnv(),
+		resource.WithAttributes(given...))
 	if err != nil {
 		if res == nil {
 			return nil, fmt.Errorf("resource: %w", err)
