@@ -36,7 +36,7 @@ type readFlags struct {
 
 func (g *readFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.wildcards, "wildcards", "anywhere", "which '*' of a descriptor value is a wildcard (`mode`): anywhere (any run of bytes, as envoyproxy/ratelimit's current versions) or trailing (only a '*' ending the value, as its earlier versions; any other '*' is literal)")
-	fs.BoolVar(&g.dotFiles, "config-dot-files", false, "in a --config directory, read the files and directories whose names start with '.' too, but not a '.' symbolic link to a directory such as Kubernetes' ..data (envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=false)")
+	fs.BoolVar(&g.dotFiles, "config-dot-files", false, "in a --config directory, read the files and directories whose names start with '.' too, but not a '.' symbolic link to a directory, nor names starting with '..' (Kubernetes' ConfigMap copies) (envoyproxy/ratelimit's RUNTIME_IGNOREDOTFILES=false)")
 	fs.BoolVar(&g.mergeDomains, "merge-domains", false, "let several configuration files define one domain: their first-level descriptors merge (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG)")
 }
 

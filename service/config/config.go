@@ -255,8 +255,11 @@ func walkDir(dir string, dots bool, seen map[string]bool, files *[]string) error
 	for _, e := range entries { // sorted by name
 		n := e.Name()
 		dot := strings.HasPrefix(n, ".")
-		if dot && !dots {
-			continue // editor swap files, Kubernetes ..data
+		if dot && !dots || strings.HasPrefix(n, "..") {
+			// Editor swap files; and, even with dots, the names of
+			// Kubernetes' atomic writer (..data, ..2026_12_02_...), which
+			// hold a second copy of every file of a ConfigMap volume.
+			continue
 		}
 		f := filepath.Join(dir, n)
 		st, err := os.Stat(f) // follow symlinks (Kubernetes ConfigMap mounts)

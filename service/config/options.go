@@ -31,9 +31,12 @@ type Options struct {
 	// names start with "." too, as envoyproxy/ratelimit does with
 	// RUNTIME_IGNOREDOTFILES=false: a dot file of *.yaml or *.yml is a
 	// configuration file, a dot directory is walked; a dot name that is a
-	// symbolic link to a directory (Kubernetes' ..data) is not, as that
-	// service's walk does not follow it. Without it, every name starting
-	// with "." is skipped.
+	// symbolic link to a directory is not, as that service's walk does not
+	// follow it. Names starting with ".." (Kubernetes' atomic writer:
+	// ..data and the timestamped directory it points to, a second copy
+	// of every file of a ConfigMap volume) are always skipped, so that a
+	// ConfigMap mount loads once. Without it, every name starting with
+	// "." is skipped.
 	DotFiles bool
 }
 
