@@ -640,7 +640,7 @@ func (e *refEnv) stats() {
 		}
 	}
 	sinks := []string{"statsd", "statsd-protocol", "statsd-dogstatsd", "statsd-mogrifiers", "reference-stats-prometheus",
-		"reference-stats-prometheus-path", "reference-stats-prometheus-mapper", "reference-stats-log"}
+		"reference-stats-prometheus-path", "reference-stats-prometheus-mapper", "reference-stats-prometheus-mapper-lenient", "reference-stats-log"}
 	dog, prom := e.boolean("USE_DOG_STATSD", false), e.boolean("USE_PROMETHEUS", false)
 	// USE_STATSD is true by default; the reference refuses to start with
 	// it and another sink, so a deployment that sets another sink sets
@@ -678,6 +678,8 @@ func (e *refEnv) stats() {
 		}
 		if v, _ := e.get("PROMETHEUS_MAPPER_YAML"); v != "" {
 			e.assign("reference-stats-prometheus-mapper", v, sinks, "PROMETHEUS_MAPPER_YAML")
+			// The reference reads it leniently and ignores its errors.
+			e.assign("reference-stats-prometheus-mapper-lenient", "true", sinks, "PROMETHEUS_MAPPER_YAML")
 		}
 	default:
 		e.assign("reference-stats-log", "true", sinks, "USE_STATSD")

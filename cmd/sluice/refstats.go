@@ -36,12 +36,15 @@ type refStatsFlags struct {
 	prom       string
 	promPath   string
 	mapper     string
+	lenient    bool
 	log        bool
 
 	// Read by validate.
 	parsedTags refstats.Tags
 	mogs       []statsd.Mogrifier
 	mapping    *statsmap.Mapper
+	// mapperErr is why a lenient mapper file maps nothing (logged at start).
+	mapperErr error
 }
 
 // Bounds of the flush interval.
@@ -60,6 +63,7 @@ func (g *refStatsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.prom, "reference-stats-prometheus", "", "serve envoyproxy/ratelimit's statistics as its Prometheus metrics (ratelimit_service_rate_limit_total_hits{domain,key1,key2}, ...), with sluice's own, on a listener at `host:port` (the reference's USE_PROMETHEUS, PROMETHEUS_ADDR)")
 	fs.StringVar(&g.promPath, "reference-stats-prometheus-path", "/metrics", "`path` of --reference-stats-prometheus (the reference's PROMETHEUS_PATH)")
 	fs.StringVar(&g.mapper, "reference-stats-prometheus-mapper", "", "statsd_exporter mapping `file` of --reference-stats-prometheus instead of the reference's default mapping (the reference's PROMETHEUS_MAPPER_YAML)")
+	fs.BoolVar(&g.lenient, "reference-stats-prometheus-mapper-lenient", false, "read --reference-stats-prometheus-mapper as the reference does: keys outside statsd_exporter's language are ignored, and a file that does not load maps nothing (every statistic keeps its own name; a warning is logged) instead of a start-up error")
 	fs.BoolVar(&g.log, "reference-stats-log", false, "write the statistics to stderr as JSON lines at every flush, as the reference does when no other sink is on (USE_STATSD=false)")
 }
 
@@ -123,12 +127,23 @@ func (g *refStatsFlags) validate() error {
 			return fmt.Errorf("--reference-stats-prometheus %q: want host:port", g.prom)
 		}
 		data := statsmap.DefaultMapping
-		if g.mapper != "" {
-			if data, err = readBounded(g.mapper, statsmap.MaxMappingBytes); err != nil {
-				return fmt.Errorf("--reference-stats-prometheus-mapper: %v", err)
-			}
+		parse := statsmap.Parse
+		if g.lenient {
+			parse = statsmap.ParseLenient
 		}
-		if g.mapping, err = statsmap.Parse(data); err != nil {
+		if g.mapper != "" {
+			data, err = readBounded(g.mapper, statsmap.MaxMappingBytes)
+		}
+		if err == nil {
+			g.mapping, err = parse(data)
+		}
+		switch {
+		case err != nil && g.lenient:
+			g.mapperErr = fmt.Errorf("--reference-stats-prometheus-mapper %s: %v", g.mapper, err)
+			if g.mapping, err = statsmap.Parse(nil); err != nil {
+				return err
+			}
+		case err != nil:
 			return fmt.Errorf("--reference-stats-prometheus-mapper %s: %v", g.mapper, err)
 		}
 	}
@@ -175,6 +190,9 @@ type refStats struct {
 func (g *refStatsFlags) start(log *slog.Logger, stderr io.Writer, m *metrics.Metrics) (*refStats, error) {
 	if !g.on() {
 		return nil, nil
+	}
+	if g.mapperErr != nil {
+		log.Warn("the Prometheus mapping file does not load: every statistic keeps its own name, as envoyproxy/ratelimit does", "err", g.mapperErr)
 	}
 	r := &refStats{promAddr: g.prom, promPath: g.promPath, done: make(chan struct{})}
 	var sinks refstats.Sinks

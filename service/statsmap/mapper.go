@@ -169,13 +169,20 @@ var (
 
 // Parse reads a mapping file. Keys that statsd_exporter does not know are
 // refused, as are values it would refuse; the error names the mapping.
-func Parse(data []byte) (*Mapper, error) {
+func Parse(data []byte) (*Mapper, error) { return parse(data, true) }
+
+// ParseLenient reads a mapping file as statsd_exporter's own loader does:
+// keys outside the mapping language are ignored (a misspelling is not
+// told); values it would refuse are still errors.
+func ParseLenient(data []byte) (*Mapper, error) { return parse(data, false) }
+
+func parse(data []byte, strict bool) (*Mapper, error) {
 	if len(data) > MaxMappingBytes {
 		return nil, fmt.Errorf("mapping file of %d bytes, more than %d", len(data), MaxMappingBytes)
 	}
 	var f fileYAML
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
+	dec.KnownFields(strict)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("mapping file: %v", err)
 	}

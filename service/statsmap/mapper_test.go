@@ -208,3 +208,23 @@ func TestEscapeName(t *testing.T) {
 		}
 	}
 }
+
+// TestParseLenient: a key outside the mapping language is refused by Parse
+// and ignored by ParseLenient, which still refuses a value statsd_exporter
+// refuses.
+func TestParseLenient(t *testing.T) {
+	misspelt := "mappings:\n- match: a.*\n  name: a\n  lables: {x: $1}\n"
+	if _, err := Parse([]byte(misspelt)); err == nil || !strings.Contains(err.Error(), "lables") {
+		t.Errorf("Parse with a misspelt key: %v, want an error naming it", err)
+	}
+	m, err := ParseLenient([]byte(misspelt))
+	if err != nil {
+		t.Fatalf("ParseLenient with a misspelt key: %v", err)
+	}
+	if _, ok := m.Map("a.b", Counter); !ok {
+		t.Error("ParseLenient: the mapping of the misspelt key's file does not match a.b")
+	}
+	if _, err := ParseLenient([]byte("mappings:\n- match: a.*\n  name: a\n  match_type: nope\n")); err == nil {
+		t.Error("ParseLenient accepted match_type: nope")
+	}
+}
