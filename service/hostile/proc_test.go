@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	testproc "github.com/sluicehq/sluice/internal/testserver/proc"
 	"github.com/sluicehq/sluice/internal/testserver/servetest"
 )
 
@@ -125,10 +126,11 @@ func startOnce(t *testing.T, dir string, flags []flagArg) *proc {
 	p := &proc{cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stderr = p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	// Started and waited on one locked thread, whose exit alone would
+	// send the Pdeathsig (a process killed mid-class, exit -1, at load 15).
+	if err := testproc.StartHeld(p.cmd, func(err error) { p.exitErr = err; close(p.done) }); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exitErr = p.cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		b, err := os.ReadFile(ready)

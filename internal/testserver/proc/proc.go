@@ -12,6 +12,7 @@ package proc
 import (
 	"fmt"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -35,18 +36,35 @@ type Process struct {
 // it when it exits: done is closed then.
 func (p *Process) Start(cmd *exec.Cmd) (done <-chan struct{}, err error) {
 	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+	c := make(chan struct{})
+	if err := StartHeld(cmd, func(error) { close(c) }); err != nil {
 		return nil, err
 	}
-	c := make(chan struct{})
 	p.mu.Lock()
 	p.cmd, p.done = cmd, c
 	p.mu.Unlock()
-	go func() {
-		_ = cmd.Wait()
-		close(c)
-	}()
 	return c, nil
+}
+
+// StartHeld starts cmd from a goroutine locked to its OS thread until cmd
+// has been reaped, then calls exited with Wait's error. The kernel sends a
+// process its Pdeathsig when the thread that started it exits, not the
+// test binary, and Go ends a thread whose goroutine exits locked to it: a
+// process started on an ordinary thread can be killed in the middle of a
+// test. The thread is unlocked, not ended, once cmd is reaped.
+func StartHeld(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err != nil {
+			return
+		}
+		exited(cmd.Wait())
+	}()
+	return <-started
 }
 
 func (p *Process) current() (*exec.Cmd, chan struct{}) {
