@@ -130,6 +130,12 @@ const EnvServer = "REDISTEST_SERVER"
 // EnvRecord names the file that lists the tests that start a server.
 const EnvRecord = "REDISTEST_RECORD"
 
+// OtherServer reports whether the servers started here are REDISTEST_SERVER
+// (the second, Valkey, pass of make test) rather than redis-server. A test
+// that runs the same checks on a store without Redis as well as with it can
+// leave the former to the first pass: they do not depend on the server.
+func OtherServer() bool { return os.Getenv(EnvServer) != "" }
+
 // binary finds the server (REDISTEST_SERVER, else name in PATH), or skips
 // (fails under CI=true) the test.
 func binary(t testing.TB, name string) string {
