@@ -220,23 +220,51 @@ func TestTTL(t *testing.T) {
 	for _, a := range algorithms {
 		lim := sluice.Limit{Algorithm: a, Rate: 10, Period: time.Minute}
 		k := "ttl/" + a.String()
+		before := time.Now()
 		d, err := s.AllowN(ctx, k, lim, 3)
+		after := time.Now()
 		if err != nil || !d.Allowed {
 			t.Fatalf("AllowN(%q, %v, 3) = %+v, %v", k, lim, d, err)
 		}
-		pttl, err := strconv.Atoi(srv.MustDo("PTTL", s.redisKey(k, lim)))
-		want := int(d.ResetAfter.Milliseconds())
-		if err != nil || pttl > want+1 || pttl < want-200 {
-			t.Errorf("%v: PTTL = %d, %v after a decision with ResetAfter %v; want about %d", a, pttl, err, d.ResetAfter, want)
-		}
+		// The decision's Redis time is between before and after.
+		checkExpiry(t, srv, s.redisKey(k, lim), before.Add(d.ResetAfter), after.Add(d.ResetAfter),
+			fmt.Sprintf("%v: the decision's ResetAfter, %v", a, d.ResetAfter))
 	}
 	ms := NewRueidis(newRueidis(t, srv.Addr), WithMillisecondLayout())
 	lim := sluice.Limit{Algorithm: sluice.SlidingLog, Rate: 10, Period: 30 * time.Second}
+	before := time.Now()
 	if _, err := ms.AllowN(ctx, "ttl", lim, 1); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, err := strconv.Atoi(srv.MustDo("PTTL", "rl:ttl")); err != nil || pttl > 30000 || pttl < 29800 {
-		t.Errorf("millisecond layout: PTTL = %d, %v; want the window, 30000 ms", pttl, err)
+	after := time.Now()
+	checkExpiry(t, srv, "rl:ttl", before.Add(lim.Period), after.Add(lim.Period), "millisecond layout: the window, 30 s")
+}
+
+// checkExpiry checks that name expires at a time in [earliest, latest]
+// (on Redis's clock, this machine's), within Redis's rounding to the
+// millisecond: its PTTL, read between r0 and r1, is at least earliest-r1
+// and at most latest-r0; or, when the key is gone, r1 is past earliest.
+// The bounds hold however long the scheduler keeps the caller away.
+func checkExpiry(t *testing.T, srv *redistest.Instance, name string, earliest, latest time.Time, what string) {
+	t.Helper()
+	const rounding = 2 * time.Millisecond
+	r0 := time.Now()
+	out := srv.MustDo("PTTL", name)
+	r1 := time.Now()
+	ms, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("PTTL %s = %q: %v", name, out, err)
+	}
+	if ms == -2 {
+		if r1.Before(earliest.Add(-rounding)) {
+			t.Errorf("%s: key %s gone %v before it should expire", what, name, earliest.Sub(r1))
+		}
+		return
+	}
+	pttl := time.Duration(ms) * time.Millisecond
+	lo, hi := earliest.Sub(r1)-rounding, latest.Sub(r0)+rounding
+	if ms < 0 || pttl < lo || pttl > hi {
+		t.Errorf("%s: PTTL %s = %d ms, want between %v and %v", what, name, ms, lo, hi)
 	}
 }
 
