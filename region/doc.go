@@ -65,6 +65,11 @@
 // limits and limits that count every hit are not granted: their
 // decisions pass to the home store's AllowN.
 //
+// AllowMulti decides from the units held too, all-or-nothing across its
+// keys (each request spends its units, or none does), once every key it
+// needs units of has had an answer; a key's first use, or the home store
+// not answering, sends the call to the home store (see AllowMulti).
+//
 // # Denials
 //
 // A denial of the home store (nothing granted) is cached from the call's

@@ -346,16 +346,6 @@ func (s *Store) peek(ctx context.Context, key string, lim sluice.Limit) (sluice.
 	return d, nil
 }
 
-// AllowMulti implements sluice.MultiStore by passing the call to the home
-// store: an all-or-nothing decision over several keys is not made from
-// one key's units.
-func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice.Decision, error) {
-	if s.closed.Load() {
-		return nil, sluice.ErrClosed
-	}
-	return s.global.AllowMulti(ctx, reqs)
-}
-
 // Reset implements sluice.Resetter: it resets the key at the home store,
 // then drops this store's state of the key under lim's algorithm and
 // period (its units are not given back: they were counted in the state

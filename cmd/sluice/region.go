@@ -119,8 +119,8 @@ func checkGrants(ctx context.Context, r *regionFlags, addr string, st sluice.Ful
 // to the shared store itself (a grant is never decided by a failure mode:
 // a failed one is a failed call, which region's own policy handles); the
 // decisions region passes on (sliding logs, limits counting every hit,
-// several limits at once, permits) go through failover, with its deadline,
-// breaker and failure modes.
+// several limits at once on a key's first use, permits) go through
+// failover, with its deadline, breaker and failure modes.
 type regionHome struct {
 	sluice.FullStore
 	g sluice.Granter

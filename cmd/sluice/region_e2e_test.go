@@ -30,6 +30,10 @@ descriptors:
     rate_limit: {algorithm: sliding_window, unit: day, requests_per_unit: 30}
   - key: cut
     rate_limit: {unit: day, requests_per_unit: 1000}
+  - key: left
+    rate_limit: {unit: day, requests_per_unit: 1000}
+  - key: right
+    rate_limit: {unit: day, requests_per_unit: 20}
 `
 
 // regionNeed is the time a sequence of these tests needs within one
@@ -143,6 +147,77 @@ func TestE2ERegionsShareOneQuota(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestE2ERegionSeveralLimits: a request whose descriptors apply two
+// limits is decided in the region, from the units held, once its keys
+// have had their first answers: the home store decides the first requests
+// (one AllowMulti each), and every one after is a local decision (no
+// AllowMulti reaches the home store), the scarcer limit admitting no
+// more than its own, counted exactly.
+func TestE2ERegionSeveralLimits(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "quota.yaml")
+	writeFile(t, cfg, regionConfig)
+	home := start(t, nil, "--store-api-addr", "127.0.0.1:0")
+	// A refresh of 10 s keeps a key's state through any pause of a busy
+	// machine between two requests (a key goes idle after four times it).
+	p := start(t, nil, "--config", cfg, "--region", "eu", "--region-refresh", "10s",
+		"--region-timeout-min", "5s", "--region-timeout-max", "20s",
+		"--remote-store", home.storeAPI, "--remote-store-plaintext")
+	p.waitLog(t, `region \"eu\", granted by`)
+	homeMultis := regexp.MustCompile(`(?m)^sluice_store_api_requests_total\{code="OK",method="AllowMulti"\} ([0-9.e+]+)$`)
+	multis := func() int {
+		_, m := home.get(t, "/metrics")
+		g := homeMultis.FindStringSubmatch(m)
+		if g == nil {
+			return 0
+		}
+		v, err := strconv.ParseFloat(g[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int(v)
+	}
+	local := func() int {
+		return regionStat(t, p, "sluice_region_decisions_total", `{way="local"}`) + regionStat(t, p, "sluice_region_decisions_total", `{way="local_denied"}`)
+	}
+	window.Run(t, 24*time.Hour, regionNeed, func(f *window.Findings, attempt int) {
+		v := fmt.Sprint("v", attempt)
+		admitted := 0
+		ask := func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "quota", Descriptors: []*rlpb.RateLimitDescriptor{d("left", v), d("right", v)}})
+			switch {
+			case err != nil:
+				f.Errorf("ShouldRateLimit(left, right): %v", err)
+			case resp.OverallCode == pb.RateLimitResponse_OK:
+				admitted++
+			}
+		}
+		// Until the first local decision: the home store decides while
+		// the keys' first grants are on their way.
+		first := 0
+		wait.Until(t, "a request decided in the region", func() bool {
+			m0, l0 := multis(), local()
+			ask()
+			first++
+			return multis() == m0 && local() == l0+1
+		})
+		m0, l0 := multis(), local()
+		const more = 30
+		for range more {
+			ask()
+		}
+		m, l := multis()-m0, local()-l0
+		f.Logf("%d requests until the first local decision, then %d: %d local decisions, %d AllowMulti at the home store; %d admitted (limit 20)", first, more, l, m, admitted)
+		if m != 0 || l != more {
+			f.Errorf("after the keys' first answers, %d of %d requests decided in the region and %d AllowMulti at the home store; want all in the region, none at home", l, more, m)
+		}
+		if admitted > 20 || admitted < 2 {
+			f.Errorf("%d admitted with a limit of 20 a day on one of the two limits, want 2 to 20", admitted)
+		}
+	})
 }
 
 // TestE2ERegionCutOff: a region cut off from the home store (the home
