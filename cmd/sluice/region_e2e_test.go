@@ -227,15 +227,37 @@ func TestE2ERegionSeveralLimits(t *testing.T) {
 // the window, before and during the cut, stays within the limit, counted
 // exactly.
 func TestE2ERegionCutOff(t *testing.T) {
+	for _, home := range []string{"sluice over memory", "redis"} {
+		t.Run(home, func(t *testing.T) { testRegionCutOff(t, home) })
+	}
+}
+
+func testRegionCutOff(t *testing.T, homeKind string) {
 	cfg := filepath.Join(t.TempDir(), "quota.yaml")
 	writeFile(t, cfg, regionConfig)
-	home := start(t, nil, "--store-api-addr", "127.0.0.1:0")
+	var homeArgs []string
+	var cut func()
+	switch homeKind {
+	case "sluice over memory":
+		home := start(t, nil, "--store-api-addr", "127.0.0.1:0")
+		homeArgs = []string{"--remote-store", home.storeAPI, "--remote-store-plaintext"}
+		cut = func() {
+			home.cmd.Process.Kill()
+			<-home.done
+		}
+	case "redis":
+		r := redistest.Server(t)
+		// Each region's own deadline to Redis stays above a busy
+		// machine's delays: only the kill may fail a call.
+		homeArgs = []string{"--redis", "redis://" + r.Addr, "--redis-timeout", "5s"}
+		cut = r.Kill
+	}
 	region := func(name, mode string) *proc {
 		// The report stands for an hour: the allowance outlasts any delay
 		// of a busy machine between the phases.
-		return start(t, nil, "--config", cfg, "--remote-store", home.storeAPI, "--remote-store-plaintext",
+		return start(t, nil, append([]string{"--config", cfg,
 			"--region", name, "--region-report-ttl", "1h",
-			"--failure-mode", mode, "--replicas", "2")
+			"--failure-mode", mode, "--replicas", "2"}, homeArgs...)...)
 	}
 	open, closed := region("eu", "open"), region("us", "closed")
 	const rate = 1000
@@ -244,15 +266,12 @@ func TestE2ERegionCutOff(t *testing.T) {
 			// The home is gone: a sequence cannot start again.
 			t.Fatalf("a day's window ended during the test")
 		}
-		// Connected: each region's demand is reported, and its share and
-		// allowance set.
 		// Connected, each region's first call of the key asks for a part
 		// of the limit (its demand not known yet): what is left of its
 		// share is its allowance, which the open region admits while cut
 		// off.
 		before := []int{offer(f, open, "cut", "v", 5, 1), offer(f, closed, "cut", "v", 5, 1)}
-		home.cmd.Process.Kill()
-		<-home.done
+		cut()
 		// Cut off: each region learns it with its first failed call. A
 		// key's units held and its cached denial need none, so each
 		// region is asked about new keys (the probes) until it has.
