@@ -44,31 +44,74 @@ func (s *Store) AllowMulti(ctx context.Context, reqs []sluice.Request) ([]sluice
 		if !grantable(r.Limit) || r.N == 0 {
 			return s.global.AllowMulti(ctx, reqs)
 		}
-		if _, err := s.limits.Check(r.Key, r.Limit, r.N); err != nil {
+		p, err := s.limits.Check(r.Key, r.Limit, r.N)
+		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
+		sum := int64(r.N)
 		for _, o := range reqs[:i] {
-			if o.Key == r.Key && o.Limit.Algorithm == r.Limit.Algorithm && o.Limit.Period == r.Limit.Period && o.Limit != r.Limit {
+			if o.Key != r.Key || o.Limit.Algorithm != r.Limit.Algorithm || o.Limit.Period != r.Limit.Period {
+				continue
+			}
+			if o.Limit != r.Limit {
 				return s.global.AllowMulti(ctx, reqs)
 			}
+			sum += int64(o.N)
+		}
+		if sum > p.Cap {
+			// As the home store answers it: never admissible at once.
+			return nil, &sluice.LimitError{Field: "N", Err: sluice.ErrExceedsCapacity, Reason: fmt.Sprintf("request %d: the requests on key %q (%v) ask %d in all, but %v admits at most %d at once",
+				i, r.Key, r.Limit.Algorithm, sum, r.Limit, p.Cap)}
 		}
 	}
-	ds, ok := s.decideMulti(reqs)
-	if !ok {
-		return s.global.AllowMulti(ctx, reqs)
+	ds, way := s.decideMulti(reqs)
+	switch way {
+	case wayLocal:
+		return ds, nil
+	case wayFirstUse:
+		// The keys' units are asked for once the home store has decided:
+		// asked for at once, a grant could reach it first and leave the
+		// call nothing (its units held here, where this call no longer
+		// looks).
+		ds, err := s.global.AllowMulti(ctx, reqs)
+		s.warm(reqs)
+		return ds, err
 	}
-	return ds, nil
+	return s.global.AllowMulti(ctx, reqs)
 }
 
-// decideMulti decides reqs (validated, all granted) from the units held;
-// ok is false when the call must go to the home store instead (see
-// AllowMulti).
-func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, ok bool) {
-	// Small calls, the usual, keep their bookkeeping on the stack.
-	var idxBuf, orderBuf [8]int
-	var entBuf [8]*entry
-	var blockBuf [8]bool
-	var fetchBuf [8]*fetch
+// How decideMulti's call is decided.
+const (
+	wayLocal    = iota // from the units held
+	wayHome            // by the home store
+	wayFirstUse        // by the home store, then the keys' first units asked for
+)
+
+// warm asks for the units of reqs' keys that hold none and have no call
+// on its way: after a first use decided by the home store.
+func (s *Store) warm(reqs []sluice.Request) {
+	now := s.mono()
+	for _, r := range reqs {
+		ck := ckey{r.Key, r.Limit}
+		sh := s.shardOf(r.Key)
+		sh.mu.Lock()
+		var f *fetch
+		if e := sh.m[ck]; e != nil && e.held == 0 {
+			f = s.fetchDue(e, ck, now, r.N)
+		}
+		sh.mu.Unlock()
+		s.start(f)
+	}
+}
+
+// decideMulti decides reqs (validated, all granted) from the units held,
+// or says how the home store is to decide them (see AllowMulti).
+func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, way int) {
+	// The bookkeeping stays on the stack (validate.Multi bounds the call).
+	var idxBuf, orderBuf [sluice.MaxMultiRequests]int
+	var entBuf [sluice.MaxMultiRequests]*entry
+	var blockBuf [sluice.MaxMultiRequests]bool
+	var fetchBuf [sluice.MaxMultiRequests]*fetch
 	idx, ents, blocks, fetches := idxBuf[:0], entBuf[:0], blockBuf[:0], fetchBuf[:0]
 	for _, r := range reqs {
 		idx = append(idx, int(maphash.String(s.seed, r.Key)%numShards))
@@ -93,7 +136,7 @@ func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, ok bool
 	for i, r := range reqs {
 		e := s.entry(&s.shards[idx[i]], ckey{r.Key, r.Limit}, now)
 		if e == nil {
-			return nil, false // the table is full: as AllowN, the home store decides
+			return nil, wayHome // the table is full: as AllowN, the home store decides
 		}
 		ents = append(ents, e)
 	}
@@ -119,14 +162,9 @@ func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, ok bool
 		blocked = blocked || b
 	}
 	if blocked {
-		home := s.link.down()
-		for i := range reqs {
-			home = home || blocks[i] && !ents[i].answered
-		}
-		if home {
-			// A first use, or the home store unreachable: it decides (its
-			// failure mode applies there), while the units for the calls
-			// after are fetched.
+		if s.link.down() {
+			// The home store decides, through its failure mode, while the
+			// keys are probed as AllowN probes them.
 			for i, r := range reqs {
 				if !blocks[i] {
 					continue
@@ -135,7 +173,12 @@ func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, ok bool
 					fetches = append(fetches, f)
 				}
 			}
-			return nil, false
+			return nil, wayHome
+		}
+		for i := range reqs {
+			if blocks[i] && !ents[i].answered {
+				return nil, wayFirstUse
+			}
 		}
 	}
 
@@ -169,5 +212,5 @@ func (s *Store) decideMulti(reqs []sluice.Request) (_ []sluice.Decision, ok bool
 	} else {
 		s.st.local.Add(1)
 	}
-	return out, true
+	return out, wayLocal
 }

@@ -2,6 +2,8 @@ package region_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,6 +89,26 @@ func TestAllowMultiLocal(t *testing.T) {
 		// Nothing of a was spent by the denials.
 		if d, err := s.AllowN(ctx, "a", a, 1); err != nil || !d.Allowed || d.Remaining != lastA-1 {
 			t.Errorf("AllowN a after the denials = %+v, %v; want admitted with %d remaining", d, err, lastA-1)
+		}
+
+		// Invalid calls: the errors the home store gives, before any state.
+		for _, tc := range []struct {
+			name string
+			reqs []sluice.Request
+			want error
+		}{
+			{"two requests on a beyond its capacity", []sluice.Request{{Key: "a", Limit: a, N: 60}, {Key: "a", Limit: a, N: 60}}, sluice.ErrExceedsCapacity},
+			{"an empty key", []sluice.Request{{Key: "a", Limit: a, N: 1}, {Key: "", Limit: b, N: 1}}, sluice.ErrInvalidKey},
+			{"17 requests", slices.Repeat([]sluice.Request{{Key: "a", Limit: a, N: 1}}, sluice.MaxMultiRequests+1), sluice.ErrExceedsCapacity},
+		} {
+			_, err := s.AllowMulti(ctx, tc.reqs)
+			_, homeErr := home.Store.AllowMulti(ctx, tc.reqs)
+			if !errors.Is(err, tc.want) || !errors.Is(homeErr, tc.want) {
+				t.Errorf("%s: AllowMulti = %v (the home store: %v), want %v", tc.name, err, homeErr, tc.want)
+			}
+		}
+		if n := home.multis.Load(); n != 1 {
+			t.Errorf("%d AllowMulti calls reached the home store after the invalid calls, want 1", n)
 		}
 
 		// A sliding log is never granted: the home store decides.
