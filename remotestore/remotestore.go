@@ -160,9 +160,18 @@ func (s *Store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 // (or the call's timeout's) context error, the request's or a
 // capability's error as the store gave it, or the store's failure to
 // answer.
+//
+// A call whose deadline has passed failed by its deadline, whatever the
+// answer says: the deadline travels with the call, and the serving side
+// may end the call at it and answer first, before this process's timer
+// has cancelled ctx (a timer runs late on a busy machine; the clock does
+// not).
 func (s *Store) fail(ctx context.Context, op string, capability int, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("remotestore: %s %s: %w", op, s.target, cerr)
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return fmt.Errorf("remotestore: %s %s: %w (the store answered %v)", op, s.target, context.DeadlineExceeded, err)
 	}
 	if e := storewire.ToError(err); e != nil {
 		if capability >= 0 && status.Code(err) == codes.Unimplemented {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
@@ -377,6 +379,30 @@ func TestTimeout(t *testing.T) {
 	}
 	if _, err := remotestore.Dial("127.0.0.1:1", remotestore.WithTimeout(0)); err == nil {
 		t.Error("WithTimeout(0): no error")
+	}
+}
+
+// pastDeadline is a context whose deadline has passed by the clock while
+// its timer has not yet cancelled it, as on a busy machine.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// TestTimeoutAnsweredFirst: a call whose deadline has passed failed by its
+// deadline, even when the serving side, which ended the call at the same
+// deadline, answered before this side's timer cancelled the context (seen
+// at load 8: "Unavailable desc = released, want DeadlineExceeded"); an
+// answer before the deadline keeps its own error.
+func TestTimeoutAnsweredFirst(t *testing.T) {
+	rs := dial(t, serve(t, &blockingStore{release: make(chan struct{})}))
+	answer := status.Error(codes.Unavailable, "released")
+	if err := remotestore.Fail(rs, pastDeadline{context.Background()}, "allow", answer); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("an answer after the deadline = %v, want DeadlineExceeded", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := remotestore.Fail(rs, ctx, "allow", answer); err == nil || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "released") {
+		t.Errorf("an answer before the deadline = %v, want the store's failure, released", err)
 	}
 }
 
