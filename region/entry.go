@@ -20,6 +20,9 @@ type entry struct {
 	nextFetch time.Duration // no call before (pacing after a denial or a failure)
 	waiters   []*waiter     // decisions waiting for the first answer
 	answered  bool          // an answer (grant or denial) came since the entry was made
+	warming   bool          // the call on its way is Warm's: decisions do not wait for it
+	unsized   bool          // warmed: the next call for units asks as a first use does
+	holdUntil time.Duration // warmed: kept until then, used or not
 
 	// The home store's denial: true until denyUntil (local), counted from
 	// the call's send time.

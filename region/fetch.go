@@ -65,9 +65,9 @@ func (s *Store) fetchDue(e *entry, ck ckey, now time.Duration, need int) *fetch 
 		// No more than the demand until the window ends.
 		want = min(want, ceilUnits(rate*spendFor.Seconds(), cap)-int(e.held))
 	}
-	if !e.answered {
-		// The first call for the key, its demand not known yet: a tenth
-		// of the capacity, so that the decisions waiting for it are
+	if !e.answered || e.unsized {
+		// The first call for the key's units, its demand not known yet: a
+		// tenth of the capacity, so that the decisions waiting for it are
 		// served.
 		want = max(want, (cap+9)/10)
 	}
@@ -194,6 +194,7 @@ func (s *Store) plan(e *entry, ck ckey, now time.Duration, want int, rate float6
 	f.asked = pendingAllowance{value: int64(f.req.Allowance), deadline: deadline}
 	e.askAllowance(f.asked.value, f.asked.deadline)
 	e.fetching, e.fetchSent, e.fetchN, e.lastReport = true, now, f.req.N, now
+	e.unsized = e.unsized && f.req.N == 0
 	e.reported = reportState{demand: int64(f.req.Demand), allowance: int64(f.req.Allowance)}
 	return f
 }
@@ -239,15 +240,37 @@ func (s *Store) finish(f *fetch, g sluice.Grant, err error, recv time.Duration) 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e, ck := f.e, f.ck
-	e.fetching = false
-	waiters := e.waiters
-	e.waiters = nil
+	e.fetching, e.warming = false, false
 	answer := func(w *waiter, d sluice.Decision, at time.Time, err error) {
 		if !w.gone {
 			w.d, w.at, w.err = d, at, err
 		}
 		close(w.ch)
 	}
+	// Warm's callers (n = 0) learn whether the key was answered; the
+	// decisions wait for their own answer below.
+	var waiters []*waiter
+	for _, w := range e.waiters {
+		if w.n > 0 {
+			waiters = append(waiters, w)
+		}
+	}
+	defer func(warmers []*waiter) {
+		for _, w := range warmers {
+			if w.n > 0 {
+				continue
+			}
+			switch {
+			case e.answered:
+				answer(w, sluice.Decision{}, time.Time{}, nil)
+			case err != nil:
+				answer(w, sluice.Decision{}, time.Time{}, err)
+			default:
+				answer(w, sluice.Decision{}, time.Time{}, errWarmLate)
+			}
+		}
+	}(e.waiters)
+	e.waiters = nil
 	switch {
 	case err != nil && (validate.IsInput(err) || errors.Is(err, sluice.ErrGrantUnsupported) || errors.Is(err, sluice.ErrClosed)):
 		// No failure of the link: the request itself (a key beyond the
@@ -331,6 +354,10 @@ func (s *Store) finish(f *fetch, g sluice.Grant, err error, recv time.Duration) 
 		}
 	}
 }
+
+// errWarmLate is Warm's error when its call reached the home store after
+// its deadline.
+var errWarmLate = errors.New("region: warm: the call reached the home store after its deadline (nothing applied)")
 
 // newGrant is the grant of g's units, for a call sent at sent (local).
 func (s *Store) newGrant(lim sluice.Limit, g sluice.Grant, sent time.Duration) grant {

@@ -62,7 +62,7 @@ func (s *Store) sweep() {
 		sh.mu.Lock()
 		for ck, e := range sh.m {
 			e.dropEnded(s, ck, now)
-			if !e.fetching && len(e.waiters) == 0 && now-e.lastUse >= idle {
+			if !e.fetching && len(e.waiters) == 0 && now-e.lastUse >= idle && now >= e.holdUntil {
 				e.dead = true
 				delete(sh.m, ck)
 				if e.confirmed && (e.reported.allowance > 0 || e.reported.demand > 0) {

@@ -218,7 +218,7 @@ func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int,
 		s.start(f)
 		return d, at, nil
 	}
-	if !e.answered && !s.link.down() {
+	if !e.answered && !e.warming && !s.link.down() {
 		// The key's first use: wait for its first answer, in turn.
 		w := &waiter{n: n, ch: make(chan struct{})}
 		e.waiters = append(e.waiters, w)
@@ -253,6 +253,82 @@ func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int,
 	s.st.localDenied.Add(1)
 	return d, time.Time{}, nil
 }
+
+// Warm makes key known under lim before its first decision, so that its
+// decisions never wait for the home store's first answer: it asks the
+// home store for the units a first use asks for (a tenth of the capacity,
+// counted there as any grant) and returns once the answer is in. The
+// decisions after it are made from those units, and once they run out
+// (or end with their window) are denied at once, RetryAfter the time the
+// next units should come, while those are fetched. A warmed key is kept
+// for the report TTL (WithReportTTL) even if unused, then forgotten after
+// the idle time as any other. A process calls it for the keys it knows
+// before it takes traffic (sluice serve --region warms the configuration's
+// counters of fixed values). It returns nil at once for a key already
+// answered and for a limit decided by the home store alone (a sliding log,
+// or one counting every hit); the home store's error when it does not
+// answer within ctx or the link's deadline; an input error for an invalid
+// key or limit.
+func (s *Store) Warm(ctx context.Context, key string, lim sluice.Limit) error {
+	if s.closed.Load() {
+		return sluice.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if _, err := s.limits.Check(key, lim, 1); err != nil {
+		return err
+	}
+	if !grantable(lim) {
+		return nil
+	}
+	ck := ckey{key, lim}
+	sh := s.shardOf(key)
+	now := s.mono()
+	sh.mu.Lock()
+	e := s.entry(sh, ck, now)
+	if e == nil {
+		sh.mu.Unlock()
+		return fmt.Errorf("region: warm %q: %w", key, errFull)
+	}
+	e.lastUse = now
+	if e.answered {
+		sh.mu.Unlock()
+		return nil
+	}
+	e.holdUntil = max(e.holdUntil, now+s.cfg.reportTTL)
+	var f *fetch
+	if !e.fetching {
+		if f = s.plan(e, ck, now, max((lim.Capacity()+9)/10, 1), 0); f == nil {
+			sh.mu.Unlock()
+			return fmt.Errorf("region: warm %q: %w", key, errBusy)
+		}
+		e.warming, e.unsized = true, true
+	}
+	w := &waiter{ch: make(chan struct{})}
+	e.waiters = append(e.waiters, w)
+	sh.mu.Unlock()
+	s.start(f)
+	select {
+	case <-w.ch:
+		return w.err
+	case <-ctx.Done():
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		select {
+		case <-w.ch:
+			return w.err
+		default:
+			w.gone = true
+			return ctx.Err()
+		}
+	}
+}
+
+var (
+	errFull = errors.New("the store holds its maximum of keys (WithMaxKeys)")
+	errBusy = errors.New("too many calls to the home store in flight")
+)
 
 // tau is the time constant of the demand meters.
 func (s *Store) tau() time.Duration {
