@@ -320,3 +320,44 @@ func TestE2ERegionHomeCannotGrant(t *testing.T) {
 		t.Errorf("sluice serve --region over a home that cannot grant: exit %d, output %q; want 1 naming --region", code, out)
 	}
 }
+
+// TestE2ERegionWarm: --region warms the configuration's counters of fixed
+// values at start, so that their first request is decided in the region
+// from units already held, without waiting for the home store.
+func TestE2ERegionWarm(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "warm.yaml")
+	writeFile(t, cfg, `domain: quota
+descriptors:
+  - key: plan
+    value: gold
+    rate_limit: {unit: day, requests_per_unit: 20}
+  - key: user
+    rate_limit: {unit: day, requests_per_unit: 20}
+`)
+	home := start(t, nil, "--store-api-addr", "127.0.0.1:0")
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	p := start(t, nil, "--config", cfg, "--region", "eu", "--region-timeout-min", "5s", "--region-timeout-max", "20s",
+		"--remote-store", home.storeAPI, "--remote-store-plaintext")
+	p.waitLog(t, `counters of fixed values are warmed" counters=1`)
+	if code, body := p.get(t, "/readyz"); code != 200 {
+		t.Fatalf("/readyz after the warming = %d %s, want 200", code, body)
+	}
+	if n := regionStat(t, p, "sluice_region_home_calls_total", `{result="ok"}`); n != 1 {
+		t.Errorf("%d calls to the home store before any request, want 1 (the warming of plan=gold)", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := p.rls.ShouldRateLimit(ctx, &pb.RateLimitRequest{Domain: "quota", Descriptors: []*rlpb.RateLimitDescriptor{d("plan", "gold")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := regionStat(t, p, "sluice_region_decisions_total", `{way="local"}`) + regionStat(t, p, "sluice_region_decisions_total", `{way="local_denied"}`)
+	waited := regionStat(t, p, "sluice_region_decisions_total", `{way="wait"}`) + regionStat(t, p, "sluice_region_decisions_total", `{way="wait_denied"}`)
+	if local != 1 || waited != 0 {
+		t.Errorf("the first request of plan=gold: %d decided from units held, %d waited for the home store; want 1 and 0", local, waited)
+	}
+	// The warm's units are the day's: spent unless the day ended since.
+	if time.Now().UTC().Truncate(24*time.Hour).Equal(day) && resp.OverallCode != pb.RateLimitResponse_OK {
+		t.Errorf("the first request of plan=gold = %v, want OK from the units warmed", resp.OverallCode)
+	}
+}

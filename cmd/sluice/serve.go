@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/region"
 	"github.com/sluicehq/sluice/service/admin"
 	"github.com/sluicehq/sluice/service/certs"
 	"github.com/sluicehq/sluice/service/config"
@@ -233,6 +234,22 @@ func runServe(ctx context.Context, stop func(), f *serveFlags, log *slog.Logger,
 		rs.LocalCache(c.eng.LocalCacheStats)
 	}
 	ap.Engine = c.eng
+	if st.region != nil {
+		// The configuration's counters of fixed values, known at the home
+		// store before their first request: at start (/readyz waits for
+		// it) and for each configuration put in force.
+		w := newWarmer(st.region, c.eng, f.redis.region.timeoutMax, log)
+		prev, closeStore := ap.Applied, st.close
+		ap.Applied = func(cfg *config.Config) {
+			if prev != nil {
+				prev(cfg)
+			}
+			w.kick()
+		}
+		st.close = func() { w.close(); closeStore() }
+		c.warm = w
+		w.kick()
+	}
 	c.svc = rls.New(c.eng, f.service.options()...)
 	var src *source.XDS
 	if f.xds.server != "" {
@@ -296,6 +313,8 @@ type core struct {
 	configReady func() (bool, string)
 	// cfgHealth is --ready-needs-config's readiness, nil without it.
 	cfgHealth *configHealth
+	// warm warms the configuration's counters with --region; nil without.
+	warm *warmer
 }
 
 // servers are serve's servers, serving on their listeners.
@@ -425,6 +444,17 @@ func newAPI(c *core, auth server.Auth, readyzBreaker bool) *server.Server {
 			return ch.ready()
 		}
 	}
+	if w := c.warm; w != nil {
+		cfg := cr
+		cr = func() (bool, string) {
+			if cfg != nil {
+				if ok, why := cfg(); !ok {
+					return ok, why
+				}
+			}
+			return w.ready()
+		}
+	}
 	if cr != nil {
 		opts = append(opts, server.WithReadiness(func() (bool, string) {
 			if ok, why := cr(); !ok {
@@ -474,6 +504,9 @@ type storeSet struct {
 	name    string
 	ready   func() bool // nil without a breaker
 	close   func()
+	// region is the store of --region (store, before any wrapping); nil
+	// without.
+	region *region.Store
 	// waitBound is the longest a decision can wait on the store: the
 	// memory store never waits (0), failover bounds every shared call by
 	// --redis-timeout; -1 when unknown (a store wrapped for a test).

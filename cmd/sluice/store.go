@@ -190,6 +190,7 @@ func openStore(ctx context.Context, f serveFlags, m *metrics.Metrics, stats *ref
 			name:      fmt.Sprintf("region %q, granted by %s)", reg.holder, name),
 			ready:     st.Ready,
 			close:     func() { rs.Close(); st.Close(); closeRaw() },
+			region:    rs,
 			waitBound: timeout,
 		}, nil
 	}

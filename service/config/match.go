@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -257,4 +258,47 @@ func metricName(domain string, entries []Entry, steps []step) (name string, deta
 		}
 	}
 	return b.String(), true
+}
+
+// FixedDescriptors calls f with each descriptor of the configuration that
+// matches a limit with values written in full (a share_threshold wildcard
+// included: every value it matches counts on one counter), so that its
+// counters are known before any request: in the order of the domains'
+// names, then of the entries' keys and values, until f returns false. A
+// path with a key-only descriptor or another wildcard is left out: its
+// counters are the requests' values. entries is f's to keep.
+func (c *Config) FixedDescriptors(f func(domain string, entries []Entry) bool) {
+	for _, d := range c.Domains() {
+		if !c.domains[d].fixed(d, nil, f) {
+			return
+		}
+	}
+}
+
+// fixed walks n's children of fixed values below path; false when f asked
+// to stop.
+func (n *node) fixed(domain string, path []Entry, f func(string, []Entry) bool) bool {
+	keys := make([]Entry, 0, len(n.exact))
+	for e, c := range n.exact {
+		if c.pat == nil || c.shareThreshold {
+			keys = append(keys, e)
+		}
+	}
+	slices.SortFunc(keys, func(a, b Entry) int {
+		if a.Key != b.Key {
+			return strings.Compare(a.Key, b.Key)
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	for _, e := range keys {
+		c := n.exact[e]
+		p := append(path[:len(path):len(path)], e)
+		if len(c.rules) > 0 && !f(domain, slices.Clone(p)) {
+			return false
+		}
+		if !c.fixed(domain, p, f) {
+			return false
+		}
+	}
+	return true
 }

@@ -195,3 +195,39 @@ func (e *Engine) InspectKey(ctx context.Context, key string, lim sluice.Limit) (
 	}
 	return d, over, nil
 }
+
+// Counter is one counter of the store: its key and the limit it counts
+// with.
+type Counter struct {
+	Key   string
+	Limit sluice.Limit
+}
+
+// FixedCounters returns up to max counters of the configuration in force
+// whose keys are known before any request: those of the descriptors of
+// fixed values (config.FixedDescriptors), each counter once, in that
+// order. Unlimited and deny-all rules have none.
+func (e *Engine) FixedCounters(max int) []Counter {
+	cfg := e.cfg.Load()
+	var out []Counter
+	seen := map[Counter]bool{}
+	cfg.FixedDescriptors(func(domain string, entries []config.Entry) bool {
+		m, _ := cfg.Match(domain, entries)
+		for j, r := range m.Rules {
+			if r.Unlimited || r.Deny {
+				continue
+			}
+			c := Counter{Key: e.stateKey(m, j), Limit: e.limit(r)}
+			if seen[c] {
+				continue
+			}
+			if len(out) == max {
+				return false
+			}
+			seen[c] = true
+			out = append(out, c)
+		}
+		return true
+	})
+	return out
+}
