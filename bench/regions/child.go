@@ -175,6 +175,18 @@ func runMember(cfg childConfig, in *bufio.Reader) (res childResult) {
 		res.Err = fmt.Sprintf("start line %q: %v", line, err)
 		return res
 	}
+	if w, ok := st.(warmer); ok {
+		// Known before the load starts: the key's decisions do not wait
+		// for the home store's first answer (as sluice serve --region
+		// warms its configuration's keys). Bounded by the start; a
+		// decision made while it is on its way does not wait for it.
+		wctx, cancel := context.WithDeadline(ctx, time.UnixMicro(start))
+		err := w.Warm(wctx, cfg.Key, m.Limit)
+		cancel()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "regions member %s/%d: warm: %v\n", m.Region, m.Index, err)
+		}
+	}
 	sleeper := startSleeper()
 
 	var (

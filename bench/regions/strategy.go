@@ -166,6 +166,20 @@ func (c *closing) Close() error {
 	return errors.Join(errs...)
 }
 
+// warmer is a store that can learn of a key before its first decision
+// (region.Store).
+type warmer interface {
+	Warm(ctx context.Context, key string, lim sluice.Limit) error
+}
+
+// Warm warms key when the store can.
+func (c *closing) Warm(ctx context.Context, key string, lim sluice.Limit) error {
+	if w, ok := c.Store.(warmer); ok {
+		return w.Warm(ctx, key, lim)
+	}
+	return nil
+}
+
 type closerFunc func()
 
 func (f closerFunc) Close() error { f(); return nil }
