@@ -27,6 +27,7 @@ import (
 // can put a hostile store under it.
 type inproc struct {
 	http, grpc string
+	storeAPI   string // with --store-api-addr
 	conn       *grpc.ClientConn
 	rls        pb.RateLimitServiceClient
 	stderr     *syncBuffer
@@ -69,11 +70,14 @@ func serveInProcess(t *testing.T, wrap func(sluice.Store) sluice.Store, args ...
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, err := os.ReadFile(ready)
 		if err == nil {
-			var a struct{ HTTP, GRPC string }
+			var a struct {
+				HTTP, GRPC string
+				StoreAPI   string `json:"store_api"`
+			}
 			if err := json.Unmarshal(b, &a); err != nil {
 				t.Fatal(err)
 			}
-			p.http, p.grpc = "http://"+a.HTTP, a.GRPC
+			p.http, p.grpc, p.storeAPI = "http://"+a.HTTP, a.GRPC, a.StoreAPI
 			break
 		}
 		select {

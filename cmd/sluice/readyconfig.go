@@ -18,6 +18,30 @@ type configHealth struct {
 	needDomain bool
 	ok         bool
 	health     *rls.Health // nil until the gRPC server exists
+	// warm, when set, is --region's warming: gRPC health is not serving
+	// until its first pass is over either.
+	warm *warmer
+}
+
+// serving is gRPC health's status. h.mu is held.
+func (h *configHealth) serving() bool {
+	if !h.ok {
+		return false
+	}
+	if h.warm != nil {
+		ok, _ := h.warm.ready()
+		return ok
+	}
+	return true
+}
+
+// refresh sets gRPC health again (the warming's first pass ended).
+func (h *configHealth) refresh() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.health != nil {
+		h.health.SetServing(h.serving())
+	}
 }
 
 // applied follows the configuration put in force (source.Applier.Applied).
@@ -26,7 +50,7 @@ func (h *configHealth) applied(c *config.Config) {
 	defer h.mu.Unlock()
 	h.ok = !h.needDomain || len(c.Domains()) > 0
 	if h.health != nil {
-		h.health.SetServing(h.ok)
+		h.health.SetServing(h.serving())
 	}
 }
 
@@ -35,7 +59,7 @@ func (h *configHealth) attach(g *rls.Health) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.health = g
-	g.SetServing(h.ok)
+	g.SetServing(h.serving())
 }
 
 // ready is /readyz's condition.

@@ -14,6 +14,9 @@ import (
 
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice"
 
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 	"github.com/sluicehq/sluice/internal/testserver/wait"
@@ -359,5 +362,69 @@ descriptors:
 	// The warm's units are the day's: spent unless the day ended since.
 	if time.Now().UTC().Truncate(24*time.Hour).Equal(day) && resp.OverallCode != pb.RateLimitResponse_OK {
 		t.Errorf("the first request of plan=gold = %v, want OK from the units warmed", resp.OverallCode)
+	}
+}
+
+// gatedGrants holds every Grant until gate is closed, telling entered of
+// each one's arrival.
+type gatedGrants struct {
+	sluice.FullStore
+	g       sluice.Granter
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (s *gatedGrants) Grant(ctx context.Context, key string, lim sluice.Limit, r sluice.GrantRequest) (sluice.Grant, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return sluice.Grant{}, ctx.Err()
+	}
+	return s.g.Grant(ctx, key, lim, r)
+}
+
+// TestE2ERegionWarmReadiness: while --region warms the configuration's
+// counters at start, /readyz answers 503 naming it and gRPC health is not
+// serving; once the home store has answered, both report ready.
+func TestE2ERegionWarmReadiness(t *testing.T) {
+	gate, entered := make(chan struct{}), make(chan struct{}, 1)
+	home := serveInProcess(t, func(s sluice.Store) sluice.Store {
+		return &gatedGrants{FullStore: sluice.Lift(s), g: s.(sluice.Granter), gate: gate, entered: entered}
+	}, "--store-api-addr", "127.0.0.1:0")
+	cfg := filepath.Join(t.TempDir(), "warm.yaml")
+	writeFile(t, cfg, "domain: quota\ndescriptors:\n  - key: plan\n    value: gold\n    rate_limit: {unit: day, requests_per_unit: 20}\n")
+	p := start(t, nil, "--config", cfg, "--region", "eu", "--region-timeout-min", "5s", "--region-timeout-max", "1m",
+		"--remote-store", home.storeAPI, "--remote-store-plaintext")
+	select {
+	case <-entered:
+	case <-time.After(wait.Guard):
+		t.Fatalf("no grant reached the home store within %v", wait.Guard)
+	}
+	health := func() healthpb.HealthCheckResponse_ServingStatus {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(p.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "envoy.service.ratelimit.v3.RateLimitService"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status
+	}
+	if code, body := p.get(t, "/readyz"); code != 503 || !strings.Contains(body, "warming the configuration's 1 counters of fixed values at the home store (--region)") {
+		t.Errorf("/readyz while warming = %d %q, want 503 naming the warming", code, body)
+	}
+	if s := health(); s != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("gRPC health while warming = %v, want NOT_SERVING", s)
+	}
+	close(gate)
+	wait.Until(t, "/readyz 200 once warmed", func() bool {
+		code, _ := p.get(t, "/readyz")
+		return code == 200
+	})
+	if s := health(); s != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("gRPC health once warmed = %v, want SERVING", s)
 	}
 }

@@ -388,8 +388,18 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	s.http = []*http.Server{dataPlane}
 	gs := grpc.NewServer(tf.grpcOptions(c.log, c.metrics, c.tr, cm, c.refStats.interceptor()...)...)
 	s.health = rls.Register(gs, c.svc)
+	if c.warm != nil && c.cfgHealth == nil {
+		// gRPC health follows the warming alone.
+		c.cfgHealth = &configHealth{ok: true}
+	}
 	if c.cfgHealth != nil {
+		c.cfgHealth.mu.Lock()
+		c.cfgHealth.warm = c.warm
+		c.cfgHealth.mu.Unlock()
 		c.cfgHealth.attach(s.health)
+		if c.warm != nil {
+			c.warm.attach(c.cfgHealth)
+		}
 	}
 	if tf.grpcReflection {
 		reflection.Register(gs)

@@ -31,6 +31,9 @@ func (st *storeSet) wrapForTest() {
 	inner := st.store
 	st.store = testStoreWrap(inner)
 	st.waitBound = -1 // the wrapper may wait as it likes
+	if g, ok := st.store.(sluice.Granter); ok && st.granter != nil {
+		st.granter = g // the store API's grants go through it too
+	}
 	if c, ok := st.store.(io.Closer); ok && st.store != inner {
 		innerClose := st.close
 		st.close = func() { c.Close(); innerClose() }

@@ -36,9 +36,12 @@ type warmer struct {
 	again   bool // a configuration came while a pass ran
 	done    bool // the first pass is over
 	total   int  // counters of the pass under way
-	ctx     context.Context
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
+	// health is told when the first pass ends: gRPC health agrees with
+	// /readyz (nil: no gRPC server yet).
+	health interface{ refresh() }
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 func newWarmer(st *region.Store, eng *engine.Engine, timeout time.Duration, log *slog.Logger) *warmer {
@@ -63,7 +66,15 @@ func (w *warmer) run() {
 	for {
 		w.pass()
 		w.mu.Lock()
+		first := !w.done
 		w.done = true
+		if first && w.health != nil {
+			// Outside w.mu: the health reads ready.
+			h := w.health
+			w.mu.Unlock()
+			h.refresh()
+			w.mu.Lock()
+		}
 		if !w.again || w.ctx.Err() != nil {
 			w.running = false
 			w.mu.Unlock()
@@ -144,6 +155,15 @@ func (w *warmer) ready() (bool, string) {
 		return true, ""
 	}
 	return false, fmt.Sprintf("warming the configuration's %d counters of fixed values at the home store (--region)", w.total)
+}
+
+// attach makes h follow the first pass: it is refreshed when the pass
+// ends (and now, when it has).
+func (w *warmer) attach(h interface{ refresh() }) {
+	w.mu.Lock()
+	w.health = h
+	w.mu.Unlock()
+	h.refresh()
 }
 
 // close stops the warming and waits for it.
