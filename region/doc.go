@@ -27,7 +27,9 @@
 // way: decisions never wait for the home store, except the first ones of
 // a key (nothing is known of it yet), which wait for its first answer and
 // are served in the order they came, each admitted when the grant covers
-// it, otherwise denied: no decision waits for a second call.
+// it, otherwise denied: no decision waits for a second call. Store.Warm
+// makes a key known before its first decision (a process warms the keys
+// it knows before it takes traffic), so that none of its decisions waits.
 //
 // A call is due when the units held will not last until an answer sent
 // now comes back: the demand (units asked for, admitted or not, an

@@ -258,9 +258,11 @@ var tables = map[string][]run{
 		{Scenario: "partition", Strategy: "hierarchical"},
 		{Scenario: "partition", Strategy: "region-holders"},
 		{Scenario: "partition-cut", Strategy: "hierarchical"},
+		{Scenario: "partition-cut", Strategy: "region-holders"},
 		{Scenario: "wan-mix", Strategy: "remote"},
 		{Scenario: "wan-mix", Strategy: "tiered-leases"},
 		{Scenario: "wan-mix", Strategy: "hierarchical"},
+		{Scenario: "wan-mix", Strategy: "region-holders"},
 	},
 }
 

@@ -31,7 +31,7 @@ type regionFlags struct {
 }
 
 func (g *regionFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.holder, "region", "", "decide from units that the shared store (--redis, or --remote-store: a home sluice serve) grants this process, by its demand, fetched ahead of need, under this holder `name` (1 to 64 bytes, unique among the processes sharing the home store, e.g. eu-1): one quota across regions, no decision waiting for the home region while the units last; see docs/regions.md")
+	fs.StringVar(&g.holder, "region", "", "decide from units that the shared store (--redis, or --remote-store: a home sluice serve) grants this process, by its demand, fetched ahead of need, under this holder `name` (1 to 64 bytes, unique among the processes sharing the home store, e.g. eu-1): one quota across regions, no decision waiting for the home region while the units last (the configuration's counters of fixed values are warmed at start, /readyz waiting for it); see docs/regions.md")
 	fs.DurationVar(&g.refresh, "region-refresh", region.DefaultRefresh, "with --region: how much demand, beyond the round trip, one grant covers (1ms to 1m): each key calls the home store about once per this time")
 	fs.DurationVar(&g.reportTTL, "region-report-ttl", region.DefaultReportTTL, "with --region: how long the home store keeps this process's report and the allowance reserved for --failure-mode open (1ms to 1h); cut off for longer, open limits are decided closed")
 	fs.DurationVar(&g.timeoutMin, "region-timeout-min", region.DefaultMinTimeout, "with --region: the least deadline of a call to the home store, which follows the measured round trip (1ms to 1m; set it above a busy host's delays)")
