@@ -89,8 +89,8 @@ descriptors:
 	}
 	// Every one matches its limits, on the counter a request of those
 	// values counts on.
-	m, _ := c.Match("b", []Entry{{"files", "files/a.pdf"}})
-	if f, _ := c.Match("b", []Entry{{"files", "files/*"}}); f.Key != m.Key || len(f.Rules) != 1 {
+	m, _ := c.Match("b", []Entry{{Key: "files", Value: "files/a.pdf"}})
+	if f, _ := c.Match("b", []Entry{{Key: "files", Value: "files/*"}}); f.Key != m.Key || len(f.Rules) != 1 {
 		t.Errorf("the share_threshold pattern's counter %q, a request's %q; want one", f.Key, m.Key)
 	}
 }

@@ -49,7 +49,7 @@ descriptors:
 		}
 		// A request of each fixed descriptor counts on exactly these.
 		ctx := context.Background()
-		for _, ents := range [][]Entry{{{"plan", "free"}}, {{"plan", "gold"}}, {{"plan", "gold"}, {"route", "/pay"}}} {
+		for _, ents := range [][]Entry{{{Key: "plan", Value: "free"}}, {{Key: "plan", Value: "gold"}}, {{Key: "plan", Value: "gold"}, {Key: "route", Value: "/pay"}}} {
 			if _, err := e.Decide(ctx, &Request{Domain: "w", Descriptors: []Descriptor{{Entries: ents}}}); err != nil {
 				t.Fatal(err)
 			}
