@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bound"
 	"github.com/sluicehq/sluice/internal/validate"
 	"github.com/sluicehq/sluice/memstore"
 )
@@ -51,11 +52,14 @@ type Pinger interface {
 type Store struct {
 	shared sluice.FullStore // lifted
 	pinger Pinger           // nil when shared is not one
-	cfg    config
-	br     breaker
-	local  *memstore.Store // the FailOpen local limiter, and the local semaphore
-	locals localPermits    // the holders of the permits taken locally (semaphore.go)
-	rtt    rtt             // the round trip measured on answers
+	// enforces: shared's AllowN and Reserve keep a deadline given with
+	// package bound, so that they need no timer of their own.
+	enforces bool
+	cfg      config
+	br       breaker
+	local    *memstore.Store // the FailOpen local limiter, and the local semaphore
+	locals   localPermits    // the holders of the permits taken locally (semaphore.go)
+	rtt      rtt             // the round trip measured on answers
 	// slow is the round trip (ns) a measuring probe found above the fixed
 	// deadline (0: none since the breaker last closed).
 	slow atomic.Int64
@@ -91,6 +95,9 @@ func New(shared sluice.Store, opts ...Option) (*Store, error) {
 		}
 	}
 	s.pinger, _ = shared.(Pinger)
+	if e, ok := shared.(bound.Enforcer); ok {
+		s.enforces = e.EnforcesDeadline()
+	}
 	s.local = memstore.New(memstore.WithClock(s.cfg.now), memstore.WithMaxKeys(s.cfg.localMaxKeys))
 	s.br = breaker{
 		threshold: int64(s.cfg.threshold),
@@ -194,7 +201,7 @@ func (s *Store) AllowN(ctx context.Context, key string, lim sluice.Limit, n int)
 	}
 	cause := ErrBreakerOpen
 	if !s.br.open() {
-		c := s.begin(ctx)
+		c := s.beginDecision(ctx)
 		d, err := s.shared.AllowN(c.ctx, key, lim, n)
 		failure, ok := s.end(c, err)
 		if !ok {
@@ -257,7 +264,7 @@ func (s *Store) Reserve(ctx context.Context, key string, lim sluice.Limit, n int
 	if s.br.open() {
 		return s.noReserve(lim), time.Time{}, nil
 	}
-	c := s.begin(ctx)
+	c := s.beginDecision(ctx)
 	d, at, err := s.shared.Reserve(c.ctx, key, lim, n)
 	if err, ok := s.end(c, err); !ok {
 		return sluice.Decision{}, time.Time{}, err
@@ -319,6 +326,25 @@ func (s *Store) begin(ctx context.Context) call {
 	return call{parent: ctx, ctx: cctx, cancel: cancel, start: time.Now()}
 }
 
+// beginDecision is begin for AllowN and Reserve: a shared store that
+// enforces a deadline itself (bound.Enforcer: redisstore, batching) is
+// given it with package bound, without the cancellable context and timer
+// of context.WithTimeout (about ten allocations per call).
+func (s *Store) beginDecision(ctx context.Context) call {
+	if !s.enforces {
+		return s.begin(ctx)
+	}
+	now := time.Now()
+	t := s.timeout()
+	if d, ok := ctx.Deadline(); ok && d.Sub(now) <= t {
+		return call{parent: ctx, ctx: ctx, cancel: noCancel, start: now}
+	}
+	return call{parent: ctx, ctx: bound.With(ctx, now.Add(t)), cancel: noCancel, start: now}
+}
+
+// noCancel is the cancel of a call that made no context of its own.
+func noCancel() {}
+
 // end accounts for c as settle does, and returns what settle returns.
 func (s *Store) end(c call, err error) (error, bool) {
 	lat := time.Since(c.start)
@@ -333,7 +359,7 @@ func (s *Store) end(c call, err error) (error, bool) {
 func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	t := s.timeout()
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= t {
-		return ctx, func() {}
+		return ctx, noCancel
 	}
 	return context.WithTimeout(ctx, t)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/bound"
 )
 
 // batcher gathers the decisions of concurrent callers into one script run
@@ -98,23 +99,36 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	} else {
 		b.mu.Unlock()
 	}
+	// A deadline given with package bound (failover's) is kept here, on
+	// a timer shared with the calls whose deadlines fall in the same
+	// millisecond: ctx.Done does not report it.
+	var expired <-chan struct{}
+	if d, ok := bound.Of(ctx); ok {
+		expired = b.s.deadlines.After(d)
+	}
 	select {
 	case <-c.wake:
 		return nil
 	case <-ctx.Done():
-		b.mu.Lock()
-		for i, p := range b.pending {
-			if p == c { // not sent: no decision was made
-				b.pending = append(b.pending[:i], b.pending[i+1:]...)
-				b.mu.Unlock()
-				return ctx.Err()
-			}
-		}
-		b.mu.Unlock()
-		// In a batch in flight: it may still count, as a timed-out single
-		// call may.
-		return ctx.Err()
+		return b.leave(c, ctx.Err())
+	case <-expired:
+		return b.leave(c, context.DeadlineExceeded)
 	}
+}
+
+// leave gives c up with err: taken out of the pending calls when it was
+// not sent (no decision was made), else left to its batch in flight,
+// which may still count it, as a timed-out single call may.
+func (b *batcher) leave(c *call, err error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, p := range b.pending {
+		if p == c {
+			b.pending = append(b.pending[:i], b.pending[i+1:]...)
+			break
+		}
+	}
+	return err
 }
 
 // calls recycles the calls of decisions that completed; a call whose

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/algo"
+	"github.com/sluicehq/sluice/internal/bound"
 	"github.com/sluicehq/sluice/internal/redisclock"
 	"github.com/sluicehq/sluice/internal/validate"
 )
@@ -68,7 +69,17 @@ type Store struct {
 	slotBatch []atomic.Pointer[batcher]
 	argCached atomic.Int64
 	open      openOptions // Open's options (open.go)
+	// deadlines ends the batched calls of contexts made by bound.With.
+	deadlines bound.Wheel
 }
+
+// EnforcesDeadline reports whether AllowN and Reserve end by a deadline
+// given them with package bound (a sluice-internal way for failover to
+// give its deadline without a timer per call), whatever their context's
+// Done says: they do when decisions are batched (WithBatching), each
+// caller waiting on a timer it shares with the calls whose deadlines fall
+// in the same millisecond.
+func (s *Store) EnforcesDeadline() bool { return s.batch != nil || s.slotBatch != nil }
 
 // Option configures a Store.
 type Option func(*Store)
