@@ -196,11 +196,7 @@ func (s *Store) decide(ctx context.Context, key string, lim sluice.Limit, n int,
 	if _, err := s.limits.Check(key, lim, n); err != nil {
 		return sluice.Decision{}, time.Time{}, err
 	}
-	ck := ckey{key, lim}
-	sh := s.shardOf(key)
-	now := s.mono()
-	sh.mu.Lock()
-	e := s.entry(sh, ck, now)
+	sh, ck, e, now := s.lockEntry(key, lim)
 	if e == nil {
 		sh.mu.Unlock()
 		if reserve {
@@ -282,11 +278,7 @@ func (s *Store) Warm(ctx context.Context, key string, lim sluice.Limit) error {
 	if !grantable(lim) {
 		return nil
 	}
-	ck := ckey{key, lim}
-	sh := s.shardOf(key)
-	now := s.mono()
-	sh.mu.Lock()
-	e := s.entry(sh, ck, now)
+	sh, ck, e, now := s.lockEntry(key, lim)
 	if e == nil {
 		sh.mu.Unlock()
 		return fmt.Errorf("region: warm %q: %w", key, errFull)
@@ -334,6 +326,15 @@ var (
 func (s *Store) tau() time.Duration {
 	srtt, _ := s.link.rtt()
 	return max(4*s.cfg.refresh, 4*srtt, 100*time.Millisecond)
+}
+
+// lockEntry locks the shard of key and returns it with the state's
+// identity, its entry (made when there is room; nil when the store holds
+// its maximum of keys) and the time; the caller unlocks sh.mu.
+func (s *Store) lockEntry(key string, lim sluice.Limit) (sh *shard, ck ckey, e *entry, now time.Duration) {
+	ck, sh, now = ckey{key, lim}, s.shardOf(key), s.mono()
+	sh.mu.Lock()
+	return sh, ck, s.entry(sh, ck, now), now
 }
 
 // entry returns ck's entry, made when there is room; nil when the store
