@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -102,4 +103,41 @@ func TestWarmerReadiness(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A configuration put in force is warmed too: its new counters are
+// granted their first units at the home store, /readyz staying ready.
+func TestWarmerReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		defer mem.Close()
+		rs, err := region.New(mem, "eu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		cfg, err := config.Parse("w.yaml", []byte(warmConfig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng := engine.New(rs, cfg)
+		w := newWarmer(rs, eng, 10*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		defer w.close()
+		w.kick()
+		synctest.Wait()
+		next, err := config.Parse("w.yaml", []byte(warmConfig+"  - key: plan\n    value: team\n    rate_limit: {unit: hour, requests_per_unit: 30}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.SetConfig(next)
+		w.kick()
+		if ok, why := w.ready(); !ok {
+			t.Errorf("ready while a reload is warmed = false %q, want true (only the first pass holds it)", why)
+		}
+		synctest.Wait()
+		lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 30, Period: time.Hour}
+		if d, err := mem.AllowN(context.Background(), "w/plan=team", lim, 0); err != nil || d.Remaining != 27 {
+			t.Errorf("the new counter at the home store after the reload: %+v, %v; want 27 of 30 left (3 granted)", d, err)
+		}
+	})
 }
