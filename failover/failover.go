@@ -322,24 +322,16 @@ type call struct {
 }
 
 func (s *Store) begin(ctx context.Context) call {
-	cctx, cancel := s.deadline(ctx)
+	cctx, cancel := s.deadline(ctx, false)
 	return call{parent: ctx, ctx: cctx, cancel: cancel, start: time.Now()}
 }
 
-// beginDecision is begin for AllowN and Reserve: a shared store that
-// enforces a deadline itself (bound.Enforcer: redisstore, batching) is
-// given it with package bound, without the cancellable context and timer
-// of context.WithTimeout (about ten allocations per call).
+// beginDecision is begin for AllowN and Reserve, whose deadline a shared
+// store that enforces it itself (bound.Enforcer: redisstore, batching)
+// is given with package bound.
 func (s *Store) beginDecision(ctx context.Context) call {
-	if !s.enforces {
-		return s.begin(ctx)
-	}
-	now := time.Now()
-	t := s.timeout()
-	if d, ok := ctx.Deadline(); ok && d.Sub(now) <= t {
-		return call{parent: ctx, ctx: ctx, cancel: noCancel, start: now}
-	}
-	return call{parent: ctx, ctx: bound.With(ctx, now.Add(t)), cancel: noCancel, start: now}
+	cctx, cancel := s.deadline(ctx, s.enforces)
+	return call{parent: ctx, ctx: cctx, cancel: cancel, start: time.Now()}
 }
 
 // noCancel is the cancel of a call that made no context of its own.
@@ -355,11 +347,18 @@ func (s *Store) end(c call, err error) (error, bool) {
 // deadline is the context of a shared call: ctx with the store's timeout,
 // or ctx itself when its own deadline comes first (Envoy sends its 20ms
 // rate-limit timeout as grpc-timeout), which spares a timer per call; the
-// call then ends as it would have, at the caller's deadline.
-func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// call then ends as it would have, at the caller's deadline. With
+// enforced, the shared store keeps the timeout itself: it is given as a
+// deadline with package bound, without the cancellable context and timer
+// of context.WithTimeout (about ten allocations per call).
+func (s *Store) deadline(ctx context.Context, enforced bool) (context.Context, context.CancelFunc) {
 	t := s.timeout()
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= t {
+	now := time.Now()
+	if d, ok := ctx.Deadline(); ok && d.Sub(now) <= t {
 		return ctx, noCancel
+	}
+	if enforced {
+		return bound.With(ctx, now.Add(t)), noCancel
 	}
 	return context.WithTimeout(ctx, t)
 }

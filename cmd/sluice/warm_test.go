@@ -49,6 +49,23 @@ descriptors:
     rate_limit: {unit: hour, requests_per_unit: 10}
 `
 
+// newTestWarmer is a warmer of warmConfig over a region store of home,
+// logging to log; the store is closed when the test ends.
+func newTestWarmer(t *testing.T, home sluice.Store, log io.Writer) (*warmer, *engine.Engine) {
+	t.Helper()
+	rs, err := region.New(home, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	cfg, err := config.Parse("w.yaml", []byte(warmConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(rs, cfg)
+	return newWarmer(rs, eng, 10*time.Second, slog.New(slog.NewTextHandler(log, nil))), eng
+}
+
 // The warmer keeps /readyz at 503, naming what it does, until its first
 // pass is over; the counters of fixed values are then granted their
 // first units at the home store. A home store that fails ends the pass
@@ -62,17 +79,8 @@ func TestWarmerReadiness(t *testing.T) {
 			if fail {
 				home.err = errors.New("connection refused")
 			}
-			rs, err := region.New(home, "eu")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rs.Close()
-			cfg, err := config.Parse("w.yaml", []byte(warmConfig))
-			if err != nil {
-				t.Fatal(err)
-			}
 			var logs strings.Builder
-			w := newWarmer(rs, engine.New(rs, cfg), 10*time.Second, slog.New(slog.NewTextHandler(&logs, nil)))
+			w, _ := newTestWarmer(t, home, &logs)
 			defer w.close()
 			w.kick()
 			synctest.Wait()
@@ -111,17 +119,7 @@ func TestWarmerReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		defer mem.Close()
-		rs, err := region.New(mem, "eu")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Close()
-		cfg, err := config.Parse("w.yaml", []byte(warmConfig))
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng := engine.New(rs, cfg)
-		w := newWarmer(rs, eng, 10*time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		w, eng := newTestWarmer(t, mem, io.Discard)
 		defer w.close()
 		w.kick()
 		synctest.Wait()
