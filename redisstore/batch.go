@@ -39,13 +39,16 @@ type batcher struct {
 	alwaysScript bool
 }
 
-// maxRunning is how many batches may be in flight at once. Between a
-// batch's reply and the next batch's request lie goroutine hand-offs
-// (rueidis's reader, the runner, rueidis's writer); on a loaded machine
-// they take as long as Redis takes to run a batch, so that with two in
-// flight Redis idled. Four gained 5-15% at 16 and 64 callers in bench/redis
-// (six and eight no more).
-const maxRunning = 4
+// maxRunning is how many batches may be in flight at once. Fewer runners
+// make larger batches, so fewer script runs and syscalls per decision; one
+// more than one keeps Redis busy while a batch's callers are woken and the
+// next batch gathers. Measured (redisstore BenchmarkAllow and bench/redis,
+// GCRA, 16 to 256 callers, and sluice serve under bench/loadgen at 64
+// callers), two against four: batches of 26 rather than 13, the same or
+// more decisions/s at every concurrency, 10% less CPU per decision in the
+// client and in Redis, and 4-7% less in the service; one in flight saved
+// no more than two.
+const maxRunning = 2
 
 // maxBatch bounds the decisions of one script run, and maxBatchWork their
 // work (callWork): a script blocks Redis while it runs, and a batch must
