@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/service/listen"
 	"github.com/sluicehq/sluice/service/metrics"
 	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/rlswire"
 	"github.com/sluicehq/sluice/service/server"
 	"github.com/sluicehq/sluice/service/tracing"
 )
@@ -272,6 +273,7 @@ func (g *transportFlags) grpcOptions(log *slog.Logger, m *metrics.Metrics, tr *t
 		grpc.ChainUnaryInterceptor(streams.UnaryInterceptor(), g.unaryInterceptor(log, m, tr, outer...)),
 		grpc.ChainStreamInterceptor(streams.StreamInterceptor(), rls.RecoverStream(log, panicked)),
 		grpc.NumStreamWorkers(uint32(g.grpcWorkers)),
+		grpc.ForceServerCodecV2(rlswire.Codec{}),
 	)
 }
 
@@ -320,6 +322,7 @@ func (g *transportFlags) leanServer(gs *grpc.Server, log *slog.Logger, m *metric
 		UnaryInterceptor:      g.unaryInterceptor(log, m, tr, outer...),
 		Workers:               g.grpcWorkers,
 		Inline:                inline,
+		Codec:                 rlswire.Codec{},
 		Log:                   log,
 		Panicked:              func() { m.Panicked("grpc") },
 	})

@@ -90,6 +90,10 @@ type Options struct {
 	// lock held long, a timer). A handler that waits holds every call of
 	// its connection behind it.
 	Inline bool
+	// Codec, when not nil, decodes and encodes the messages it knows
+	// instead of the protobuf runtime, with the runtime's results
+	// (rlswire.Codec: the rate-limit service's).
+	Codec Codec
 	// Log receives the transport's own errors (a panic in this package, a
 	// connection that failed); nil: none.
 	Log *slog.Logger
@@ -97,6 +101,20 @@ type Options struct {
 	// package's own code (a handler's panic is the interceptor's to
 	// recover, as on grpc-go's server).
 	Panicked func()
+}
+
+// Codec decodes and encodes some messages faster than the protobuf
+// runtime, to the same results; it reports false for a message it leaves
+// to the runtime.
+type Codec interface {
+	// UnmarshalMessage decodes msg into v, a zero message; false leaves
+	// v to proto.Unmarshal. msg is not kept.
+	UnmarshalMessage(msg []byte, v any) bool
+	// Size is the length of v's encoding, and whether AppendMessage
+	// encodes v.
+	Size(v any) (int, bool)
+	// AppendMessage appends v's encoding, Size's length, to b.
+	AppendMessage(b []byte, v any) []byte
 }
 
 // withDefaults returns o with grpc-go's defaults for its zero values.

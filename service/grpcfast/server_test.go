@@ -29,6 +29,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/grpcfast"
 	"github.com/sluicehq/sluice/service/rls"
+	"github.com/sluicehq/sluice/service/rlswire"
 )
 
 // The servers every conformance case runs against: grpc-go's own, and
@@ -160,6 +161,27 @@ type target struct {
 	// transportPanics counts grpcfast's own recovered panics, apart from
 	// the handlers' (panicked counts both).
 	transportPanics atomic.Int64
+	// codec is grpcfast's codec, the rate-limit service's as sluice serve
+	// sets it, counting the messages it decoded and encoded itself.
+	codec *countingCodec
+}
+
+type countingCodec struct {
+	rlswire.Codec
+	decoded, encoded atomic.Int64
+}
+
+func (c *countingCodec) UnmarshalMessage(msg []byte, v any) bool {
+	ok := c.Codec.UnmarshalMessage(msg, v)
+	if ok {
+		c.decoded.Add(1)
+	}
+	return ok
+}
+
+func (c *countingCodec) AppendMessage(b []byte, v any) []byte {
+	c.encoded.Add(1)
+	return c.Codec.AppendMessage(b, v)
 }
 
 type counter struct{ n atomic.Int64 }
@@ -177,7 +199,7 @@ func startServer(t testing.TB, kind string, o serverOpts) *target {
 	if o.tls != nil {
 		l = tls.NewListener(l, o.tls)
 	}
-	tg := &target{kind: kind, addr: l.Addr().String(), svc: newTestService(), panicked: new(atomic.Int64), expired: &counter{}, refused: &counter{}}
+	tg := &target{kind: kind, addr: l.Addr().String(), svc: newTestService(), panicked: new(atomic.Int64), expired: &counter{}, refused: &counter{}, codec: &countingCodec{}}
 	guard := rls.Guard(nil, func() { tg.panicked.Add(1) }, 0)
 	opts := []grpc.ServerOption{grpc.UnaryInterceptor(guard), grpc.StreamInterceptor(rls.RecoverStream(nil, func() { tg.panicked.Add(1) }))}
 	if o.maxRecv > 0 {
@@ -209,7 +231,7 @@ func startServer(t testing.TB, kind string, o serverOpts) *target {
 			ConnectionTimeout: o.connTimeout, Keepalive: o.kp, KeepalivePolicy: o.kep,
 			FirstMessageTimeout: o.firstMessage, MaxPendingHeaderBytes: o.pendingBytes,
 			Expired: tg.expired, Refused: tg.refused,
-			UnaryInterceptor: guard, Workers: 4, Inline: kind == "lean-inline",
+			UnaryInterceptor: guard, Workers: 4, Inline: kind == "lean-inline", Codec: tg.codec,
 			Panicked: func() { tg.panicked.Add(1); tg.transportPanics.Add(1) },
 		})
 		fs.RegisterService(&pb.RateLimitService_ServiceDesc, tg.svc)

@@ -396,7 +396,10 @@ func (st *stream) decode(v any) error {
 	if st.msg == nil {
 		return status.Error(codes.Internal, "grpcfast: the request message was already decoded")
 	}
-	err := proto.Unmarshal(st.msg, m)
+	var err error
+	if c := st.c.s.opts.Codec; c == nil || !c.UnmarshalMessage(st.msg, v) {
+		err = proto.Unmarshal(st.msg, m)
+	}
 	putBuf(st.msg)
 	st.msg = nil
 	if err != nil {
@@ -437,18 +440,31 @@ func (st *stream) writeStatus(s *status.Status) {
 // message is marshalled straight into the connection's write buffer when
 // the windows allow it at once, as they almost always do.
 func (st *stream) writeResponse(resp any) {
-	m := messageOf(resp)
-	if m == nil {
-		st.writeStatus(status.Newf(codes.Internal, "grpc: error while marshaling: %T is not a protobuf message", resp))
-		return
-	}
 	c := st.c
-	size := proto.Size(m)
+	size, coded := 0, false
+	if cd := c.s.opts.Codec; cd != nil {
+		size, coded = cd.Size(resp)
+	}
+	var m proto.Message
+	if !coded {
+		if m = messageOf(resp); m == nil {
+			st.writeStatus(status.Newf(codes.Internal, "grpc: error while marshaling: %T is not a protobuf message", resp))
+			return
+		}
+		size = proto.Size(m)
+	}
 	if size > c.s.opts.MaxSendMsgSize {
 		st.writeStatus(status.Newf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, c.s.opts.MaxSendMsgSize))
 		return
 	}
-	mo := proto.MarshalOptions{UseCachedSize: true}
+	// appendMsg appends the message, size bytes (the codec's or the
+	// runtime's, under the size just computed).
+	appendMsg := func(b []byte) ([]byte, error) {
+		if coded {
+			return c.s.opts.Codec.AppendMessage(b, resp), nil
+		}
+		return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
+	}
 	c.mu.Lock()
 	if st.closed {
 		c.mu.Unlock()
@@ -464,7 +480,7 @@ func (st *stream) writeResponse(resp any) {
 		c.wbuf = appendFrameHeader(c.wbuf, total, http2.FrameData, 0, st.id)
 		c.wbuf = append(c.wbuf, 0, byte(size>>24), byte(size>>16), byte(size>>8), byte(size))
 		var err error
-		if c.wbuf, err = mo.MarshalAppend(c.wbuf, m); err != nil || len(c.wbuf) != off+9+total {
+		if c.wbuf, err = appendMsg(c.wbuf); err != nil || len(c.wbuf) != off+9+total {
 			c.wbuf = c.wbuf[:off]
 			st.writeStatusLocked(status.Newf(codes.Internal, "grpc: error while marshaling: %v", err))
 			st.flushLocked()
@@ -476,8 +492,8 @@ func (st *stream) writeResponse(resp any) {
 	} else {
 		b := make([]byte, 5, total)
 		binary.BigEndian.PutUint32(b[1:], uint32(size))
-		b, err := mo.MarshalAppend(b, m)
-		if err != nil {
+		b, err := appendMsg(b)
+		if err != nil || len(b) != total {
 			st.writeStatusLocked(status.Newf(codes.Internal, "grpc: error while marshaling: %v", err))
 			st.flushLocked()
 			return
