@@ -85,9 +85,13 @@ type conn struct {
 	err         error // the connection failed or closed
 	idleSince   time.Time
 	pendingHdr  int64 // header bytes of streams awaiting their message
-	drainPhase  int   // 0, 1 after the first GOAWAY, 2 after the final one
-	drainDebug  string
-	done        chan struct{}
+	// unarmed are the streams whose FirstMessageTimeout timer is not
+	// armed yet (armUnarmedLocked): almost every message comes in the
+	// same read as its headers, and then no timer is made at all.
+	unarmed    []*stream
+	drainPhase int // 0, 1 after the first GOAWAY, 2 after the final one
+	drainDebug string
+	done       chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -216,6 +220,9 @@ func (c *conn) readLoop() {
 		// GOAWAY from the client is ignored, as on grpc-go; PRIORITY and
 		// unknown frames are ignored, as HTTP/2 asks.
 		c.mu.Lock()
+		if len(c.unarmed) > 0 && (len(c.unarmed) >= maxUnarmed || c.wouldBlock()) {
+			c.armUnarmedLocked()
+		}
 		for c.writing && len(c.wbuf) > throttleBytes && c.err == nil {
 			c.cond.Wait()
 		}
@@ -232,6 +239,26 @@ func (c *conn) readLoop() {
 			c.mu.Unlock()
 		}
 	}
+}
+
+// maxUnarmed bounds the streams whose first-message timer waits to be
+// armed, for a client that never lets the reader wait.
+const maxUnarmed = 64
+
+// armUnarmedLocked arms the FirstMessageTimeout timer of each stream that
+// still waits for its message, to fire when it would have had it been
+// armed with the stream's headers. The reader calls it before it could
+// wait for the network, so that a stream's timer runs whenever its
+// message is not already read. c.mu is held.
+func (c *conn) armUnarmedLocked() {
+	for i, st := range c.unarmed {
+		if !st.closed && !st.firstDue.IsZero() && st.firstTimer == nil {
+			st.firstTimer = time.AfterFunc(time.Until(st.firstDue), st.firstMessageExpired)
+			c.s.armed.Add(1)
+		}
+		c.unarmed[i] = nil
+	}
+	c.unarmed = c.unarmed[:0]
 }
 
 // wouldBlock reports whether the next frame is not all in the read

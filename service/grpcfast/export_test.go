@@ -6,3 +6,6 @@ func (s *Server) NumConns() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// ArmedTimers is the number of first-message timers the server made.
+func (s *Server) ArmedTimers() int64 { return s.armed.Load() }

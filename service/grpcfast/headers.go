@@ -165,9 +165,10 @@ func (c *conn) onHeaders(f *headerBlock) {
 		st.timer = time.AfterFunc(r.timeout, st.expire)
 	}
 	if o.FirstMessageTimeout > 0 && rst {
-		st.firstTimer = time.AfterFunc(o.FirstMessageTimeout, st.firstMessageExpired)
+		st.firstDue = time.Now().Add(o.FirstMessageTimeout)
+		c.unarmed = append(c.unarmed, st) // the reader arms its timer if it must wait
 	}
-	st.waiting = st.hdrBytes > 0 || st.firstTimer != nil
+	st.waiting = st.hdrBytes > 0 || !st.firstDue.IsZero()
 	st.fbWait = st.body != nil // handed over once its message arrives (fallback.go)
 	c.mu.Unlock()
 	if !rst {

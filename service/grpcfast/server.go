@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -175,6 +176,7 @@ type Server struct {
 	methods  map[string]*method // by full method name, /pkg.Service/Method
 	work     chan *stream       // to idle workers
 	quitc    chan struct{}      // closed by Stop and GracefulStop: the workers end
+	armed    atomic.Int64       // first-message timers made (tests)
 	quitOnce sync.Once
 
 	mu       sync.Mutex

@@ -58,7 +58,8 @@ type stream struct {
 	trailerMD   metadata.MD // SetTrailer's
 	hdrBytes    int64       // counted in c.pendingHdr until the message arrives
 	timer       *time.Timer // the deadline's
-	firstTimer  *time.Timer // FirstMessageTimeout's
+	firstDue    time.Time   // FirstMessageTimeout's deadline, while the message is awaited
+	firstTimer  *time.Timer // its timer, once armed (conn.armUnarmedLocked)
 
 	// Owned by the reader: the request message of a call served here.
 	pfx     [5]byte
@@ -184,6 +185,7 @@ func (st *stream) arrivedLocked() {
 		st.c.pendingHdr -= st.hdrBytes
 		st.hdrBytes = 0
 	}
+	st.firstDue = time.Time{}
 	if st.firstTimer != nil {
 		st.firstTimer.Stop()
 		st.firstTimer = nil
@@ -213,7 +215,7 @@ func (st *stream) firstMessageExpired() {
 		c.mu.Unlock()
 		return
 	}
-	st.firstTimer = nil
+	st.firstTimer, st.firstDue = nil, time.Time{}
 	if e := c.s.opts.Expired; e != nil {
 		e.Inc()
 	}
