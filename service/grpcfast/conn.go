@@ -246,14 +246,15 @@ func (c *conn) readLoop() {
 const maxUnarmed = 64
 
 // armUnarmedLocked arms the FirstMessageTimeout timer of each stream that
-// still waits for its message, to fire when it would have had it been
-// armed with the stream's headers. The reader calls it before it could
-// wait for the network, so that a stream's timer runs whenever its
-// message is not already read. c.mu is held.
+// still waits for its message. The reader calls it before it could wait
+// for the network, so that a stream's timer runs whenever its message is
+// not already read; the time counts from then (the frames read with the
+// headers are handled first: microseconds, no time.Now per stream). c.mu
+// is held.
 func (c *conn) armUnarmedLocked() {
 	for i, st := range c.unarmed {
-		if !st.closed && !st.firstDue.IsZero() && st.firstTimer == nil {
-			st.firstTimer = time.AfterFunc(time.Until(st.firstDue), st.firstMessageExpired)
+		if !st.closed && st.firstAwaited && st.firstTimer == nil {
+			st.firstTimer = time.AfterFunc(c.s.opts.FirstMessageTimeout, st.firstMessageExpired)
 			c.s.armed.Add(1)
 		}
 		c.unarmed[i] = nil

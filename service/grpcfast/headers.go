@@ -165,10 +165,10 @@ func (c *conn) onHeaders(f *headerBlock) {
 		st.timer = time.AfterFunc(r.timeout, st.expire)
 	}
 	if o.FirstMessageTimeout > 0 && rst {
-		st.firstDue = time.Now().Add(o.FirstMessageTimeout)
+		st.firstAwaited = true
 		c.unarmed = append(c.unarmed, st) // the reader arms its timer if it must wait
 	}
-	st.waiting = st.hdrBytes > 0 || !st.firstDue.IsZero()
+	st.waiting = st.hdrBytes > 0 || st.firstAwaited
 	st.fbWait = st.body != nil // handed over once its message arrives (fallback.go)
 	c.mu.Unlock()
 	if !rst {

@@ -65,8 +65,9 @@ type Options struct {
 	InitialWindowSize, InitialConnWindowSize int32
 
 	// FirstMessageTimeout bounds the time from a stream's headers to its
-	// request message (to the end of the request, for a unary call); a
-	// stream still without one then is answered CANCELLED. 0: none.
+	// request message (to the end of the request, for a unary call),
+	// counted once the frames read with the headers are handled; a stream
+	// still without one then is answered CANCELLED. 0: none.
 	FirstMessageTimeout time.Duration
 	// MaxPendingHeaderBytes bounds, per connection, the header lists (each
 	// field's name and value and 32 bytes, as HTTP/2 counts them) of the

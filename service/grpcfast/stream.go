@@ -45,21 +45,21 @@ type stream struct {
 	md       metadata.MD // built on first read
 
 	// Under c.mu.
-	recvDone    bool // the client ended its side
-	closed      bool
-	recvWin     int64 // what the client may still send on the stream
-	recvUnacked int64
-	sendWin     int64
-	out         []byte // DATA waiting for the windows
-	trailer     []byte // the trailers' header block, once out is written
-	blocked     bool
-	headerSent  bool
-	header      metadata.MD // SetHeader's
-	trailerMD   metadata.MD // SetTrailer's
-	hdrBytes    int64       // counted in c.pendingHdr until the message arrives
-	timer       *time.Timer // the deadline's
-	firstDue    time.Time   // FirstMessageTimeout's deadline, while the message is awaited
-	firstTimer  *time.Timer // its timer, once armed (conn.armUnarmedLocked)
+	recvDone     bool // the client ended its side
+	closed       bool
+	recvWin      int64 // what the client may still send on the stream
+	recvUnacked  int64
+	sendWin      int64
+	out          []byte // DATA waiting for the windows
+	trailer      []byte // the trailers' header block, once out is written
+	blocked      bool
+	headerSent   bool
+	header       metadata.MD // SetHeader's
+	trailerMD    metadata.MD // SetTrailer's
+	hdrBytes     int64       // counted in c.pendingHdr until the message arrives
+	timer        *time.Timer // the deadline's
+	firstAwaited bool        // FirstMessageTimeout runs for the message
+	firstTimer   *time.Timer // its timer, once armed (conn.armUnarmedLocked)
 
 	// Owned by the reader: the request message of a call served here.
 	pfx     [5]byte
@@ -185,7 +185,7 @@ func (st *stream) arrivedLocked() {
 		st.c.pendingHdr -= st.hdrBytes
 		st.hdrBytes = 0
 	}
-	st.firstDue = time.Time{}
+	st.firstAwaited = false
 	if st.firstTimer != nil {
 		st.firstTimer.Stop()
 		st.firstTimer = nil
@@ -215,7 +215,7 @@ func (st *stream) firstMessageExpired() {
 		c.mu.Unlock()
 		return
 	}
-	st.firstTimer, st.firstDue = nil, time.Time{}
+	st.firstTimer, st.firstAwaited = nil, false
 	if e := c.s.opts.Expired; e != nil {
 		e.Inc()
 	}
