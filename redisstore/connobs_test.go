@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,4 +54,54 @@ func TestConnObserver(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestOneConnectionPerServer: Open's client pipelines over one connection
+// per server, so that the first command after Redis comes back (the
+// failover layer's probe) finds out a connection Redis closed while it was
+// idle, and no decision after it fails on one. With rueidis's default (one
+// per two CPUs) the decisions are spread over two connections or more,
+// and the first decision to reach the stale one after the probe fails.
+func TestOneConnectionPerServer(t *testing.T) {
+	srv := redistest.Server(t)
+	var opened atomic.Int64
+	s, err := Open(context.Background(), "redis://"+srv.Addr, WithConnObserver(func() { opened.Add(1) }, func() {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	decide := func(key string) error {
+		_, err := s.AllowN(ctx, key, sluice.PerMinute(100), 1)
+		return err
+	}
+	// Decisions on many keys, one at a time: each client connection is
+	// chosen at random per command, so 64 reach every one of them.
+	for i := range 64 {
+		if err := decide("before-" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("%d connections opened for 64 decisions, want 1", n)
+	}
+	srv.Kill()
+	srv.Restart()
+	// The idle connection is found closed by the first command sent on
+	// it, which fails; the next is sent on a new one.
+	answered := false
+	for i := range 3 {
+		if decide("probe-"+strconv.Itoa(i)) == nil {
+			answered = true
+			break
+		}
+	}
+	if !answered {
+		t.Fatal("no decision answered in three after Redis restarted")
+	}
+	for i := range 64 {
+		if err := decide("after-" + strconv.Itoa(i)); err != nil {
+			t.Fatalf("decision %d after one was answered: %v", i, err)
+		}
+	}
 }
