@@ -85,10 +85,12 @@ func (l *listener) Accept() (net.Conn, error) {
 			select {
 			case l.sem <- struct{}{}:
 			default:
-				c.Close()
+				// Counted before the close, so that whoever sees the
+				// connection closed finds it counted.
 				if l.o.Rejected != nil {
 					l.o.Rejected.Inc()
 				}
+				c.Close()
 				continue
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,6 +86,45 @@ func TestLimitCapsConnections(t *testing.T) {
 	c.Close()
 	if o := open.n.Load(); o != 0 {
 		t.Fatalf("open %d after every close, want 0", o)
+	}
+}
+
+// blockingCounter's Inc waits for release.
+type blockingCounter struct {
+	entered, release chan struct{}
+}
+
+func (b *blockingCounter) Inc() {
+	close(b.entered)
+	<-b.release
+}
+
+// TestRejectedCountedBeforeClose: a connection beyond the cap is counted
+// before it is closed, so that a client (or a test) that sees it closed
+// finds it counted.
+func TestRejectedCountedBeforeClose(t *testing.T) {
+	rejected := &blockingCounter{entered: make(chan struct{}), release: make(chan struct{})}
+	l, err := Listen("127.0.0.1:0", Options{MaxConns: 1, Rejected: rejected}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := serve(t, l)
+	var released sync.Once
+	release := func() { released.Do(func() { close(rejected.release) }) }
+	t.Cleanup(release) // before serve's, which waits for the accept loop
+	dial(t, l)
+	<-got
+	second := dial(t, l)
+	<-rejected.entered
+	// Counting holds the close back: nothing to read, no end of stream.
+	second.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var ne net.Error
+	if _, err := second.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("the rejected connection while it was being counted: read %v, want a timeout (still open)", err)
+	}
+	release()
+	if !closedByPeer(second) {
+		t.Fatal("the connection beyond MaxConns 1 was not closed once counted")
 	}
 }
 
