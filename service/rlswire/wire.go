@@ -433,10 +433,7 @@ func headerLen(h *corepb.HeaderValue) int {
 // AppendResponse appends m's encoding to b; ResponseSize(m) must have
 // reported true.
 func AppendResponse(b []byte, m *pb.RateLimitResponse) []byte {
-	if m.OverallCode != 0 {
-		b = appendTag(b, 1, protowire.VarintType)
-		b = appendVarint(b, uint64(int64(m.OverallCode)))
-	}
+	b = appendUint(b, 1, uint64(int64(m.OverallCode)))
 	for _, st := range m.Statuses {
 		b = appendTag(b, 2, protowire.BytesType)
 		b = appendVarint(b, uint64(statusLen(st)))
@@ -451,6 +448,16 @@ func AppendResponse(b []byte, m *pb.RateLimitResponse) []byte {
 	return b
 }
 
+// appendUint appends a varint field, unless v is 0 (a proto3 scalar's
+// default is not written).
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = appendTag(b, num, protowire.VarintType)
+	return appendVarint(b, v)
+}
+
 func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
@@ -461,46 +468,25 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 }
 
 func appendStatus(b []byte, st *pb.RateLimitResponse_DescriptorStatus) []byte {
-	if st.Code != 0 {
-		b = appendTag(b, 1, protowire.VarintType)
-		b = appendVarint(b, uint64(int64(st.Code)))
-	}
+	b = appendUint(b, 1, uint64(int64(st.Code)))
 	if l := st.CurrentLimit; l != nil {
 		b = appendTag(b, 2, protowire.BytesType)
 		b = appendVarint(b, uint64(limitLen(l)))
-		if l.RequestsPerUnit != 0 {
-			b = appendTag(b, 1, protowire.VarintType)
-			b = appendVarint(b, uint64(l.RequestsPerUnit))
-		}
-		if l.Unit != 0 {
-			b = appendTag(b, 2, protowire.VarintType)
-			b = appendVarint(b, uint64(int64(l.Unit)))
-		}
+		b = appendUint(b, 1, uint64(l.RequestsPerUnit))
+		b = appendUint(b, 2, uint64(int64(l.Unit)))
 		b = appendString(b, 3, l.Name)
 		if w := l.UnitMultiplier; w != nil {
 			b = appendTag(b, 4, protowire.BytesType)
 			b = appendVarint(b, uint64(wrapperLen(w.Value)))
-			if w.Value != 0 {
-				b = appendTag(b, 1, protowire.VarintType)
-				b = appendVarint(b, uint64(w.Value))
-			}
+			b = appendUint(b, 1, uint64(w.Value))
 		}
 	}
-	if st.LimitRemaining != 0 {
-		b = appendTag(b, 3, protowire.VarintType)
-		b = appendVarint(b, uint64(st.LimitRemaining))
-	}
+	b = appendUint(b, 3, uint64(st.LimitRemaining))
 	if d := st.DurationUntilReset; d != nil {
 		b = appendTag(b, 4, protowire.BytesType)
 		b = appendVarint(b, uint64(durationLen(d.Seconds, d.Nanos)))
-		if d.Seconds != 0 {
-			b = appendTag(b, 1, protowire.VarintType)
-			b = appendVarint(b, uint64(d.Seconds))
-		}
-		if d.Nanos != 0 {
-			b = appendTag(b, 2, protowire.VarintType)
-			b = appendVarint(b, uint64(int64(d.Nanos)))
-		}
+		b = appendUint(b, 1, uint64(d.Seconds))
+		b = appendUint(b, 2, uint64(int64(d.Nanos)))
 	}
 	return b
 }
