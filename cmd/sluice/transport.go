@@ -40,7 +40,7 @@ const (
 	defaultGRPCMaxConnAgeGrace   = time.Hour      // the reference's GRPC_MAX_CONNECTION_AGE_GRACE
 	defaultGRPCMaxMessageSize    = server.DefaultMaxBody
 	defaultRequestTimeout        = time.Second
-	defaultGRPCTransport         = "grpc-go"
+	defaultGRPCTransport         = "lean"
 	defaultConnWriteTimeout      = 10 * time.Second
 	// A ShouldRateLimit call's headers are a few hundred bytes; gRPC's
 	// own default is 16 MiB (moving to 8 KiB).
