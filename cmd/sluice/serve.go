@@ -409,6 +409,11 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	if tf.grpcTransport == "lean" {
 		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0, c.refStats.interceptor()...)
 		fast.RegisterService(&pb.RateLimitService_ServiceDesc, c.svc)
+		if err := fast.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, c.svc.UnaryHandler()); err != nil {
+			ls.close()
+			stopPage()
+			return nil, err
+		}
 		s.grpc, serveGRPC = fast, fast.Serve
 	}
 	go func() { s.errc <- fmt.Errorf("http: %w", dataPlane.Serve(ls.http)) }()

@@ -3,7 +3,6 @@ package grpcfast
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
@@ -13,7 +12,9 @@ import (
 
 // headerBlock is a stream's decoded header block.
 type headerBlock struct {
-	id        uint32
+	id uint32
+	// fields are the decoder's, read's: valid until its next read (a
+	// stream keeps a copy).
 	fields    []hpack.HeaderField
 	end       bool // END_STREAM
 	truncated bool // past MaxHeaderListSize: the fields are incomplete
@@ -125,7 +126,7 @@ func (d *hdecoder) read(fr *http2.Framer, hf *http2.HeadersFrame) (headerBlock, 
 	if err := checkPseudos(d.fields); err != nil {
 		return headerBlock{}, http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
-	return headerBlock{id: id, fields: slices.Clone(d.fields), end: end, truncated: d.truncated}, nil
+	return headerBlock{id: id, fields: d.fields, end: end, truncated: d.truncated}, nil
 }
 
 // validWireHeaderFieldName is x/net/http2's: a token, in lower case.

@@ -117,7 +117,8 @@ func (c *conn) onHeaders(f *headerBlock) {
 		return
 	}
 	o := &c.s.opts
-	st := &stream{c: c, id: id, path: r.path, fields: f.fields, subtype: r.subtype, recvWin: int64(o.InitialWindowSize)}
+	st := &stream{c: c, id: id, path: r.path, subtype: r.subtype, recvWin: int64(o.InitialWindowSize)}
+	st.keepFields(f.fields)
 	if m := c.s.methods[r.path]; m != nil && (r.encoding == "" || r.encoding == "identity") && (r.subtype == "" || r.subtype == "proto") {
 		st.m = m
 	} else {

@@ -166,6 +166,10 @@ type method struct {
 	desc *grpc.MethodDesc
 	impl any
 	info grpc.UnaryServerInfo
+	// HandleUnary's: the request's maker and the method's implementation,
+	// or nil (desc's generated handler).
+	newRequest func() any
+	handler    grpc.UnaryHandler
 }
 
 // Server serves gRPC on HTTP/2: the unary methods registered with
@@ -215,6 +219,22 @@ func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 		name := "/" + sd.ServiceName + "/" + md.MethodName
 		s.methods[name] = &method{desc: md, impl: impl, info: grpc.UnaryServerInfo{Server: impl, FullMethod: name}}
 	}
+}
+
+// HandleUnary serves the unary method full (/pkg.Service/Method, one that
+// RegisterService registered) by calling handler, the method's
+// implementation, on a request made by newRequest and decoded, through
+// the interceptor, as its generated handler does, but with the call's
+// grpc.UnaryServerInfo made once for all calls and no function made per
+// call: three allocations a call fewer. Interceptors must not modify the
+// info. Call it before Serve.
+func (s *Server) HandleUnary(full string, newRequest func() any, handler grpc.UnaryHandler) error {
+	m, ok := s.methods[full]
+	if !ok {
+		return fmt.Errorf("grpcfast: HandleUnary: %s is not a registered unary method", full)
+	}
+	m.newRequest, m.handler = newRequest, handler
+	return nil
 }
 
 // Serve accepts connections on l and serves each, until l fails or the

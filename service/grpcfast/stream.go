@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -35,6 +36,10 @@ type stream struct {
 	// which is built only when read (metadata.FromIncomingContext).
 	fields  []hpack.HeaderField
 	subtype string // of the content type, "" or "proto" here
+	// fieldBuf holds fields when they are few, as a call's usually are
+	// (Envoy's and grpc-go's clients send eight or fewer): one allocation
+	// for the stream and its fields.
+	fieldBuf [8]hpack.HeaderField
 
 	// The context. deadline is set before the stream is shared.
 	deadline time.Time
@@ -79,6 +84,15 @@ type stream struct {
 }
 
 type afterFunc struct{ f func() }
+
+// keepFields keeps a copy of fields, the header decoder's, as st.fields.
+func (st *stream) keepFields(fields []hpack.HeaderField) {
+	if len(fields) <= len(st.fieldBuf) {
+		st.fields = st.fieldBuf[:copy(st.fieldBuf[:], fields):len(fields)]
+		return
+	}
+	st.fields = slices.Clone(fields)
+}
 
 // Deadline is the call's deadline, from grpc-timeout.
 func (st *stream) Deadline() (time.Time, bool) { return st.deadline, !st.deadline.IsZero() }
@@ -381,12 +395,28 @@ func (st *stream) run() {
 			st.writeStatus(status.New(codes.Internal, "internal error"))
 		}
 	}()
-	resp, err := st.m.desc.Handler(st.m.impl, st, st.decode, s.opts.UnaryInterceptor)
+	resp, err := st.call(s.opts.UnaryInterceptor)
 	if err != nil {
 		st.writeError(err)
 		return
 	}
 	st.writeResponse(resp)
+}
+
+// call runs the method's handler on the request, through in (nil: none).
+func (st *stream) call(in grpc.UnaryServerInterceptor) (any, error) {
+	m := st.m
+	if m.handler == nil {
+		return m.desc.Handler(m.impl, st, st.decode, in)
+	}
+	req := m.newRequest()
+	if err := st.decode(req); err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return m.handler(st, req)
+	}
+	return in(st, req, &m.info, m.handler)
 }
 
 // decode unmarshals the request message into v, once.

@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"context"
+
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -40,3 +42,18 @@ func (h *Health) SetServing(serving bool) {
 // Drain reports NOT_SERVING for every service from now on, so that clients
 // stop sending new calls while in-flight ones finish.
 func (h *Health) Drain() { h.hs.Shutdown() }
+
+// ShouldRateLimitMethod is the full gRPC name of ShouldRateLimit.
+const ShouldRateLimitMethod = "/" + ServiceName + "/ShouldRateLimit"
+
+// NewRequest makes a ShouldRateLimit request to decode a call into.
+func NewRequest() any { return new(pb.RateLimitRequest) }
+
+// UnaryHandler is s.ShouldRateLimit as a grpc.UnaryHandler, for a server
+// that decodes the request itself (grpcfast's HandleUnary, with
+// NewRequest).
+func (s *Service) UnaryHandler() grpc.UnaryHandler {
+	return func(ctx context.Context, req any) (any, error) {
+		return s.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
+	}
+}
