@@ -87,6 +87,15 @@ func TestMetadata(t *testing.T) {
 		if got := headersOf(resp); got != want {
 			t.Errorf("metadata the server saw:\n%q\nwant\n%q", got, want)
 		}
+		// A call of few header fields (grpcfast keeps them in its stream).
+		resp, err = rlsClient(t, tg).ShouldRateLimit(context.Background(), req("echo-md", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = ":authority=" + tg.addr + "\ncontent-type=application/grpc\ngrpc-accept-encoding=gzip\n"
+		if got := headersOf(resp); got != want {
+			t.Errorf("metadata the server saw:\n%q\nwant\n%q", got, want)
+		}
 	})
 }
 

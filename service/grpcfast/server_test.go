@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,6 +236,16 @@ func startServer(t testing.TB, kind string, o serverOpts) *target {
 			Panicked: func() { tg.panicked.Add(1); tg.transportPanics.Add(1) },
 		})
 		fs.RegisterService(&pb.RateLimitService_ServiceDesc, tg.svc)
+		if kind == "lean" {
+			// As sluice serve does; lean-inline keeps the generated
+			// handler, so that both ways of calling are checked.
+			h := func(ctx context.Context, req any) (any, error) {
+				return tg.svc.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
+			}
+			if err := fs.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, h); err != nil {
+				t.Fatal(err)
+			}
+		}
 		tg.fast = fs
 		serve, tg.stop, tg.graceful = fs.Serve, fs.Stop, fs.GracefulStop
 	default:
@@ -275,4 +286,62 @@ func headersOf(r *pb.RateLimitResponse) string {
 		fmt.Fprintf(&b, "%s=%s\n", h.Key, h.Value)
 	}
 	return b.String()
+}
+
+// TestHandleUnary checks the call HandleUnary makes: the interceptor sees
+// the method's info (the registered server, the full name) and a decoded
+// request, and a method that is not registered is refused.
+func TestHandleUnary(t *testing.T) {
+	gs := grpc.NewServer()
+	svc := newTestService()
+	pb.RegisterRateLimitServiceServer(gs, svc)
+	var mu sync.Mutex // the calls run on the connection's reader
+	var infos []*grpc.UnaryServerInfo
+	in := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		mu.Lock()
+		infos = append(infos, info)
+		mu.Unlock()
+		if d := req.(*pb.RateLimitRequest).GetDomain(); d != "ok" {
+			return nil, fmt.Errorf("request domain %q, want ok", d)
+		}
+		return h(ctx, req)
+	}
+	fs := grpcfast.New(gs, grpcfast.Options{UnaryInterceptor: in, Inline: true})
+	fs.RegisterService(&pb.RateLimitService_ServiceDesc, svc)
+	if err := fs.HandleUnary("/envoy.service.ratelimit.v3.RateLimitService/Nope", rls.NewRequest, nil); err == nil {
+		t.Error("HandleUnary of a method not registered: no error")
+	}
+	var handled atomic.Int64
+	h := func(ctx context.Context, req any) (any, error) {
+		handled.Add(1)
+		return svc.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
+	}
+	if err := fs.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, h); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go fs.Serve(l)
+	defer fs.Stop()
+	tg := &target{addr: l.Addr().String()}
+	c := rlsClient(t, tg)
+	for i := range 2 {
+		resp, err := c.ShouldRateLimit(ctx5(t), req("ok", i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.GetStatuses()[0].GetLimitRemaining(); got != uint32(i+1) {
+			t.Errorf("call %d: limit_remaining %d, want %d", i, got, i+1)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if handled.Load() != 2 || len(infos) != 2 {
+		t.Fatalf("handler ran %d times, interceptor %d, want 2 and 2", handled.Load(), len(infos))
+	}
+	if infos[0] != infos[1] || infos[0].FullMethod != rls.ShouldRateLimitMethod || infos[0].Server != svc {
+		t.Errorf("info %+v then %+v: want one info, of %s and the registered server", infos[0], infos[1], rls.ShouldRateLimitMethod)
+	}
 }
