@@ -207,18 +207,19 @@ func escapedLen(s string) int {
 	return n
 }
 
+// escape writes s with a backslash before each '\\', '/', '=' and '*', in
+// one pass over its bytes (a string with none is one write).
 func escape(b *strings.Builder, s string) {
-	if !strings.ContainsAny(s, `\/=*`) {
-		b.WriteString(s)
-		return
-	}
+	start := 0
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\\', '/', '=', '*':
+			b.WriteString(s[start:i])
 			b.WriteByte('\\')
+			start = i // s[i] goes out with what follows it
 		}
-		b.WriteByte(s[i])
 	}
+	b.WriteString(s[start:])
 }
 
 // metricName is the stats name of a match, following the reference: the
