@@ -409,7 +409,7 @@ func startServers(f *serveFlags, c *core, auth server.Auth, srvCerts *certs.Serv
 	if tf.grpcTransport == "lean" {
 		fast := tf.leanServer(gs, c.log, c.metrics, c.tr, cm, c.st.waitBound == 0, c.refStats.interceptor()...)
 		fast.RegisterService(&pb.RateLimitService_ServiceDesc, c.svc)
-		if err := fast.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, c.svc.UnaryHandler()); err != nil {
+		if err := fast.HandleUnary(pb.RateLimitService_ShouldRateLimit_FullMethodName, rls.NewRequest, c.svc.UnaryHandler()); err != nil {
 			ls.close()
 			stopPage()
 			return nil, err

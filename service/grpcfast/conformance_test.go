@@ -88,7 +88,7 @@ func TestMetadata(t *testing.T) {
 			t.Errorf("metadata the server saw:\n%q\nwant\n%q", got, want)
 		}
 		// A call of few header fields (grpcfast keeps them in its stream).
-		resp, err = rlsClient(t, tg).ShouldRateLimit(context.Background(), req("echo-md", 1))
+		resp, err = rlsClient(t, tg).ShouldRateLimit(ctx5(t), req("echo-md", 1))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -242,7 +242,7 @@ func startServer(t testing.TB, kind string, o serverOpts) *target {
 			h := func(ctx context.Context, req any) (any, error) {
 				return tg.svc.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
 			}
-			if err := fs.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, h); err != nil {
+			if err := fs.HandleUnary(pb.RateLimitService_ShouldRateLimit_FullMethodName, rls.NewRequest, h); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -316,7 +316,7 @@ func TestHandleUnary(t *testing.T) {
 		handled.Add(1)
 		return svc.ShouldRateLimit(ctx, req.(*pb.RateLimitRequest))
 	}
-	if err := fs.HandleUnary(rls.ShouldRateLimitMethod, rls.NewRequest, h); err != nil {
+	if err := fs.HandleUnary(pb.RateLimitService_ShouldRateLimit_FullMethodName, rls.NewRequest, h); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -341,7 +341,7 @@ func TestHandleUnary(t *testing.T) {
 	if handled.Load() != 2 || len(infos) != 2 {
 		t.Fatalf("handler ran %d times, interceptor %d, want 2 and 2", handled.Load(), len(infos))
 	}
-	if infos[0] != infos[1] || infos[0].FullMethod != rls.ShouldRateLimitMethod || infos[0].Server != svc {
-		t.Errorf("info %+v then %+v: want one info, of %s and the registered server", infos[0], infos[1], rls.ShouldRateLimitMethod)
+	if infos[0] != infos[1] || infos[0].FullMethod != pb.RateLimitService_ShouldRateLimit_FullMethodName || infos[0].Server != svc {
+		t.Errorf("info %+v then %+v: want one info, of %s and the registered server", infos[0], infos[1], pb.RateLimitService_ShouldRateLimit_FullMethodName)
 	}
 }

@@ -88,7 +88,8 @@ type afterFunc struct{ f func() }
 // keepFields keeps a copy of fields, the header decoder's, as st.fields.
 func (st *stream) keepFields(fields []hpack.HeaderField) {
 	if len(fields) <= len(st.fieldBuf) {
-		st.fields = st.fieldBuf[:copy(st.fieldBuf[:], fields):len(fields)]
+		n := copy(st.fieldBuf[:], fields)
+		st.fields = st.fieldBuf[:n:n]
 		return
 	}
 	st.fields = slices.Clone(fields)

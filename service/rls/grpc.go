@@ -43,9 +43,6 @@ func (h *Health) SetServing(serving bool) {
 // stop sending new calls while in-flight ones finish.
 func (h *Health) Drain() { h.hs.Shutdown() }
 
-// ShouldRateLimitMethod is the full gRPC name of ShouldRateLimit.
-const ShouldRateLimitMethod = "/" + ServiceName + "/ShouldRateLimit"
-
 // NewRequest makes a ShouldRateLimit request to decode a call into.
 func NewRequest() any { return new(pb.RateLimitRequest) }
 
