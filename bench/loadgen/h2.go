@@ -17,10 +17,12 @@ package main
 // benchmark never needs (server push, request bodies over one frame, TLS).
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -196,6 +198,9 @@ func (h *h2Conn) signal() {
 func (h *h2Conn) writeLoop() {
 	var out []byte
 	for range h.wsig {
+		// Yield once first: the callers its reader just woke queue their
+		// requests meanwhile, and they go out in this write.
+		runtime.Gosched()
 		h.wmu.Lock()
 		out, h.wbuf = h.wbuf, out[:0]
 		broken := h.broken
@@ -291,7 +296,10 @@ func (h *h2Conn) fail(err error) {
 }
 
 func (h *h2Conn) readLoop() {
-	fr := http2.NewFramer(nil, h.c)
+	// Buffered: the framer reads a frame's header and its payload apart,
+	// two system calls a frame (six a call) when it reads the socket
+	// itself; from a buffer, one read takes in every frame that came.
+	fr := http2.NewFramer(nil, bufio.NewReaderSize(h.c, 64<<10))
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	fr.MaxHeaderListSize = 1 << 20
 	var consumed int64 // connection window used since our last update
