@@ -58,14 +58,15 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
 		store=$1; shift
 		# shellcheck disable=SC2086 # extra is split on purpose
 		line=$(MODES=grpc sh "$dir/run.sh" "$store" "$c" "$d" "$@" $extra |
-			grep -E '^(throughput=|cpu_us_per_call |calls_per_cpu_second |allocs_per_call )' | tr '\n' ' ')
+			grep -E '^(throughput=|cpu_us_per_call |calls_per_cpu_second |allocs_per_call |reads_writes_per_call |context_switches_per_call )' | tr '\n' ' ')
 		echo "round $r $cfg $line"
 		echo "$cfg $line" >>"$out"
 	done
 done
 echo
 echo "# medians over ${ROUNDS:-3} rounds, c=$c d=$d, $(nproc) CPUs"
-echo "# svc µs: the service process's CPU per call; svc/CPU-s: its calls per CPU-second; redis µs: its redis-server's"
+echo "# svc µs: the service process's CPU per call; svc/CPU-s: its calls per CPU-second; r+w: its read and write"
+echo "# system calls per call; ctxsw: its threads' context switches per call; redis µs: its redis-server's CPU per call"
 awk -v base="${BASE:+1}" -v configs="$configs" '
 function ms(v) { # a Go duration: 1.5ms, 870µs, 1.2s
 	if (v ~ /µs$/) return substr(v, 1, length(v)-2) / 1000
@@ -87,13 +88,15 @@ function ratio(x, y) { return y > 0 ? sprintf("%.2fx", x / y) : "-" }
 {
 	cfg = $1; i = ++n[cfg]; mode = ""
 	for (f = 2; f <= NF; f++) {
-		if ($f == "cpu_us_per_call" || $f == "calls_per_cpu_second" || $f == "allocs_per_call") { mode = $f; continue }
+		if ($f ~ /_per_call$|^calls_per_cpu_second$/) { mode = $f; continue }
 		split($f, kv, "=")
 		if (kv[1] == "throughput") v["tp", cfg, i] = kv[2]
 		else if (kv[1] == "p99") v["p99", cfg, i] = ms(kv[2])
 		else if (mode == "cpu_us_per_call") v["us_" kv[1], cfg, i] = kv[2]
 		else if (mode == "calls_per_cpu_second" && kv[1] == "service") v["cps", cfg, i] = kv[2]
 		else if (mode == "allocs_per_call" && kv[1] == "service") v["allocs", cfg, i] = kv[2]
+		else if (mode == "reads_writes_per_call" && kv[1] == "service") { split(kv[2], rw, "/"); v["sys", cfg, i] = rw[1] + rw[2] }
+		else if (mode == "context_switches_per_call" && kv[1] == "service") v["cs", cfg, i] = kv[2]
 	}
 }
 END {
@@ -102,14 +105,16 @@ END {
 		cfg = order[k]
 		tp[cfg] = med("tp", cfg); p99[cfg] = med("p99", cfg); us[cfg] = med("us_service", cfg)
 		cps[cfg] = med("cps", cfg); al[cfg] = med("allocs", cfg); rus[cfg] = med("us_redis", cfg)
+		sys[cfg] = med("sys", cfg); cs[cfg] = med("cs", cfg)
 	}
 	ref = "reference"
 	# (the widths of the names with a µ count its two bytes)
-	printf "%-34s %9s %7s %8s %10s %8s %9s %9s %9s %11s\n", "config", "calls/s", "p99 ms", "svc µs", "svc/CPU-s", "allocs", "redis µs", "calls/ref", "p99/ref", "svc µs/ref"
+	printf "%-34s %9s %7s %8s %10s %8s %8s %8s %9s %9s %9s %11s\n", "config", "calls/s", "p99 ms", "svc µs", "svc/CPU-s", "allocs", "r+w", "ctxsw", "redis µs", "calls/ref", "p99/ref", "svc µs/ref"
 	for (k = 1; k <= m; k++) {
 		cfg = order[k]
-		printf "%-34s %9.0f %7.2f %7.2f %10.0f %8s %8s %9s %9s %10s\n", cfg, tp[cfg], p99[cfg], us[cfg], cps[cfg],
-			(al[cfg] > 0 ? sprintf("%.1f", al[cfg]) : "-"), (rus[cfg] > 0 ? sprintf("%.2f", rus[cfg]) : "-"),
+		printf "%-34s %9.0f %7.2f %7.2f %10.0f %8s %8s %8s %8s %9s %9s %10s\n", cfg, tp[cfg], p99[cfg], us[cfg], cps[cfg],
+			(al[cfg] > 0 ? sprintf("%.1f", al[cfg]) : "-"), (sys[cfg] > 0 ? sprintf("%.3f", sys[cfg]) : "-"),
+			(cs[cfg] > 0 ? sprintf("%.3f", cs[cfg]) : "-"), (rus[cfg] > 0 ? sprintf("%.2f", rus[cfg]) : "-"),
 			ratio(tp[cfg], tp[ref]), ratio(p99[cfg], p99[ref]), ratio(us[cfg], us[ref])
 	}
 	if (base) {

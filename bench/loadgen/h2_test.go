@@ -86,3 +86,28 @@ func TestOverallCode(t *testing.T) {
 		t.Error("grpcPayload with a short body: no error")
 	}
 }
+
+func TestParseIO(t *testing.T) {
+	// The text of /proc/<pid>/io on Linux.
+	const io = "rchar: 123\nwchar: 456\nsyscr: 789\nsyscw: 1011\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+	r, w, err := parseIO(io)
+	if err != nil || r != 789 || w != 1011 {
+		t.Fatalf("parseIO = %d, %d, %v; want 789, 1011, nil", r, w, err)
+	}
+	if _, _, err := parseIO("rchar: 1\nsyscr: 2\n"); err == nil {
+		t.Fatal("parseIO without syscw: no error")
+	}
+	if _, _, err := parseIO("syscr: x\nsyscw: 1\n"); err == nil {
+		t.Fatal("parseIO with syscr x: no error")
+	}
+}
+
+func TestParseSwitches(t *testing.T) {
+	const status = "Name:\tsluice\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t150\nnonvoluntary_ctxt_switches:\t7\n"
+	if got := parseSwitches(status); got != 157 {
+		t.Fatalf("parseSwitches = %d, want 157", got)
+	}
+	if got := parseSwitches("Name:\tx\n"); got != 0 {
+		t.Fatalf("parseSwitches without the fields = %d, want 0", got)
+	}
+}

@@ -156,6 +156,9 @@ func main() {
 	if r.calls > 0 && r.cpu != nil {
 		printCPU(r, procs)
 	}
+	if r.calls > 0 && r.kern != nil {
+		printKern(r, procs)
+	}
 	if r.calls > 0 && r.mallocs > 0 {
 		fmt.Printf("allocs_per_call service=%.1f\n", float64(r.mallocs)/float64(r.calls))
 	}
@@ -253,6 +256,7 @@ type result struct {
 	lat                 []time.Duration
 	firstErr            error
 	cpu                 []time.Duration // CPU time of each measured process over the window; nil when unknown
+	kern                []kernCounts    // each measured process's system calls and context switches over the window; nil when unknown
 	mallocs             uint64          // the service's heap allocations over the window; 0 when unknown
 }
 
@@ -308,6 +312,103 @@ func cpuTimes(ps []proc) []time.Duration {
 		ts[i] = time.Duration(ut+st) * time.Second / ticks
 	}
 	return ts
+}
+
+// kernCounts are a process's read and write system calls (syscr and syscw
+// of /proc/<pid>/io: read, write and their kin, on sockets and pipes too)
+// and its threads' context switches (voluntary and not, summed over
+// /proc/<pid>/task/*/status; those of threads that exited are lost, and
+// Go's threads live as long as the process). Unlike CPU time, these do not
+// grow when other processes take the machine's CPUs: they show batching,
+// a call's share of a write or a read, and the scheduler's wake-ups.
+type kernCounts struct {
+	reads, writes, switches uint64
+}
+
+func (a kernCounts) sub(b kernCounts) kernCounts {
+	return kernCounts{a.reads - b.reads, a.writes - b.writes, a.switches - b.switches}
+}
+
+// kernTimes reads kernCounts of each process; nil when one is unavailable
+// (not Linux, or another user's process).
+func kernTimes(ps []proc) []kernCounts {
+	ks := make([]kernCounts, len(ps))
+	for i, p := range ps {
+		dir := "/proc/" + strconv.Itoa(p.pid)
+		b, err := os.ReadFile(dir + "/io")
+		if err != nil {
+			return nil
+		}
+		if ks[i].reads, ks[i].writes, err = parseIO(string(b)); err != nil {
+			return nil
+		}
+		tasks, err := os.ReadDir(dir + "/task")
+		if err != nil {
+			return nil
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + "/task/" + t.Name() + "/status")
+			if err != nil {
+				continue // the thread exited
+			}
+			ks[i].switches += parseSwitches(string(b))
+		}
+	}
+	return ks
+}
+
+// parseIO reads syscr and syscw from the text of /proc/<pid>/io.
+func parseIO(s string) (reads, writes uint64, err error) {
+	var seen int
+	for _, line := range strings.Split(s, "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if !ok || name != "syscr" && name != "syscw" {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc io: %s: %w", name, err)
+		}
+		if name == "syscr" {
+			reads = n
+		} else {
+			writes = n
+		}
+		seen++
+	}
+	if seen != 2 {
+		return 0, 0, errors.New("/proc io: no syscr and syscw")
+	}
+	return reads, writes, nil
+}
+
+// parseSwitches sums voluntary_ctxt_switches and nonvoluntary_ctxt_switches
+// in the text of a /proc status file.
+func parseSwitches(s string) uint64 {
+	var sum uint64
+	for _, line := range strings.Split(s, "\n") {
+		name, v, ok := strings.Cut(line, ":")
+		if ok && (name == "voluntary_ctxt_switches" || name == "nonvoluntary_ctxt_switches") {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			sum += n
+		}
+	}
+	return sum
+}
+
+// printKern prints each process's reads and writes and context switches
+// per call over the window.
+func printKern(r *result, ps []proc) {
+	per := func(n uint64) string {
+		return strconv.FormatFloat(float64(n)/float64(r.calls), 'f', 3, 64)
+	}
+	var sys, cs strings.Builder
+	for i, p := range ps {
+		fmt.Fprintf(&sys, " %s=%s/%s", p.name, per(r.kern[i].reads), per(r.kern[i].writes))
+		fmt.Fprintf(&cs, " %s=%s", p.name, per(r.kern[i].switches))
+	}
+	fmt.Printf("reads_writes_per_call%s\n", sys.String())
+	fmt.Printf("context_switches_per_call%s\n", cs.String())
 }
 
 // printCPU prints the CPU time of each process over the window, as µs per
@@ -424,7 +525,7 @@ func run(call func(ctx context.Context, worker, i int) error, end func(worker in
 			fatal(err)
 		}
 	}
-	cpu0 := cpuTimes(procs)
+	cpu0, kern0 := cpuTimes(procs), kernTimes(procs)
 	measuring.Store(true)
 	time.Sleep(dur)
 	measuring.Store(false)
@@ -432,6 +533,12 @@ func run(call func(ctx context.Context, worker, i int) error, end func(worker in
 		total.cpu = make([]time.Duration, len(procs))
 		for i := range procs {
 			total.cpu[i] = cpu1[i] - cpu0[i]
+		}
+	}
+	if kern1 := kernTimes(procs); kern0 != nil && kern1 != nil {
+		total.kern = make([]kernCounts, len(procs))
+		for i := range procs {
+			total.kern[i] = kern1[i].sub(kern0[i])
 		}
 	}
 	if mallocs != nil {
