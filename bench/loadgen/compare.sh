@@ -122,6 +122,7 @@ END {
 		split("redis tiered memory", b, " ")
 		for (k = 1; k <= 3; k++) {
 			cfg = b[k]
+			if (!(cfg in tp) || tp[cfg] == 0) continue # not among CONFIGS
 			printf "%-12s %15s %11s %14s\n", cfg, ratio(tp[cfg], tp["base-" cfg]), ratio(p99[cfg], p99["base-" cfg]), ratio(us[cfg], us["base-" cfg])
 		}
 	}
