@@ -53,8 +53,11 @@ func runIdleStreams(t *testing.T, h *harness) {
 	if err := streams.openStreams(idleStreams); err != nil {
 		t.Errorf("opening %d streams: %v", idleStreams, err)
 	}
-	if err := pinger.pings(50); err != nil && !pinger.isClosed() {
-		t.Errorf("50 pings: %v", err)
+	// The server answers the flood with GOAWAY and closes: a ping written
+	// after that may fail (a reset) before the reader has seen the close,
+	// so a write error is one only if the connection stays open.
+	if err := pinger.pings(50); err != nil && !pinger.closedWithin(idleMargin) {
+		t.Errorf("50 pings: %v, and the connection still open", err)
 	}
 	for deadline := time.Now().Add(2 * time.Second); streams.refused.Load() < idleStreams-maxStreams && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
