@@ -104,19 +104,26 @@ func (b *batcher) do(ctx context.Context, c *call) error {
 	}
 	// A deadline given with package bound (failover's) is kept here, on
 	// a timer shared with the calls whose deadlines fall in the same
-	// millisecond: ctx.Done does not report it.
+	// millisecond (and stopped when none of them waits any more): ctx.Done
+	// does not report it.
 	var expired <-chan struct{}
+	var slot *bound.Slot
 	if d, ok := bound.Of(ctx); ok {
-		expired = b.s.deadlines.After(d)
+		slot = b.s.deadlines.After(d)
+		expired = slot.Done()
 	}
+	var err error
 	select {
 	case <-c.wake:
-		return nil
 	case <-ctx.Done():
-		return b.leave(c, ctx.Err())
+		err = b.leave(c, ctx.Err())
 	case <-expired:
-		return b.leave(c, context.DeadlineExceeded)
+		err = b.leave(c, context.DeadlineExceeded)
 	}
+	if slot != nil {
+		b.s.deadlines.Release(slot)
+	}
+	return err
 }
 
 // leave gives c up with err: taken out of the pending calls when it was
