@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -158,7 +159,10 @@ func TestForwardAuthRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memstore.New()
+	// The clock stands still mid-minute: all 50 requests fall in one
+	// window of the per-minute fixed window whenever they run.
+	now := time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)
+	st := memstore.New(memstore.WithClock(func() time.Time { return now }))
 	t.Cleanup(func() { st.Close() })
 	// sluice serve --trusted-proxies 172.18.0.2 (Traefik's address).
 	trusted, _ := clientip.ParsePrefixes("172.18.0.2")

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -19,13 +20,19 @@ import (
 	"github.com/sluicehq/sluice/service/rls"
 )
 
+// testNow is the time of newTestServer's store.
+var testNow = time.Date(2026, 1, 2, 3, 4, 30, 0, time.UTC)
+
 func newTestServer(t testing.TB, opts ...Option) (*Server, *metrics.Metrics) {
 	t.Helper()
 	cfg, err := config.Parse("example.yaml", config.DefaultExample())
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := memstore.New()
+	// The store's clock stands still in the middle of a minute, so a
+	// test's requests share one window of a per-minute fixed-window
+	// limit whenever the machine runs them.
+	st := memstore.New(memstore.WithClock(func() time.Time { return testNow }))
 	t.Cleanup(func() { st.Close() })
 	m := metrics.New()
 	obs := metrics.Observe(st, m, nil) // as sluice serve wires it
