@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
 	"github.com/sluicehq/sluice/internal/testserver/servetest"
+	"github.com/sluicehq/sluice/internal/testserver/window"
 )
 
 // binary is the sluice command built once for the end-to-end tests.
@@ -209,14 +211,6 @@ func writeFile(t *testing.T, path, data string) {
 	}
 }
 
-// awayFromMinuteEdge waits, when needed, so that the next few seconds stay
-// in one fixed minute window.
-func awayFromMinuteEdge() {
-	if s := time.Now().Second(); s >= 57 {
-		time.Sleep(time.Duration(61-s) * time.Second)
-	}
-}
-
 // The reference's integration expectations, over gRPC.
 const e2eConfig = `domain: e2e
 descriptors:
@@ -250,28 +244,157 @@ func TestE2EReferenceBehaviour(t *testing.T) {
 	})
 }
 
+// refStep is a named step of a sequence run by window.Run: its findings carry
+// the step's name, as a subtest's would.
+type refStep struct {
+	f    *window.Findings
+	name string
+}
+
+func (s refStep) Helper() {}
+
+func (s refStep) Errorf(format string, args ...any) {
+	s.f.Errorf("%s: %s", s.name, fmt.Sprintf(format, args...))
+}
+
+func (s refStep) Logf(format string, args ...any) {
+	s.f.Logf("%s: %s", s.name, fmt.Sprintf(format, args...))
+}
+
+// seriesValue returns the value of series (a metric's name and labels, as
+// /metrics writes them) in the exposition text m, and whether m has it.
+func seriesValue(t testing.TB, m, series string) (float64, bool) {
+	t.Helper()
+	for l := range strings.Lines(m) {
+		if v, ok := strings.CutPrefix(strings.TrimSuffix(l, "\n"), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("/metrics: %s: %v", l, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
 func testReferenceBehaviour(t *testing.T, p *proc) {
-	awayFromMinuteEdge()
-	t.Run("20 per minute", func(t *testing.T) {
-		lastReset := time.Hour
-		for i := range 20 {
-			resp := p.should(t, "e2e", 0, d("key1", "v"))
-			st := resp.Statuses[0]
-			if resp.OverallCode != pb.RateLimitResponse_OK || st.LimitRemaining != uint32(19-i) ||
-				st.CurrentLimit.GetRequestsPerUnit() != 20 || st.CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
-				t.Fatalf("call %d: %v, want OK with 20/MINUTE remaining %d", i+1, resp, 19-i)
+	// The steps whose counts hold within one window of a minute (the
+	// hour's of "replaces" and of "two limits" with it) run as one
+	// sequence: one that a boundary interrupts runs again, on the
+	// attempt's own values. 20 s is far beyond what the sequence takes.
+	window.Run(t, time.Minute, 20*time.Second, func(f *window.Findings, attempt int) {
+		inStep := func(name string, fn func(s refStep)) { fn(refStep{f, name}) }
+		v := fmt.Sprintf("v%d", attempt)
+		inStep("20 per minute", func(s refStep) {
+			lastReset := time.Hour
+			for i := range 20 {
+				resp := p.should(t, "e2e", 0, d("key1", v))
+				st := resp.Statuses[0]
+				if resp.OverallCode != pb.RateLimitResponse_OK || st.LimitRemaining != uint32(19-i) ||
+					st.CurrentLimit.GetRequestsPerUnit() != 20 || st.CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_MINUTE {
+					s.Errorf("call %d: %v, want OK with 20/MINUTE remaining %d", i+1, resp, 19-i)
+					return
+				}
+				reset := st.DurationUntilReset.AsDuration()
+				if reset <= 0 || reset > time.Minute || reset > lastReset {
+					s.Errorf("call %d: duration_until_reset %v after %v, want falling within (0, 1m]", i+1, reset, lastReset)
+					return
+				}
+				lastReset = reset
 			}
-			reset := st.DurationUntilReset.AsDuration()
-			if reset <= 0 || reset > time.Minute || reset > lastReset {
-				t.Fatalf("call %d: duration_until_reset %v after %v, want falling within (0, 1m]", i+1, reset, lastReset)
+			resp := p.should(t, "e2e", 0, d("key1", v))
+			if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
+				s.Errorf("21st call: %v, want OVER_LIMIT", resp)
 			}
-			lastReset = reset
-		}
-		resp := p.should(t, "e2e", 0, d("key1", "v"))
-		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].Code != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].LimitRemaining != 0 {
-			t.Fatalf("21st call: %v, want OVER_LIMIT", resp)
-		}
+		})
+		inStep("shadow mode", func(s refStep) {
+			// The process's counters are cumulative (an earlier
+			// attempt's hits are in them): the step adds 2.
+			const (
+				decisions = `sluice_rls_decisions_total{domain="e2e",result="shadow_over_limit",rule="e2e.shadow"}`
+				hits      = `sluice_rls_shadow_mode_hits_total{domain="e2e",rule="e2e.shadow"}`
+			)
+			_, before := p.get(t, "/metrics")
+			for i := range 3 {
+				if resp := p.should(t, "e2e", 0, d("shadow", fmt.Sprintf("x%d", attempt))); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].Code != pb.RateLimitResponse_OK {
+					s.Errorf("shadow call %d: %v, want OK", i+1, resp)
+				}
+			}
+			_, after := p.get(t, "/metrics")
+			for _, series := range []string{decisions, hits} {
+				a, _ := seriesValue(t, after, series)
+				b, _ := seriesValue(t, before, series)
+				if n := a - b; n != 2 {
+					s.Errorf("%s grew by %v, want 2 shadow-mode hits:\n%s", series, n, grepLines(after, "shadow"))
+				}
+			}
+		})
+		inStep("wildcard", func(s refStep) {
+			for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
+				if resp := p.should(t, "e2e", 0, d("wild", fmt.Sprintf("abcdef%d", attempt))); resp.OverallCode != want {
+					s.Errorf("wild=abcdef%d call %d: %v, want %v", attempt, i+1, resp.OverallCode, want)
+				}
+			}
+			if resp := p.should(t, "e2e", 0, d("wild", fmt.Sprintf("abcxyz%d", attempt))); resp.OverallCode != pb.RateLimitResponse_OK {
+				s.Errorf("wild=abcxyz%d: %v, want OK (own counter per value)", attempt, resp.OverallCode)
+			}
+			if resp := p.should(t, "e2e", 0, d("wild", "xyz")); resp.Statuses[0].CurrentLimit != nil {
+				s.Errorf("wild=xyz: %v, want no limit", resp)
+			}
+		})
+		inStep("replaces", func(s refStep) {
+			g, sp := fmt.Sprintf("g%d", attempt), fmt.Sprintf("s%d", attempt)
+			resp := p.should(t, "e2e", 0, d("generic", g), d("specific", sp))
+			if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.GetName() != "specific" {
+				s.Errorf("got %v, want generic replaced by specific", resp)
+			}
+			if resp := p.should(t, "e2e", 0, d("generic", g), d("specific", sp)); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				s.Errorf("second call: %v, want OVER_LIMIT by specific (1 per hour)", resp.OverallCode)
+			}
+		})
+		inStep("hits_addend", func(s refStep) {
+			h := fmt.Sprintf("h%d", attempt)
+			resp := p.should(t, "e2e", 15, d("key1", h))
+			if resp.Statuses[0].LimitRemaining != 5 {
+				s.Errorf("hits_addend 15: %v, want 5 remaining", resp)
+			}
+			desc := d("key1", h)
+			desc.HitsAddend = wrapperspb.UInt64(5)
+			resp = p.should(t, "e2e", 1, desc)
+			if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
+				s.Errorf("descriptor hits_addend 5: %v, want OK with 0 remaining", resp)
+			}
+		})
+		inStep("two limits on one node, all or nothing", func(s refStep) {
+			// two's 2 per hour (GCRA) holds for an hour: each attempt
+			// has its own value.
+			two, aon := fmt.Sprintf("x%d", attempt), fmt.Sprintf("aon%d", attempt)
+			for i := range 2 {
+				if resp := p.should(t, "e2e", 0, d("two", two)); resp.OverallCode != pb.RateLimitResponse_OK {
+					s.Errorf("call %d: %v, want OK", i+1, resp)
+					return
+				}
+			}
+			resp := p.should(t, "e2e", 0, d("two", two), d("key1", aon))
+			if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
+				s.Errorf("3rd call: %v, want OVER_LIMIT by the 2 per hour limit", resp)
+			}
+			// key1=aon was not counted by the denied call (in this
+			// minute's window, which a count of it would still be in).
+			if resp := p.should(t, "e2e", 0, d("key1", aon)); resp.Statuses[0].LimitRemaining != 19 {
+				s.Errorf("key1=%s after the denied call: %v, want 19 remaining", aon, resp)
+			}
+		})
+		inStep("http json", func(s refStep) {
+			// key1=v is used up by "20 per minute", in this window.
+			code, body := p.post(t, "/json", fmt.Sprintf(`{"domain":"e2e","descriptors":[{"entries":[{"key":"key1","value":%q}]}]}`, v))
+			if code != 429 || !strings.Contains(body, `"OVER_LIMIT"`) {
+				s.Errorf("POST /json on a used-up key = %d %s, want 429", code, body)
+			}
+		})
 	})
+	// The steps below depend on no window of the clock (a sliding log
+	// counts from its own requests).
 	t.Run("unmatched and unlimited", func(t *testing.T) {
 		resp := p.should(t, "e2e", 0, d("nothing", "x"), d("unl", "x"))
 		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil ||
@@ -282,53 +405,8 @@ func testReferenceBehaviour(t *testing.T, p *proc) {
 			t.Errorf("unknown domain: %v, want OK", resp)
 		}
 	})
-	t.Run("shadow mode", func(t *testing.T) {
-		for i := range 3 {
-			if resp := p.should(t, "e2e", 0, d("shadow", "x")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].Code != pb.RateLimitResponse_OK {
-				t.Errorf("shadow call %d: %v, want OK", i+1, resp)
-			}
-		}
-		_, metrics := p.get(t, "/metrics")
-		if !strings.Contains(metrics, `sluice_rls_decisions_total{domain="e2e",result="shadow_over_limit",rule="e2e.shadow"} 2`) ||
-			!strings.Contains(metrics, `sluice_rls_shadow_mode_hits_total{domain="e2e",rule="e2e.shadow"} 2`) {
-			t.Errorf("metrics lack 2 shadow-mode hits:\n%s", grepLines(metrics, "shadow"))
-		}
-	})
-	t.Run("wildcard", func(t *testing.T) {
-		for i, want := range []pb.RateLimitResponse_Code{pb.RateLimitResponse_OK, pb.RateLimitResponse_OK, pb.RateLimitResponse_OVER_LIMIT} {
-			if resp := p.should(t, "e2e", 0, d("wild", "abcdef")); resp.OverallCode != want {
-				t.Errorf("wild=abcdef call %d: %v, want %v", i+1, resp.OverallCode, want)
-			}
-		}
-		if resp := p.should(t, "e2e", 0, d("wild", "abcxyz")); resp.OverallCode != pb.RateLimitResponse_OK {
-			t.Errorf("wild=abcxyz: %v, want OK (own counter per value)", resp.OverallCode)
-		}
-		if resp := p.should(t, "e2e", 0, d("wild", "xyz")); resp.Statuses[0].CurrentLimit != nil {
-			t.Errorf("wild=xyz: %v, want no limit", resp)
-		}
-	})
-	t.Run("replaces", func(t *testing.T) {
-		resp := p.should(t, "e2e", 0, d("generic", "g"), d("specific", "s"))
-		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit != nil || resp.Statuses[1].CurrentLimit.GetName() != "specific" {
-			t.Errorf("got %v, want generic replaced by specific", resp)
-		}
-		if resp := p.should(t, "e2e", 0, d("generic", "g"), d("specific", "s")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			t.Errorf("second call: %v, want OVER_LIMIT by specific (1 per hour)", resp.OverallCode)
-		}
-	})
-	t.Run("hits_addend", func(t *testing.T) {
-		resp := p.should(t, "e2e", 15, d("key1", "h"))
-		if resp.Statuses[0].LimitRemaining != 5 {
-			t.Errorf("hits_addend 15: %v, want 5 remaining", resp)
-		}
-		desc := d("key1", "h")
-		desc.HitsAddend = wrapperspb.UInt64(5)
-		resp = p.should(t, "e2e", 1, desc)
-		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 0 {
-			t.Errorf("descriptor hits_addend 5: %v, want OK with 0 remaining", resp)
-		}
-	})
 	t.Run("sliding log 30s", func(t *testing.T) {
+		began := time.Now()
 		for i := range 3 {
 			resp := p.should(t, "e2e", 0, d("slide", "x"))
 			cl := resp.Statuses[0].CurrentLimit
@@ -337,24 +415,13 @@ func testReferenceBehaviour(t *testing.T, p *proc) {
 			}
 		}
 		resp := p.should(t, "e2e", 0, d("slide", "x"))
+		// The first call's entry leaves the log 30 s after it was made:
+		// at least 30 s less the time the four calls took (less a
+		// second of rounding) from the 4th.
+		took := time.Since(began)
 		reset := resp.Statuses[0].DurationUntilReset.AsDuration()
-		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || reset < 29*time.Second || reset > 30*time.Second {
-			t.Errorf("4th call: %v, want OVER_LIMIT for about 30s", resp)
-		}
-	})
-	t.Run("two limits on one node, all or nothing", func(t *testing.T) {
-		for i := range 2 {
-			if resp := p.should(t, "e2e", 0, d("two", "x")); resp.OverallCode != pb.RateLimitResponse_OK {
-				t.Fatalf("call %d: %v, want OK", i+1, resp)
-			}
-		}
-		resp := p.should(t, "e2e", 0, d("two", "x"), d("key1", "aon"))
-		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || resp.Statuses[0].CurrentLimit.GetUnit() != pb.RateLimitResponse_RateLimit_HOUR {
-			t.Errorf("3rd call: %v, want OVER_LIMIT by the 2 per hour limit", resp)
-		}
-		// key1=aon was not counted by the denied call.
-		if resp := p.should(t, "e2e", 0, d("key1", "aon")); resp.Statuses[0].LimitRemaining != 19 {
-			t.Errorf("key1=aon after the denied call: %v, want 19 remaining", resp)
+		if resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT || reset < 29*time.Second-took || reset > 30*time.Second {
+			t.Errorf("4th call, %v after the first: %v, want OVER_LIMIT until the first call's entry leaves the 30 s log", took, resp)
 		}
 	})
 	t.Run("invalid argument", func(t *testing.T) {
@@ -369,12 +436,8 @@ func testReferenceBehaviour(t *testing.T, p *proc) {
 			}
 		}
 	})
-	t.Run("http json and check", func(t *testing.T) {
-		code, body := p.post(t, "/json", `{"domain":"e2e","descriptors":[{"entries":[{"key":"key1","value":"v"}]}]}`)
-		if code != 429 || !strings.Contains(body, `"OVER_LIMIT"`) {
-			t.Errorf("POST /json on a used-up key = %d %s, want 429", code, body)
-		}
-		code, body = p.post(t, "/v1/check", `{"key":"tenant-1:/search","algorithm":"sliding_log","rate":5,"period":"1s","burst":0,"cost":1}`)
+	t.Run("http check", func(t *testing.T) {
+		code, body := p.post(t, "/v1/check", `{"key":"tenant-1:/search","algorithm":"sliding_log","rate":5,"period":"1s","burst":0,"cost":1}`)
 		if want := `{"allowed":true,"limit":5,"remaining":4,"retry_after_ms":0,"reset_after_ms":1000}`; code != 200 || strings.TrimSpace(body) != want {
 			t.Errorf("POST /v1/check = %d %s, want 200 %s", code, body, want)
 		}

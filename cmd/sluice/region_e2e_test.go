@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,14 +76,9 @@ func offer(f window.TB, p *proc, key, value string, n, callers int) int {
 func regionStat(t *testing.T, p *proc, name, labels string) int {
 	t.Helper()
 	_, m := p.get(t, "/metrics")
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+labels) + ` ([0-9.e+]+)$`)
-	g := re.FindStringSubmatch(m)
-	if g == nil {
+	v, ok := seriesValue(t, m, name+labels)
+	if !ok {
 		t.Fatalf("/metrics lacks %s%s", name, labels)
-	}
-	v, err := strconv.ParseFloat(g[1], 64)
-	if err != nil {
-		t.Fatal(err)
 	}
 	return int(v)
 }
@@ -168,17 +161,9 @@ func TestE2ERegionSeveralLimits(t *testing.T) {
 		"--region-timeout-min", "5s", "--region-timeout-max", "20s",
 		"--remote-store", home.storeAPI, "--remote-store-plaintext")
 	p.waitLog(t, `region \"eu\", granted by`)
-	homeMultis := regexp.MustCompile(`(?m)^sluice_store_api_requests_total\{code="OK",method="AllowMulti"\} ([0-9.e+]+)$`)
 	multis := func() int {
 		_, m := home.get(t, "/metrics")
-		g := homeMultis.FindStringSubmatch(m)
-		if g == nil {
-			return 0
-		}
-		v, err := strconv.ParseFloat(g[1], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
+		v, _ := seriesValue(t, m, `sluice_store_api_requests_total{code="OK",method="AllowMulti"}`)
 		return int(v)
 	}
 	local := func() int {

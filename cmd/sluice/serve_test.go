@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,11 +109,9 @@ func TestE2EGCHeapFloor(t *testing.T) {
 	for _, tt := range tests {
 		p := start(t, []string{"GOGC=100"}, tt.args...)
 		_, body := p.get(t, "/metrics")
-		var got float64 = -1
-		for line := range strings.Lines(body) {
-			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
-				got, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
-			}
+		got, ok := seriesValue(t, body, "go_gc_gogc_percent")
+		if !ok {
+			got = -1
 		}
 		if tt.wantAbove && got <= 100 || !tt.wantAbove && got != 100 {
 			t.Errorf("serve %v with GOGC=100: go_gc_gogc_percent = %v, want above 100: %v", tt.args, got, tt.wantAbove)

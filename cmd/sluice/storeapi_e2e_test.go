@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/window"
 	"github.com/sluicehq/sluice/remotestore"
 	"github.com/sluicehq/sluice/service/certs/certstest"
 )
@@ -54,50 +55,60 @@ func TestE2EStoreAPI(t *testing.T) {
 	// key1 admits 20 a minute: home, region and the library in turn, one
 	// quota. The library decides on the same state as the service's rule
 	// (its key and limit), which the first decision's answer reveals.
-	awayFromMinuteEdge()
+	// Each sequence counts within one window of a minute, on the
+	// attempt's own key; 15 s is far beyond what it takes.
 	procs := []*proc{home, region}
-	for i := range 24 {
-		p := procs[i%2]
-		resp := p.should(t, "e2e", 0, d("key1", "shared"))
-		want := pb.RateLimitResponse_OK
-		if i >= 20 {
-			want = pb.RateLimitResponse_OVER_LIMIT
+	window.Run(t, time.Minute, 15*time.Second, func(f *window.Findings, attempt int) {
+		shared := fmt.Sprintf("shared%d", attempt)
+		for i := range 24 {
+			p := procs[i%2]
+			resp := p.should(t, "e2e", 0, d("key1", shared))
+			want := pb.RateLimitResponse_OK
+			if i >= 20 {
+				want = pb.RateLimitResponse_OVER_LIMIT
+			}
+			if resp.OverallCode != want || (i < 20 && resp.Statuses[0].LimitRemaining != uint32(19-i)) {
+				f.Errorf("decision %d (%s): %v, want %v with %d remaining", i, []string{"home", "region"}[i%2], resp, want, max(19-i, 0))
+				return
+			}
 		}
-		if resp.OverallCode != want || (i < 20 && resp.Statuses[0].LimitRemaining != uint32(19-i)) {
-			t.Fatalf("decision %d (%s): %v, want %v with %d remaining", i, []string{"home", "region"}[i%2], resp, want, max(19-i, 0))
-		}
-	}
+	})
 
 	// /v1/check: the library, the home and the region share each key.
-	awayFromMinuteEdge()
-	body := `{"key":"tenant-7","rate":5,"period":"1m","algorithm":"sliding_window"}`
 	lim := sluice.Limit{Algorithm: sluice.SlidingWindow, Rate: 5, Period: time.Minute}
-	for i := range 7 {
-		var allowed bool
-		switch i % 3 {
-		case 0, 1:
-			code, b := procs[i%3].post(t, "/v1/check", body)
-			if code != 200 {
-				t.Fatalf("/v1/check %d: %d %s", i, code, b)
+	window.Run(t, time.Minute, 15*time.Second, func(f *window.Findings, attempt int) {
+		key := fmt.Sprintf("tenant-7-%d", attempt)
+		body := fmt.Sprintf(`{"key":%q,"rate":5,"period":"1m","algorithm":"sliding_window"}`, key)
+		for i := range 7 {
+			var allowed bool
+			switch i % 3 {
+			case 0, 1:
+				code, b := procs[i%3].post(t, "/v1/check", body)
+				if code != 200 {
+					f.Errorf("/v1/check %d: %d %s", i, code, b)
+					return
+				}
+				allowed = strings.Contains(b, `"allowed":true`)
+				if want := fmt.Sprintf(`"remaining":%d,`, max(4-i, 0)); !strings.Contains(b, want) {
+					f.Errorf("/v1/check %d: %s, want %s", i, b, want)
+				}
+			case 2:
+				dec, err := lib.AllowN(context.Background(), "*check/"+key, lim, 1)
+				if err != nil {
+					f.Errorf("library AllowN: %v", err)
+					return
+				}
+				allowed = dec.Allowed
+				if dec.Degraded || (i < 5 && dec.Remaining != 4-i) {
+					f.Errorf("library decision %d: %+v, want %d remaining", i, dec, 4-i)
+				}
 			}
-			allowed = strings.Contains(b, `"allowed":true`)
-			if want := fmt.Sprintf(`"remaining":%d,`, max(4-i, 0)); !strings.Contains(b, want) {
-				t.Errorf("/v1/check %d: %s, want %s", i, b, want)
-			}
-		case 2:
-			dec, err := lib.AllowN(context.Background(), "*check/tenant-7", lim, 1)
-			if err != nil {
-				t.Fatalf("library AllowN: %v", err)
-			}
-			allowed = dec.Allowed
-			if dec.Degraded || (i < 5 && dec.Remaining != 4-i) {
-				t.Errorf("library decision %d: %+v, want %d remaining", i, dec, 4-i)
+			if allowed != (i < 5) {
+				f.Errorf("/v1/check %d (%s): allowed %v, want %v", i, []string{"home", "region", "library"}[i%3], allowed, i < 5)
+				return
 			}
 		}
-		if allowed != (i < 5) {
-			t.Fatalf("/v1/check %d (%s): allowed %v, want %v", i, []string{"home", "region", "library"}[i%3], allowed, i < 5)
-		}
-	}
+	})
 
 	// Concurrency limits through the region's /v1/acquire and the
 	// library: at most 2 held.
@@ -170,19 +181,31 @@ func TestE2EStoreAPIMutualTLS(t *testing.T) {
 	intruder := region("--remote-store-tls-cert", badCert, "--remote-store-tls-key", badKey)
 	anonymous := region()
 
-	awayFromMinuteEdge()
-	for i := range 2 {
-		resp := good.should(t, "e2e", 0, d("key1", "mtls"))
-		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
-			t.Fatalf("a region with a certificate of the CA, decision %d: %v, want OK with %d remaining", i, resp, 19-i)
-		}
-	}
-	for name, p := range map[string]*proc{"another CA's certificate": intruder, "no certificate": anonymous} {
+	// The refused regions know at start: waited for before the sequence.
+	refused := map[string]*proc{"another CA's certificate": intruder, "no certificate": anonymous}
+	for _, p := range refused {
 		p.waitLog(t, "remote store unreachable at start")
-		if resp := p.should(t, "e2e", 0, d("key1", "mtls")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			t.Errorf("a region with %s: %v, want OVER_LIMIT (refused: fail closed)", name, resp)
-		}
 	}
+	// key1 admits 20 a minute: the sequence, on the attempt's own key,
+	// counts within one window; 15 s is far beyond what it takes.
+	window.Run(t, time.Minute, 15*time.Second, func(f *window.Findings, attempt int) {
+		mtls := fmt.Sprintf("mtls%d", attempt)
+		for i := range 2 {
+			resp := good.should(t, "e2e", 0, d("key1", mtls))
+			if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
+				f.Errorf("a region with a certificate of the CA, decision %d: %v, want OK with %d remaining", i, resp, 19-i)
+				return
+			}
+		}
+		for name, p := range refused {
+			if resp := p.should(t, "e2e", 0, d("key1", mtls)); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				f.Errorf("a region with %s: %v, want OVER_LIMIT (refused: fail closed)", name, resp)
+			}
+		}
+		if resp := good.should(t, "e2e", 0, d("key1", mtls)); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 17 {
+			f.Errorf("the region with a certificate after the refused ones: %v, want OK with 17 remaining (nothing counted for them)", resp)
+		}
+	})
 	// The library, with and without the certificate.
 	pair, err := tls.LoadX509KeyPair(goodCert, goodKey)
 	if err != nil {
@@ -205,8 +228,5 @@ func TestE2EStoreAPIMutualTLS(t *testing.T) {
 		if !withCert && (err == nil || !strings.Contains(err.Error(), "Unauthenticated")) {
 			t.Errorf("library without a certificate: %+v, %v; want Unauthenticated", dec, err)
 		}
-	}
-	if resp := good.should(t, "e2e", 0, d("key1", "mtls")); resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != 17 {
-		t.Errorf("the region with a certificate after the refused ones: %v, want OK with 17 remaining (nothing counted for them)", resp)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/failover"
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/window"
 	"github.com/sluicehq/sluice/remotestore"
 	"github.com/sluicehq/sluice/stack"
 )
@@ -53,13 +55,19 @@ func TestE2EStoreAPIOutage(t *testing.T) {
 	// within the test.
 	libLim := sluice.Limit{Algorithm: sluice.TokenBucket, Rate: 6, Period: 600 * time.Hour}
 
-	awayFromMinuteEdge()
-	for i, p := range []*proc{open, closed, home} {
-		resp := p.should(t, "e2e", 0, d("key1", "outage"))
-		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
-			t.Fatalf("before the outage, decision %d: %v, want OK with %d remaining", i, resp, 19-i)
+	// key1 admits 20 a minute: the three decide on one counter, in one
+	// window of a minute, on the attempt's own key; 10 s is far beyond
+	// what the sequence takes.
+	window.Run(t, time.Minute, 10*time.Second, func(f *window.Findings, attempt int) {
+		key := fmt.Sprintf("outage%d", attempt)
+		for i, p := range []*proc{open, closed, home} {
+			resp := p.should(t, "e2e", 0, d("key1", key))
+			if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
+				f.Errorf("before the outage, decision %d: %v, want OK with %d remaining", i, resp, 19-i)
+				return
+			}
 		}
-	}
+	})
 	if dec, err := lib.AllowN(ctx, "lib", libLim, 1); err != nil || !dec.Allowed || dec.Degraded || dec.Remaining != 5 {
 		t.Fatalf("library before the outage: %+v, %v; want admitted by the home store, 5 remaining", dec, err)
 	}
@@ -81,15 +89,32 @@ func TestE2EStoreAPIOutage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	awayFromMinuteEdge()
-	// key1 admits 20 a minute; each of 2 replicas 10 while the store is away.
-	for i := range 12 {
-		resp := open.should(t, "e2e", 0, d("key1", "degraded"))
-		if want := i < 10; (resp.OverallCode == pb.RateLimitResponse_OK) != want {
-			t.Fatalf("fail open, decision %d with the home sluice down: %v, want admitted %v (a share of 20/2)", i, resp.OverallCode, want)
+	// key1 admits 20 a minute; each of 2 replicas 10 while the store is
+	// away, counted in one window of a minute on the attempt's own key
+	// (degraded<attempt>); 15 s is far beyond what the sequence takes.
+	degraded := func(attempt int) string { return fmt.Sprintf("degraded%d", attempt) }
+	attempts := 0
+	window.Run(t, time.Minute, 15*time.Second, func(f *window.Findings, attempt int) {
+		attempts = attempt + 1
+		for i := range 12 {
+			resp := open.should(t, "e2e", 0, d("key1", degraded(attempt)))
+			if want := i < 10; (resp.OverallCode == pb.RateLimitResponse_OK) != want {
+				f.Errorf("fail open, decision %d with the home sluice down: %v, want admitted %v (a share of 20/2)", i, resp.OverallCode, want)
+				return
+			}
+			if resp := closed.should(t, "e2e", 0, d("key1", degraded(attempt))); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
+				f.Errorf("fail closed, decision %d with the home sluice down: %v, want OVER_LIMIT", i, resp.OverallCode)
+				return
+			}
 		}
-		if resp := closed.should(t, "e2e", 0, d("key1", "degraded")); resp.OverallCode != pb.RateLimitResponse_OVER_LIMIT {
-			t.Fatalf("fail closed, decision %d with the home sluice down: %v, want OVER_LIMIT", i, resp.OverallCode)
+	})
+	// The check after the outage runs on degraded<attempt> too: each
+	// of its possible attempts' keys is decided degraded by both regions
+	// now, those the sequence above left out included (no window
+	// involved: one decision each, nothing checked but that it is made).
+	for k := attempts; k < window.Attempts; k++ {
+		for _, p := range []*proc{open, closed} {
+			p.should(t, "e2e", 0, d("key1", degraded(k)))
 		}
 	}
 	for _, c := range []struct {
@@ -132,15 +157,17 @@ func TestE2EStoreAPIOutage(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	awayFromMinuteEdge()
-	// The degraded decisions counted nowhere at home: "degraded" is
-	// untouched there.
-	for i, p := range []*proc{open, closed} {
-		resp := p.should(t, "e2e", 0, d("key1", "degraded"))
-		if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
-			t.Errorf("after the home sluice came back, region %d on a key decided degraded: %v, want OK with %d remaining", i, resp, 19-i)
+	// The degraded decisions counted nowhere at home: degraded<attempt>,
+	// decided degraded by both regions, is untouched there. Counted in
+	// one window of a minute; 10 s is far beyond what the sequence takes.
+	window.Run(t, time.Minute, 10*time.Second, func(f *window.Findings, attempt int) {
+		for i, p := range []*proc{open, closed} {
+			resp := p.should(t, "e2e", 0, d("key1", degraded(attempt)))
+			if resp.OverallCode != pb.RateLimitResponse_OK || resp.Statuses[0].LimitRemaining != uint32(19-i) {
+				f.Errorf("after the home sluice came back, region %d on key1=%s, decided degraded: %v, want OK with %d remaining", i, degraded(attempt), resp, 19-i)
+			}
 		}
-	}
+	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		dec, err := lib.AllowN(ctx, "lib", libLim, 1)
