@@ -236,9 +236,12 @@ func TestRefusedBeforeSending(t *testing.T) {
 // attempt is ErrContended and counts nothing.
 func TestContended(t *testing.T) {
 	m := memcachedtest.Server(t)
-	s := open(t, memcachestore.Options{MaxCASAttempts: 3}, m.Addr)
+	// A clock that stands still: the item's name holds the window, and
+	// every call must count in the one named here.
+	now := time.Now()
+	s := open(t, memcachestore.Options{MaxCASAttempts: 3, Clock: func() time.Time { return now }}, m.Addr)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 5, Period: time.Hour}
-	name, err := s.Name("k", lim, time.Now().UnixMicro())
+	name, err := s.Name("k", lim, now.UnixMicro())
 	if err != nil {
 		t.Fatal(err)
 	}

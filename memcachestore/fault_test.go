@@ -249,7 +249,9 @@ func TestRestartNoError(t *testing.T) {
 // treats the command it had received.
 func TestPausedNoReplay(t *testing.T) {
 	m := memcachedtest.Server(t)
-	s := open(t, memcachestore.Options{}, m.Addr)
+	// A clock that stands still: the three charges count in one window.
+	now := time.Now()
+	s := open(t, memcachestore.Options{Clock: func() time.Time { return now }}, m.Addr)
 	lim := sluice.Limit{Algorithm: sluice.FixedWindow, Rate: 10, Period: time.Hour, Counting: sluice.CountAll}
 	allow(t, s, "k", lim, 1)
 	m.Pause()
