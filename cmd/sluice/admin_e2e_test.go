@@ -3,14 +3,17 @@ package main
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/testserver/redistest"
+	"github.com/sluicehq/sluice/internal/testserver/window"
 	"github.com/sluicehq/sluice/service/certs/certstest"
 )
 
@@ -52,53 +55,63 @@ func adminE2E(t *testing.T, extra ...string) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	decide := func(n int) (admitted int) {
-		for range n {
-			if code, _ := p.post(t, "/json", `{"domain":"adm","descriptors":[{"entries":[{"key":"user","value":"u1"}]}]}`); code == 200 {
-				admitted++
+	// per_user counts 3 an hour in windows of the wall clock: the
+	// sequence runs within one, on the attempt's own user.
+	var user string // the last attempt's
+	window.Run(t, time.Hour, time.Minute, func(f *window.Findings, attempt int) {
+		user = fmt.Sprintf("u%d", attempt+1)
+		decide := func(n int) (admitted int) {
+			for range n {
+				if code, _ := p.post(t, "/json", `{"domain":"adm","descriptors":[{"entries":[{"key":"user","value":"`+user+`"}]}]}`); code == 200 {
+					admitted++
+				}
 			}
+			return admitted
 		}
-		return admitted
-	}
-	if got := decide(4); got != 3 {
-		t.Fatalf("admitted %d of 4, want 3", got)
-	}
-	const q = "/admin/v1/inspect?domain=adm&descriptor=user=u1"
-	if code, body := call("GET", q, ""); code != http.StatusUnauthorized {
-		t.Errorf("inspect without a token = %d %s, want 401", code, body)
-	}
-	code, body := call("GET", q, "e2e-0123456789abcdef")
-	var ins struct {
-		Descriptors []struct {
-			Rules []struct {
-				Rule  struct{ Name string }
-				State struct {
-					Remaining int
-					Over      bool
+		if got := decide(4); got != 3 {
+			f.Errorf("admitted %d of 4, want 3", got)
+			return
+		}
+		q := "/admin/v1/inspect?domain=adm&descriptor=user=" + user
+		if code, body := call("GET", q, ""); code != http.StatusUnauthorized {
+			f.Errorf("inspect without a token = %d %s, want 401", code, body)
+		}
+		code, body := call("GET", q, "e2e-0123456789abcdef")
+		var ins struct {
+			Descriptors []struct {
+				Rules []struct {
+					Rule  struct{ Name string }
+					State struct {
+						Remaining int
+						Over      bool
+					}
 				}
 			}
 		}
-	}
-	if err := json.Unmarshal([]byte(body), &ins); err != nil || code != 200 || len(ins.Descriptors) != 1 || len(ins.Descriptors[0].Rules) != 1 {
-		t.Fatalf("inspect = %d %s (%v)", code, body, err)
-	}
-	if r := ins.Descriptors[0].Rules[0]; r.Rule.Name != "per_user" || r.State.Remaining != 0 || !r.State.Over {
-		t.Errorf("inspect = %+v, want per_user used up", r)
-	}
-	if got := decide(1); got != 0 {
-		t.Fatalf("inspecting admitted a request: %d", got)
-	}
-	if code, body := call("POST", "/admin/v1/reset?domain=adm&descriptor=user=u1", "e2e-0123456789abcdef"); code != 200 || !strings.Contains(body, `"by": "ops"`) {
-		t.Fatalf("reset = %d %s", code, body)
-	}
-	p.waitLog(t, "admin reset")
-	if !strings.Contains(p.stderr.String(), "by=ops") {
-		t.Errorf("the reset's log line does not name its caller:\n%s", p.stderr)
-	}
-	if got := decide(4); got != 3 {
-		t.Errorf("after the reset, admitted %d of 4, want the full limit 3", got)
-	}
-	code, body = call("GET", "/admin/v1/config", "e2e-0123456789abcdef")
+		if err := json.Unmarshal([]byte(body), &ins); err != nil || code != 200 || len(ins.Descriptors) != 1 || len(ins.Descriptors[0].Rules) != 1 {
+			f.Errorf("inspect = %d %s (%v)", code, body, err)
+			return
+		}
+		if r := ins.Descriptors[0].Rules[0]; r.Rule.Name != "per_user" || r.State.Remaining != 0 || !r.State.Over {
+			f.Errorf("inspect = %+v, want per_user used up", r)
+		}
+		if got := decide(1); got != 0 {
+			f.Errorf("inspecting admitted a request: %d", got)
+			return
+		}
+		if code, body := call("POST", "/admin/v1/reset?domain=adm&descriptor=user="+user, "e2e-0123456789abcdef"); code != 200 || !strings.Contains(body, `"by": "ops"`) {
+			f.Errorf("reset = %d %s", code, body)
+			return
+		}
+		p.waitLog(t, "admin reset")
+		if !strings.Contains(p.stderr.String(), "by=ops") {
+			f.Errorf("the reset's log line does not name its caller:\n%s", p.stderr)
+		}
+		if got := decide(4); got != 3 {
+			f.Errorf("after the reset, admitted %d of 4, want the full limit 3", got)
+		}
+	})
+	code, body := call("GET", "/admin/v1/config", "e2e-0123456789abcdef")
 	if code != 200 || !strings.Contains(body, `"source": "file"`) || !strings.Contains(body, `"name": "per_user"`) || !strings.Contains(body, `"loaded_at"`) {
 		t.Errorf("config = %d %s", code, body)
 	}
@@ -107,20 +120,20 @@ func adminE2E(t *testing.T, extra ...string) {
 		t.Errorf("/metrics = %d, want 200", code)
 	}
 	// The keys denied most and the status page are mounted behind the
-	// same authentication: u1 was denied twice (once before the reset,
-	// once after).
+	// same authentication: the user was denied twice (once before the
+	// reset, once after).
 	for _, path := range []string{"/admin/top?domain=adm", "/admin/"} {
 		if code, body := call("GET", path, ""); code != http.StatusUnauthorized {
 			t.Errorf("%s without a token = %d %s, want 401", path, code, body)
 		}
 	}
 	code, body = call("GET", "/admin/top?domain=adm", "e2e-0123456789abcdef")
-	if code != 200 || !strings.Contains(body, `"user=u1"`) || !strings.Contains(body, `"per_user"`) {
-		t.Errorf("/admin/top = %d %s, want per_user's key user=u1", code, body)
+	if code != 200 || !strings.Contains(body, `"user=`+user+`"`) || !strings.Contains(body, `"per_user"`) {
+		t.Errorf("/admin/top = %d %s, want per_user's key user=%s", code, body, user)
 	}
 	code, body = call("GET", "/admin/", "e2e-0123456789abcdef")
-	if code != 200 || !strings.Contains(body, "per_user") || !strings.Contains(body, "user=u1") {
-		t.Errorf("/admin/ = %d, want the status page with per_user and user=u1:\n%s", code, body)
+	if code != 200 || !strings.Contains(body, "per_user") || !strings.Contains(body, "user="+user) {
+		t.Errorf("/admin/ = %d, want the status page with per_user and user=%s:\n%s", code, body, user)
 	}
 }
 
